@@ -1,0 +1,52 @@
+#pragma once
+// One call from a compute DAG to a runnable CPU kernel: stage plan -> schedule (given or default)
+// -> loop IR -> LLVM JIT. The entry point Python, the tests and the tuners use.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/llvm/compile.h"
+#include "ir/tensor.h"
+#include "loop/stmt.h"
+#include "schedule/annotation.h"
+#include "schedule/default_schedule.h"
+#include "schedule/stage_plan.h"
+
+namespace tessera::compiler {
+
+struct BuildOptions {
+  std::string name = "kernel";
+  std::optional<schedule::KernelSchedule> schedule;  // default schedule when empty
+  std::optional<schedule::Target> target;            // host target when empty
+  codegen::CompileOptions codegen;
+};
+
+class BuiltKernel {
+ public:
+  // buffers: inputs then outputs, as in the plan; sizes: values of func().size_vars.
+  void run(void** buffers, const int64_t* sizes) const;
+  void run(const std::vector<void*>& buffers, const std::vector<int64_t>& sizes) const;
+
+  const schedule::StagePlan& plan() const { return plan_; }
+  const schedule::KernelSchedule& schedule() const { return schedule_; }
+  const loop::LoweredFunc& func() const { return func_; }
+  double lower_ms() const { return lower_ms_; }
+  double jit_ms() const { return compiled_->compile_ms(); }
+  // Number of elements of argument buffer `i` for the given size values.
+  int64_t arg_numel(size_t i, const std::vector<int64_t>& sizes) const;
+
+ private:
+  friend BuiltKernel build_cpu(const std::vector<ir::Tensor>&, const std::vector<ir::Tensor>&,
+                               const BuildOptions&);
+  schedule::StagePlan plan_;
+  schedule::KernelSchedule schedule_;
+  loop::LoweredFunc func_;
+  std::shared_ptr<codegen::CompiledKernel> compiled_;
+  double lower_ms_ = 0;
+};
+
+BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
+                      const BuildOptions& options = {});
+
+}  // namespace tessera::compiler

@@ -1,0 +1,67 @@
+#include "ir/functor.h"
+
+#include <unordered_set>
+
+namespace tessera::ir {
+
+Expr ExprMutator::mutate_children(const Expr& e) {
+  if (e->operands.empty()) return e;
+  std::vector<Expr> ops;
+  ops.reserve(e->operands.size());
+  bool changed = false;
+  for (const Expr& o : e->operands) {
+    ops.push_back(mutate(o));
+    changed |= !ops.back().same_as(o);
+  }
+  return changed ? with_operands(e, std::move(ops)) : e;
+}
+
+void visit_expr(const Expr& e, const std::function<void(const Expr&)>& f) {
+  std::vector<Expr> stack{e};
+  while (!stack.empty()) {
+    Expr cur = stack.back();
+    stack.pop_back();
+    f(cur);
+    for (auto it = cur->operands.rbegin(); it != cur->operands.rend(); ++it) stack.push_back(*it);
+  }
+}
+
+namespace {
+class Substituter : public ExprMutator {
+ public:
+  explicit Substituter(const VarMap& vmap) : vmap_(vmap) {}
+  Expr mutate(const Expr& e) override {
+    if (e->kind == ExprKind::kVar) {
+      auto it = vmap_.find(e.get());
+      return it == vmap_.end() ? e : it->second;
+    }
+    return mutate_children(e);
+  }
+
+ private:
+  const VarMap& vmap_;
+};
+}  // namespace
+
+Expr substitute(const Expr& e, const VarMap& vmap) {
+  if (vmap.empty()) return e;
+  Substituter s(vmap);
+  return s.mutate(e);
+}
+
+bool uses_var(const Expr& e, const Var& v) {
+  bool found = false;
+  visit_expr(e, [&](const Expr& x) { found |= x.get() == v.get(); });
+  return found;
+}
+
+std::vector<Var> free_vars(const Expr& e) {
+  std::vector<Var> out;
+  std::unordered_set<const ExprNode*> seen;
+  visit_expr(e, [&](const Expr& x) {
+    if (x->kind == ExprKind::kVar && seen.insert(x.get()).second) out.push_back(x);
+  });
+  return out;
+}
+
+}  // namespace tessera::ir

@@ -1,0 +1,82 @@
+#pragma once
+// Loop IR: the imperative program a schedule lowers to, and what code generators consume.
+//
+// Expressions are ir::Expr (with kLoad reading flat buffer elements). Statements are immutable
+// nodes with a kind tag, like expressions. Semantics the code generators rely on:
+//  - For: `var` runs over [min, min + extent). kParallel loops are distributed over the thread
+//    pool (the body must be race-free across iterations). kVectorized loops must have a constant
+//    extent (the vector width); their body is executed lane-wise in SIMD registers. kUnrolled
+//    loops with a constant extent are fully unrolled (accumulator tiles rely on constant indices).
+//  - Store writes buffer[index] = value (flat element index).
+//  - Allocate introduces a temporary buffer visible in `body`; kRegister/kStack buffers need a
+//    constant size.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/buffer.h"
+#include "ir/expr.h"
+
+namespace tessera::loop {
+
+using ir::Buffer;
+using ir::Expr;
+using ir::Var;
+
+enum class ForKind : uint8_t {
+  kSerial,
+  kParallel,
+  kVectorized,
+  kUnrolled,
+  kGpuBlockX,
+  kGpuBlockY,
+  kGpuBlockZ,
+  kGpuThreadX,
+  kGpuThreadY,
+  kGpuThreadZ,
+};
+const char* for_kind_name(ForKind k);
+
+enum class StmtKind : uint8_t { kFor, kLet, kIf, kStore, kAllocate, kSeq, kNop };
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct StmtNode {
+  StmtKind kind;
+  // kFor: var, min, extent, for_kind, body. kLet: var, value, body.
+  Var var;
+  Expr min;
+  Expr extent;
+  ForKind for_kind = ForKind::kSerial;
+  Expr value;  // kLet value; kStore value
+  // kIf: cond, then_case, else_case (may be null).
+  Expr cond;
+  Stmt then_case;
+  Stmt else_case;
+  Stmt body;  // kFor, kLet, kAllocate
+  // kStore: buffer[index] = value. kAllocate: buffer.
+  Buffer buffer;
+  Expr index;
+  std::vector<Stmt> seq;  // kSeq
+};
+
+Stmt make_for(Var var, Expr min, Expr extent, ForKind kind, Stmt body);
+Stmt make_let(Var var, Expr value, Stmt body);
+Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr);
+Stmt make_store(Buffer buffer, Expr index, Expr value);
+Stmt make_allocate(Buffer buffer, Stmt body);
+Stmt make_seq(std::vector<Stmt> stmts);  // flattens nested sequences, drops nops
+Stmt make_nop();
+
+// A kernel: its buffer arguments (in ABI order) and the size variables it reads at run time.
+// ABI of the compiled function: extern "C" void f(void** buffers, const int64_t* sizes), where
+// buffers[i] is the data pointer of args[i] and sizes[j] the value of size_vars[j].
+struct LoweredFunc {
+  std::string name;
+  std::vector<Buffer> args;
+  std::vector<Var> size_vars;
+  Stmt body;
+};
+
+}  // namespace tessera::loop

@@ -1,0 +1,18 @@
+// The Python extension module tessera._C: the only translation units that see pybind11 (and,
+// later, torch headers) live in csrc/python/, so the core stays free of Python.
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#ifndef TESSERA_VERSION
+#define TESSERA_VERSION "0.0.0"  // CMake passes the project version; this keeps editors happy.
+#endif
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Tessera C++ core (compiled module)";
+  m.def(
+      "version", []() { return std::string(TESSERA_VERSION); },
+      "Version of the compiled Tessera core.");
+}

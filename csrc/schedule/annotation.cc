@@ -1,0 +1,89 @@
+#include "schedule/annotation.h"
+
+#include "util/check.h"
+
+namespace tessera::schedule {
+
+using util::Json;
+
+const char* sketch_name(Sketch s) {
+  switch (s) {
+    case Sketch::kMultiLevelTiling: return "multi_level_tiling";
+    case Sketch::kCrossLaneReduction: return "cross_lane_reduction";
+  }
+  return "?";
+}
+
+Sketch sketch_from_name(const std::string& name) {
+  for (Sketch s : {Sketch::kMultiLevelTiling, Sketch::kCrossLaneReduction}) {
+    if (name == sketch_name(s)) return s;
+  }
+  TESSERA_FAIL() << "unknown sketch '" << name << "'";
+}
+
+namespace {
+template <typename T>
+Json to_array(const std::vector<T>& v) {
+  Json a = Json::array();
+  for (const T& x : v) a.push_back(Json(x));
+  return a;
+}
+
+std::vector<int64_t> int_list(const Json& j, const char* key) {
+  std::vector<int64_t> out;
+  if (const Json* a = j.find(key)) {
+    for (const Json& x : a->as_array()) out.push_back(x.as_int());
+  }
+  return out;
+}
+}  // namespace
+
+Json StageAnnotation::to_json() const {
+  Json j = Json::object();
+  j["sketch"] = sketch_name(sketch);
+  j["op"] = op;
+  j["tile_outer"] = to_array(tile_outer);
+  j["tile_reg"] = to_array(tile_reg);
+  j["tile_reduce"] = to_array(tile_reduce);
+  j["vector_axis"] = vector_axis;
+  j["vector_width"] = vector_width;
+  j["s1_order"] = to_array(s1_order);
+  j["pack"] = to_array(pack);
+  j["parallel"] = parallel;
+  return j;
+}
+
+StageAnnotation StageAnnotation::from_json(const Json& j) {
+  StageAnnotation a;
+  a.sketch = sketch_from_name(j.get_string("sketch", "multi_level_tiling"));
+  a.op = j.get_string("op", "");
+  a.tile_outer = int_list(j, "tile_outer");
+  a.tile_reg = int_list(j, "tile_reg");
+  a.tile_reduce = int_list(j, "tile_reduce");
+  a.vector_axis = static_cast<int>(j.get_int("vector_axis", -1));
+  a.vector_width = static_cast<int>(j.get_int("vector_width", 1));
+  for (int64_t x : int_list(j, "s1_order")) a.s1_order.push_back(static_cast<int>(x));
+  if (const Json* p = j.find("pack")) {
+    for (const Json& x : p->as_array()) a.pack.push_back(x.as_string());
+  }
+  a.parallel = j.get_bool("parallel", true);
+  return a;
+}
+
+Json KernelSchedule::to_json() const {
+  Json j = Json::object();
+  j["tuner"] = tuner;
+  Json s = Json::array();
+  for (const StageAnnotation& a : stages) s.push_back(a.to_json());
+  j["stages"] = s;
+  return j;
+}
+
+KernelSchedule KernelSchedule::from_json(const Json& j) {
+  KernelSchedule k;
+  k.tuner = j.get_string("tuner", "default");
+  for (const Json& s : j.at("stages").as_array()) k.stages.push_back(StageAnnotation::from_json(s));
+  return k;
+}
+
+}  // namespace tessera::schedule

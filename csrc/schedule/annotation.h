@@ -1,0 +1,53 @@
+#pragma once
+// Schedules: a sketch (the loop structure, chosen by rules from the compute pattern) plus an
+// annotation (the numbers: tile sizes, vector width, packing). Every tuner works on this one
+// representation and it round-trips through JSON, so a record made by one tuner is readable by all.
+#include <string>
+#include <vector>
+
+#include "util/json.h"
+
+namespace tessera::schedule {
+
+// Loop structure of one stage (one materialised compute op, possibly with a fused epilogue).
+//
+// kMultiLevelTiling ("SSRSRS"):
+//   parallel for cache tiles (all spatial axes, tile_outer)     S0
+//     for outer reduce tiles (tile_reduce)                       R0
+//       for register tiles inside the cache tile (s1_order)     S1
+//         for inner reduce steps                                 R1
+//           register tile (tile_reg): unrolled, vector_axis vectorized      S2
+// A stage without reduction axes uses the same structure without R0/R1 (injective sketch).
+// kCrossLaneReduction: per output point, the innermost reduce axis is vectorized into
+// vector_width partial accumulators that are combined across lanes at the end (rfactor).
+enum class Sketch { kMultiLevelTiling, kCrossLaneReduction };
+const char* sketch_name(Sketch s);
+Sketch sketch_from_name(const std::string& name);
+
+struct StageAnnotation {
+  Sketch sketch = Sketch::kMultiLevelTiling;
+  std::string op;                    // name of the stage's op (for readability and checks)
+  std::vector<int64_t> tile_outer;   // per spatial axis: cache tile (multiple of tile_reg)
+  std::vector<int64_t> tile_reg;     // per spatial axis: register tile
+  std::vector<int64_t> tile_reduce;  // per reduce axis: inner reduce tile
+  int vector_axis = -1;              // spatial axis vectorized in the register tile, -1 = none
+  int vector_width = 1;              // lanes; tile_reg[vector_axis] is a multiple of it
+  std::vector<int> s1_order;         // S1 loop order (spatial axis ids), outermost first
+  std::vector<std::string> pack;     // inputs repacked into vector_axis panels before the loop
+  bool parallel = true;              // distribute cache tiles over the thread pool
+
+  util::Json to_json() const;
+  static StageAnnotation from_json(const util::Json& j);
+};
+
+struct KernelSchedule {
+  std::vector<StageAnnotation> stages;  // in stage-plan order
+  std::string tuner = "default";        // who produced it: default, construct, search, reuse...
+
+  util::Json to_json() const;
+  static KernelSchedule from_json(const util::Json& j);
+  std::string dump() const { return to_json().dump(); }
+  static KernelSchedule parse(const std::string& text) { return from_json(util::Json::parse(text)); }
+};
+
+}  // namespace tessera::schedule

@@ -1,0 +1,211 @@
+#include "schedule/default_schedule.h"
+
+#include <algorithm>
+
+#include "cost/hardware.h"
+#include "ir/functor.h"
+#include "runtime/parallel.h"
+
+namespace tessera::schedule {
+
+using ir::Expr;
+using ir::ExprKind;
+
+namespace {
+
+// Symbolic extents are planned for as if they were this large (a typical dynamic batch/seq).
+constexpr int64_t kSymbolicGuess = 256;
+
+int64_t extent_of(const Expr& e) { return e->is_const_int() ? e->int_value : kSymbolicGuess; }
+
+int64_t pow2_floor(int64_t x) {
+  int64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Largest multiple of `step` that is <= `limit` (at least `step`).
+int64_t multiple_at_most(int64_t step, int64_t limit) {
+  return std::max<int64_t>(step, limit / step * step);
+}
+
+}  // namespace
+
+Target Target::host() {
+  Target t;
+  cost::HardwareInfo hw = cost::host_hardware(false);
+  t.vector_lanes = std::max(1, hw.vector_bits / 32);
+  t.num_vector_registers = hw.num_vector_registers;
+  t.num_threads = runtime::get_num_threads();
+  if (int64_t l1 = cost::cache_size(hw, 1); l1 > 0) t.l1_bytes = l1;
+  if (int64_t l2 = cost::cache_size(hw, 2); l2 > 0) t.l2_bytes = l2;
+  return t;
+}
+
+AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan) {
+  AccessPattern ap;
+  const ir::ComputeOpNode& op = *stage.op->op;
+  const int n = static_cast<int>(op.axes.size());
+  if (n == 0) return ap;
+  ap.vector_axis = n - 1;
+  const ir::Var& vvar = op.axes[n - 1].var;
+  Expr body = inline_body(stage.op, plan.inlined);
+  std::vector<Expr> accesses;
+  ir::visit_expr(body, [&](const Expr& e) {
+    if (e->kind == ExprKind::kAccess) accesses.push_back(e);
+  });
+  // Row axis: a spatial axis that none of the vector-dependent accesses use, so each vector
+  // loaded along the vector axis is reused for every row of the register tile.
+  for (int a = n - 2; a >= 0 && ap.row_axis < 0; --a) {
+    if (extent_of(op.axes[a].extent) <= 1) continue;
+    bool reused = false, conflict = false;
+    for (const Expr& acc : accesses) {
+      bool uses_v = ir::uses_var(acc, vvar), uses_a = ir::uses_var(acc, op.axes[a].var);
+      if (uses_v && uses_a) conflict = true;
+      if (uses_v && !uses_a) reused = true;
+    }
+    if (reused && !conflict) ap.row_axis = a;
+  }
+  if (!op.reduce_axes.empty()) {
+    const ir::Var& klast = op.reduce_axes.back().var;
+    for (const Expr& acc : accesses) {
+      if (acc->operands.back().same_as(klast)) ap.reduce_contiguous = true;
+    }
+  }
+  // Packing candidates: kernel inputs whose innermost index is exactly the vector axis and that
+  // are reused across the row axis.
+  if (ap.row_axis >= 0) {
+    for (const Expr& acc : accesses) {
+      const ir::Tensor& t = acc->tensor;
+      if (!t->is_placeholder() || !acc->operands.back().same_as(vvar)) continue;
+      if (ir::uses_var(acc, op.axes[ap.row_axis].var)) continue;
+      if (std::find(ap.packable.begin(), ap.packable.end(), t->name) == ap.packable.end()) {
+        ap.packable.push_back(t->name);
+      }
+    }
+  }
+  return ap;
+}
+
+RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const Target& target) {
+  const int64_t vl = target.vector_lanes;
+  RegisterTile best;
+  double best_cost = 1e30;
+  for (int64_t nv = 1; nv <= 4; ++nv) {
+    if (nv > 1 && nv * vl > round_up(vec_extent, vl)) break;
+    for (int64_t mr = 1; mr <= 16; ++mr) {
+      if (mr > 1 && mr > row_extent) break;
+      // Registers: accumulators + one register per loaded vector + one broadcast.
+      if (mr * nv + nv + 1 > target.num_vector_registers) continue;
+      // Cycles per k step: two FMA pipes, two load ports, and the FMA latency (4 cycles) that
+      // mr*nv independent accumulators must cover.
+      double cycles = std::max({mr * nv / 2.0, (mr + nv) / 2.0, 4.0});
+      double fast_cost = cycles / static_cast<double>(mr * nv * vl);
+      // Points outside full tiles run in scalar loops: about one cycle per point and k step.
+      double fast_rows = static_cast<double>(row_extent - row_extent % mr);
+      double fast_cols = static_cast<double>(vec_extent - vec_extent % (nv * vl));
+      double fast_frac = fast_rows * fast_cols / static_cast<double>(row_extent * vec_extent);
+      double cost = fast_frac * fast_cost + (1.0 - fast_frac) * 1.0;
+      // Ties go to the larger tile (more latency hiding), then to more vectors.
+      cost -= 1e-9 * static_cast<double>(mr * nv * 4 + nv);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = RegisterTile{mr, nv};
+      }
+    }
+  }
+  return best;
+}
+
+StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& plan,
+                                         const Target& target) {
+  const ir::ComputeOpNode& op = *stage.op->op;
+  const int n = static_cast<int>(op.axes.size());
+  const int m = static_cast<int>(op.reduce_axes.size());
+  AccessPattern ap = analyze_access_pattern(stage, plan);
+  StageAnnotation ann;
+  ann.op = stage.op->name;
+  ann.tile_outer.assign(n, 1);
+  ann.tile_reg.assign(n, 1);
+  ann.tile_reduce.assign(m, 1);
+  int64_t points = 1;
+  for (int a = 0; a < n; ++a) points *= extent_of(op.axes[a].extent);
+  int64_t work = points;
+  for (int r = 0; r < m; ++r) work *= extent_of(op.reduce_axes[r].extent);
+  ann.parallel = work >= 32 * 1024;
+
+  const int64_t vext = n > 0 ? extent_of(op.axes[n - 1].extent) : 1;
+  const int64_t vl = std::min<int64_t>(target.vector_lanes, pow2_floor(std::max<int64_t>(vext, 1)));
+  const bool vectorize = n > 0 && vl >= 4;
+
+  // Row reductions (softmax, norms, sums over the innermost dim): cross-lane.
+  const int64_t klast = m > 0 ? extent_of(op.reduce_axes[m - 1].extent) : 0;
+  if (m > 0 && ap.row_axis < 0 && ap.reduce_contiguous && klast >= target.vector_lanes) {
+    ann.sketch = Sketch::kCrossLaneReduction;
+    ann.vector_width = target.vector_lanes;
+    ann.vector_axis = -1;
+    for (int r = 0; r < m; ++r) ann.tile_reduce[r] = extent_of(op.reduce_axes[r].extent);
+    return ann;
+  }
+
+  if (vectorize) {
+    ann.vector_axis = n - 1;
+    ann.vector_width = static_cast<int>(vl);
+  }
+  for (int r = 0; r < m; ++r) ann.tile_reduce[r] = std::max<int64_t>(1, extent_of(op.reduce_axes[r].extent));
+
+  if (m > 0 && vectorize && ap.row_axis >= 0) {
+    // Register-blocked SSRSRS for reductions with reuse (matmul, batch matmul, conv).
+    const int row = ap.row_axis;
+    const int64_t rext = extent_of(op.axes[row].extent);
+    RegisterTile rt = choose_register_tile(rext, vext, target);
+    const int64_t panel = rt.vectors * vl;
+    ann.tile_reg[row] = rt.rows;
+    ann.tile_reg[n - 1] = panel;
+    // Inner reduce tile: a kc x panel slice of the reused operand stays in L1.
+    const int64_t kc_limit = std::max<int64_t>(16, target.l1_bytes * 3 / 4 / (panel * 4));
+    ann.tile_reduce[m - 1] = std::min(extent_of(op.reduce_axes[m - 1].extent), pow2_floor(kc_limit));
+    // Cache tile: a few panels wide, enough rows that the A block stays in L2.
+    ann.tile_outer[n - 1] = std::min(round_up(vext, panel), multiple_at_most(panel, 256));
+    ann.tile_outer[row] = std::min(round_up(rext, rt.rows), multiple_at_most(rt.rows, 96));
+    // Keep at least ~4 tasks per thread for load balance.
+    auto tasks = [&]() {
+      int64_t t = 1;
+      for (int a = 0; a < n; ++a) t *= (extent_of(op.axes[a].extent) + ann.tile_outer[a] - 1) / ann.tile_outer[a];
+      return t;
+    };
+    while (tasks() < 4 * target.num_threads && ann.tile_outer[row] > rt.rows) {
+      ann.tile_outer[row] = multiple_at_most(rt.rows, ann.tile_outer[row] / 2);
+    }
+    while (tasks() < 4 * target.num_threads && ann.tile_outer[n - 1] > panel) {
+      ann.tile_outer[n - 1] = multiple_at_most(panel, ann.tile_outer[n - 1] / 2);
+    }
+    for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
+    // S1: the vector axis outside the row axis, so one panel is reused by all row tiles.
+    std::iter_swap(std::find(ann.s1_order.begin(), ann.s1_order.end(), row),
+                   std::find(ann.s1_order.begin(), ann.s1_order.end(), n - 1));
+    if (rext * vext >= 64 * 64) ann.pack = ap.packable;
+    return ann;
+  }
+
+  if (vectorize) {
+    // Injective (or reduction without reuse): a few vectors per step along the innermost axis.
+    const int64_t nv = std::max<int64_t>(1, std::min<int64_t>(4, vext / vl));
+    ann.tile_reg[n - 1] = nv * vl;
+    ann.tile_outer[n - 1] = std::min(round_up(vext, nv * vl), multiple_at_most(nv * vl, 1024));
+  } else if (n > 0) {
+    ann.tile_outer[n - 1] = std::min<int64_t>(vext, 64);
+  }
+  return ann;
+}
+
+KernelSchedule default_schedule(const StagePlan& plan, const Target& target) {
+  KernelSchedule ks;
+  ks.tuner = "default";
+  for (const Stage& s : plan.stages) ks.stages.push_back(default_stage_annotation(s, plan, target));
+  return ks;
+}
+
+}  // namespace tessera::schedule

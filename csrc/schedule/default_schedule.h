@@ -1,0 +1,42 @@
+#pragma once
+// A sensible schedule for every stage before any tuning: register-blocked multi-level tiling for
+// reductions with operand reuse (matmul, conv), cross-lane reduction for row reductions
+// (softmax, norms), vectorised parallel loops for injective ops.
+#include <cstdint>
+
+#include "schedule/annotation.h"
+#include "schedule/stage_plan.h"
+
+namespace tessera::schedule {
+
+// What the schedule heuristics need to know about the machine.
+struct Target {
+  int vector_lanes = 16;           // fp32 lanes of one SIMD register
+  int num_vector_registers = 32;
+  int num_threads = 1;
+  int64_t l1_bytes = 32 * 1024;    // per core
+  int64_t l2_bytes = 1024 * 1024;  // per core
+  static Target host();            // probed (cache sizes, ISA, thread pool size)
+};
+
+KernelSchedule default_schedule(const StagePlan& plan, const Target& target);
+StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& plan,
+                                         const Target& target);
+
+// How a stage's accesses relate to its axes; the sketch rules and later tuners read this.
+struct AccessPattern {
+  int vector_axis = -1;   // candidate vector axis: the output's innermost axis
+  int row_axis = -1;      // spatial axis along which vector-loaded operands are reused
+  bool reduce_contiguous = false;  // the last reduce axis is some input's innermost index
+  std::vector<std::string> packable;  // inputs read contiguously along the vector axis with reuse
+};
+AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan);
+
+// Register tile (rows x vectors) for a register-blocked stage, by a port-pressure model.
+struct RegisterTile {
+  int64_t rows = 1;
+  int64_t vectors = 1;
+};
+RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const Target& target);
+
+}  // namespace tessera::schedule

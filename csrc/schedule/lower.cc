@@ -1,0 +1,96 @@
+#include "schedule/lower.h"
+
+#include "loop/simplify_stmt.h"
+#include "schedule/lower_stage.h"
+#include "util/check.h"
+
+namespace tessera::schedule {
+
+using ir::Expr;
+using loop::Stmt;
+
+namespace {
+
+ir::Buffer buffer_for_tensor(const ir::Tensor& t, ir::MemScope scope) {
+  return ir::make_buffer(t->name, t->dtype, t->shape, scope);
+}
+
+// Finds the kernel input called `name` among the tensors the stage reads.
+ir::Tensor find_input(const StagePlan& plan, const std::string& name) {
+  for (const ir::Tensor& t : plan.inputs) {
+    if (t->name == name) return t;
+  }
+  TESSERA_FAIL() << "schedule packs '" << name << "', which is not a kernel input";
+}
+
+Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const StagePlan& plan,
+                     AccessLowering& al) {
+  TESSERA_CHECK(ann.op.empty() || ann.op == stage.op->name)
+      << "schedule stage for '" << ann.op << "' applied to op '" << stage.op->name << "'";
+  // Packed operands: copied once per kernel call into panels as wide as the vector-axis
+  // register tile, so the inner loop walks them contiguously.
+  std::vector<Stmt> packs;
+  std::vector<ir::Buffer> pack_buffers;
+  std::vector<const ir::TensorNode*> packed;
+  for (const std::string& name : ann.pack) {
+    TESSERA_CHECK(ann.vector_axis >= 0) << "packing needs a vector axis";
+    ir::Tensor t = find_input(plan, name);
+    PackedLayout layout;
+    layout.panel = ann.tile_reg[ann.vector_axis];
+    layout.buffer = ir::make_buffer(t->name + "_packed", t->dtype,
+                                    packed_shape(t->shape, layout.panel), ir::MemScope::kHeap);
+    packs.push_back(lower_pack(t, layout, al, ann.vector_width));
+    pack_buffers.push_back(layout.buffer);
+    al.bind_packed(t.get(), layout);
+    packed.push_back(t.get());
+  }
+  StageBody sb = make_stage_body(stage, plan, al);
+  Stmt body;
+  switch (ann.sketch) {
+    case Sketch::kMultiLevelTiling: body = lower_multi_level_tiling(sb, ann, al); break;
+    case Sketch::kCrossLaneReduction: body = lower_cross_lane_reduction(sb, ann, al); break;
+  }
+  for (const ir::TensorNode* t : packed) al.unbind_packed(t);
+  packs.push_back(body);
+  Stmt s = loop::make_seq(packs);
+  for (auto it = pack_buffers.rbegin(); it != pack_buffers.rend(); ++it) {
+    s = loop::make_allocate(*it, s);
+  }
+  return s;
+}
+
+}  // namespace
+
+loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
+                        const std::string& name) {
+  TESSERA_CHECK(schedule.stages.size() == plan.stages.size())
+      << "schedule has " << schedule.stages.size() << " stages, the kernel needs "
+      << plan.stages.size();
+  loop::LoweredFunc f;
+  f.name = name;
+  AccessLowering al;
+  for (const ir::Tensor& t : plan.inputs) {
+    f.args.push_back(buffer_for_tensor(t, ir::MemScope::kGlobal));
+    al.bind(t.get(), f.args.back());
+  }
+  for (const ir::Tensor& t : plan.outputs) {
+    f.args.push_back(buffer_for_tensor(t, ir::MemScope::kGlobal));
+    al.bind(t.get(), f.args.back());
+  }
+  std::vector<ir::Buffer> temps;
+  for (const ir::Tensor& t : plan.temporaries) {
+    temps.push_back(buffer_for_tensor(t, ir::MemScope::kHeap));
+    al.bind(t.get(), temps.back());
+  }
+  std::vector<Stmt> stages;
+  for (size_t i = 0; i < plan.stages.size(); ++i) {
+    stages.push_back(lower_one_stage(plan.stages[i], schedule.stages[i], plan, al));
+  }
+  Stmt body = loop::make_seq(stages);
+  for (auto it = temps.rbegin(); it != temps.rend(); ++it) body = loop::make_allocate(*it, body);
+  f.body = loop::simplify_stmt(body);
+  f.size_vars = ir::collect_dag(plan.outputs).size_vars;
+  return f;
+}
+
+}  // namespace tessera::schedule

@@ -1,0 +1,19 @@
+#pragma once
+// Lowering: compute DAG + schedule -> loop IR kernel.
+#include <string>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "loop/stmt.h"
+#include "schedule/annotation.h"
+#include "schedule/stage_plan.h"
+
+namespace tessera::schedule {
+
+// Lowers `plan` with one annotation per stage. Kernel ABI: buffers = plan.inputs then
+// plan.outputs; size variables = the free symbolic sizes of the DAG in first-use order.
+// Throws tessera::Error if the schedule does not fit the plan.
+loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
+                        const std::string& name);
+
+}  // namespace tessera::schedule

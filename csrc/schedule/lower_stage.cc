@@ -1,0 +1,433 @@
+#include "schedule/lower_stage.h"
+
+#include "ir/functor.h"
+#include "util/check.h"
+
+namespace tessera::schedule {
+
+using ir::Expr;
+using ir::Var;
+using loop::ForKind;
+using loop::Stmt;
+
+namespace {
+
+Expr ceil_div(const Expr& n, int64_t t) {
+  return ir::floordiv(n + ir::int_imm(t - 1), ir::int_imm(t));
+}
+
+Expr all_of(const std::vector<Expr>& conds) {
+  Expr r = ir::bool_imm(true);
+  for (const Expr& c : conds) r = ir::logical_and(r, c);
+  return r;
+}
+
+// Upper bound of a tile index variable when the trip count is a constant.
+Var tile_var(const std::string& name, const Expr& count) {
+  int64_t hi = count->is_const_int() ? count->int_value - 1 : ir::kNoUpperBound;
+  return ir::var(name, 0, hi);
+}
+
+// Helpers shared by the sketches: values and stores at a given point of the iteration space.
+class PointWriter {
+ public:
+  PointWriter(const StageBody& sb, const AccessLowering& al) : sb_(sb), al_(al) {}
+
+  // Body value at the given axis and reduce-axis values, accesses lowered to loads.
+  Expr value(const std::vector<Expr>& axes, const std::vector<Expr>& raxes) const {
+    ir::VarMap vm;
+    for (size_t a = 0; a < axes.size(); ++a) vm[sb_.op->axes[a].var.get()] = axes[a];
+    for (size_t r = 0; r < raxes.size(); ++r) vm[sb_.op->reduce_axes[r].var.get()] = raxes[r];
+    return al_.lower(ir::substitute(sb_.value, vm));
+  }
+
+  // Final value written for the finished result `acc` (epilogue applied when present).
+  Expr finish(const std::vector<Expr>& axes, const Expr& acc) const {
+    if (!sb_.epilogue.defined()) return acc;
+    ir::VarMap vm;
+    for (size_t a = 0; a < axes.size(); ++a) vm[sb_.op->axes[a].var.get()] = axes[a];
+    vm[sb_.acc_var.get()] = acc;
+    return al_.lower(ir::substitute(sb_.epilogue, vm));
+  }
+
+  Expr out_index(const std::vector<Expr>& axes) const { return ir::flat_index(sb_.out, axes); }
+  Expr load_out(const std::vector<Expr>& axes) const { return ir::load(sb_.out, out_index(axes)); }
+  Stmt store_out(const std::vector<Expr>& axes, const Expr& v) const {
+    return loop::make_store(sb_.out, out_index(axes), v);
+  }
+
+ private:
+  const StageBody& sb_;
+  const AccessLowering& al_;
+};
+
+void check_annotation(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
+  const size_t n = op.axes.size(), m = op.reduce_axes.size();
+  TESSERA_CHECK(ann.tile_outer.size() == n && ann.tile_reg.size() == n)
+      << "stage " << op.name << ": annotation has " << ann.tile_outer.size() << "/"
+      << ann.tile_reg.size() << " spatial tiles for " << n << " axes";
+  TESSERA_CHECK(ann.tile_reduce.size() == m)
+      << "stage " << op.name << ": annotation has " << ann.tile_reduce.size()
+      << " reduce tiles for " << m << " reduce axes";
+  int64_t reg_points = 1;
+  for (size_t a = 0; a < n; ++a) {
+    TESSERA_CHECK(ann.tile_reg[a] >= 1 && ann.tile_outer[a] >= ann.tile_reg[a] &&
+                  ann.tile_outer[a] % ann.tile_reg[a] == 0)
+        << "stage " << op.name << ": axis " << a << " cache tile " << ann.tile_outer[a]
+        << " must be a positive multiple of register tile " << ann.tile_reg[a];
+    reg_points *= ann.tile_reg[a];
+  }
+  TESSERA_CHECK(reg_points <= 1024) << "stage " << op.name << ": register tile of " << reg_points
+                                    << " points is too large to unroll";
+  for (int64_t t : ann.tile_reduce) TESSERA_CHECK(t >= 1) << "reduce tiles must be positive";
+  if (ann.vector_axis >= 0) {
+    TESSERA_CHECK(ann.vector_axis < static_cast<int>(n)) << "vector axis out of range";
+    TESSERA_CHECK(ann.vector_width >= 1 && ann.tile_reg[ann.vector_axis] % ann.vector_width == 0)
+        << "stage " << op.name << ": register tile of the vector axis ("
+        << ann.tile_reg[ann.vector_axis] << ") must be a multiple of the vector width ("
+        << ann.vector_width << ")";
+  }
+}
+
+}  // namespace
+
+StageBody make_stage_body(const Stage& stage, const StagePlan& plan, const AccessLowering& al) {
+  StageBody sb;
+  sb.op = stage.op->op.get();
+  sb.value = inline_body(stage.op, plan.inlined);
+  sb.dtype = stage.op->dtype;
+  sb.out = al.buffer_of(stage.written().get());
+  if (stage.epilogue) {
+    sb.acc_var = ir::var("acc", ir::kNoLowerBound, ir::kNoUpperBound, stage.op->dtype);
+    Expr e = inline_body(stage.epilogue, plan.inlined);
+    e = replace_access(e, stage.op.get(), sb.acc_var);
+    ir::VarMap vm;
+    const auto& eaxes = stage.epilogue->op->axes;
+    for (size_t a = 0; a < eaxes.size(); ++a) vm[eaxes[a].var.get()] = sb.op->axes[a].var;
+    sb.epilogue = ir::substitute(e, vm);
+  }
+  return sb;
+}
+
+Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
+                              const AccessLowering& al) {
+  const ir::ComputeOpNode& op = *sb.op;
+  check_annotation(op, ann);
+  PointWriter pw(sb, al);
+  const size_t n = op.axes.size(), m = op.reduce_axes.size();
+  const bool reduce = m > 0;
+  const int vaxis = ann.vector_axis;
+  const int64_t vl = vaxis >= 0 ? ann.vector_width : 1;
+
+  // ---- S0: one parallel loop over all cache tiles ------------------------------------------
+  std::vector<Expr> extent(n), count(n);
+  Expr total = ir::int_imm(1);
+  for (size_t a = 0; a < n; ++a) {
+    extent[a] = op.axes[a].extent;
+    count[a] = ceil_div(extent[a], ann.tile_outer[a]);
+    total = total * count[a];
+  }
+  Var tile = tile_var("tile", total);
+  std::vector<Expr> base0(n);
+  {
+    Expr rest = tile;
+    for (size_t k = n; k-- > 0;) {
+      Expr o = n == 1 ? rest : ir::floormod(rest, count[k]);
+      rest = ir::floordiv(rest, count[k]);
+      base0[k] = o * ir::int_imm(ann.tile_outer[k]);
+    }
+  }
+
+  // ---- R0 / R1 variables -----------------------------------------------------------------
+  std::vector<Var> ro(m), ri(m);
+  std::vector<Expr> rcount(m), rext(m), rval(m);
+  for (size_t r = 0; r < m; ++r) {
+    const std::string nm = op.reduce_axes[r].var->name;
+    rcount[r] = ceil_div(op.reduce_axes[r].extent, ann.tile_reduce[r]);
+    ro[r] = tile_var(nm + "_o", rcount[r]);
+    ri[r] = ir::var(nm + "_i", 0, ann.tile_reduce[r] - 1);
+    Expr start = ro[r] * ir::int_imm(ann.tile_reduce[r]);
+    rext[r] = ir::min(ir::int_imm(ann.tile_reduce[r]), op.reduce_axes[r].extent - start);
+    rval[r] = start + ri[r];
+  }
+  std::vector<Expr> first_c, last_c;
+  for (size_t r = 0; r < m; ++r) {
+    first_c.push_back(ir::eq(ro[r], ir::int_imm(0)));
+    last_c.push_back(ir::eq(ro[r], rcount[r] - ir::int_imm(1)));
+  }
+  const Expr first = all_of(first_c), last = all_of(last_c);
+  auto wrap_r1 = [&](Stmt body) {
+    for (size_t r = m; r-- > 0;) {
+      body = loop::make_for(ri[r], ir::int_imm(0), rext[r], ForKind::kSerial, body);
+    }
+    return body;
+  };
+
+  // ---- S1 variables ----------------------------------------------------------------------
+  std::vector<Var> mid(n);
+  std::vector<Expr> base1(n);
+  for (size_t a = 0; a < n; ++a) {
+    mid[a] = ir::var(op.axes[a].var->name + "_m", 0, ann.tile_outer[a] / ann.tile_reg[a] - 1);
+    base1[a] = base0[a] + mid[a] * ir::int_imm(ann.tile_reg[a]);
+  }
+
+  // ---- S2: the register tile -------------------------------------------------------------
+  // Accumulator layout: non-vector axes in order, then the vector axis innermost, so that each
+  // vector of lanes is contiguous in the accumulator (it becomes one SIMD register).
+  std::vector<Var> s2(n);
+  Var unroll_v, lane;
+  std::vector<Expr> point(n);
+  for (size_t a = 0; a < n; ++a) {
+    if (static_cast<int>(a) == vaxis) {
+      unroll_v = ir::var(op.axes[a].var->name + "_u", 0, ann.tile_reg[a] / vl - 1);
+      lane = ir::var(op.axes[a].var->name + "_v", 0, vl - 1);
+      point[a] = base1[a] + unroll_v * ir::int_imm(vl) + lane;
+    } else {
+      s2[a] = ir::var(op.axes[a].var->name + "_r", 0, ann.tile_reg[a] - 1);
+      point[a] = base1[a] + s2[a];
+    }
+  }
+  Expr acc_index = ir::int_imm(0);
+  int64_t acc_size = 1;
+  for (size_t a = 0; a < n; ++a) {
+    if (static_cast<int>(a) == vaxis) continue;
+    acc_index = acc_index * ir::int_imm(ann.tile_reg[a]) + s2[a];
+    acc_size *= ann.tile_reg[a];
+  }
+  if (vaxis >= 0) {
+    acc_index = acc_index * ir::int_imm(ann.tile_reg[vaxis]) + unroll_v * ir::int_imm(vl) + lane;
+    acc_size *= ann.tile_reg[vaxis];
+  }
+  auto wrap_s2 = [&](Stmt body) {
+    if (vaxis >= 0) {
+      body = loop::make_for(lane, ir::int_imm(0), ir::int_imm(vl),
+                            vl > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
+      body = loop::make_for(unroll_v, ir::int_imm(0), ir::int_imm(ann.tile_reg[vaxis] / vl),
+                            ForKind::kUnrolled, body);
+    }
+    for (size_t a = n; a-- > 0;) {
+      if (static_cast<int>(a) == vaxis) continue;
+      body = loop::make_for(s2[a], ir::int_imm(0), ir::int_imm(ann.tile_reg[a]),
+                            ForKind::kUnrolled, body);
+    }
+    return body;
+  };
+
+  Stmt fast;
+  if (reduce) {
+    ir::Buffer acc = ir::make_buffer("acc", sb.dtype, {ir::int_imm(acc_size)},
+                                     ir::MemScope::kRegister);
+    Expr acc_val = ir::load(acc, acc_index);
+    Stmt init = loop::make_if(
+        first, wrap_s2(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
+        wrap_s2(loop::make_store(acc, acc_index, pw.load_out(point))));
+    Stmt update = wrap_r1(wrap_s2(loop::make_store(
+        acc, acc_index, ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval)))));
+    Stmt write = sb.epilogue.defined()
+                     ? loop::make_if(last, wrap_s2(pw.store_out(point, pw.finish(point, acc_val))),
+                                     wrap_s2(pw.store_out(point, acc_val)))
+                     : wrap_s2(pw.store_out(point, acc_val));
+    fast = loop::make_allocate(acc, loop::make_seq({init, update, write}));
+  } else {
+    fast = wrap_s2(pw.store_out(point, pw.value(point, {})));
+  }
+
+  // ---- partial register tiles: plain loops over what is left ------------------------------
+  std::vector<Var> pv(n);
+  std::vector<Expr> ppoint(n);
+  for (size_t a = 0; a < n; ++a) {
+    pv[a] = ir::var(op.axes[a].var->name + "_p", 0, ann.tile_reg[a] - 1);
+    ppoint[a] = base1[a] + pv[a];
+  }
+  std::vector<Var> pri(m);
+  std::vector<Expr> prval(m);
+  for (size_t r = 0; r < m; ++r) {
+    pri[r] = ir::var(op.reduce_axes[r].var->name + "_t", 0, ann.tile_reduce[r] - 1);
+    prval[r] = ro[r] * ir::int_imm(ann.tile_reduce[r]) + pri[r];
+  }
+  Stmt slow;
+  if (reduce) {
+    ir::Buffer acc1 = ir::make_buffer("acc1", sb.dtype, {ir::int_imm(1)}, ir::MemScope::kRegister);
+    Expr a1 = ir::load(acc1, ir::int_imm(0));
+    Stmt upd = loop::make_store(acc1, ir::int_imm(0),
+                                ir::reduce_combine(op.reduce, a1, pw.value(ppoint, prval)));
+    for (size_t r = m; r-- > 0;) {
+      upd = loop::make_for(pri[r], ir::int_imm(0), rext[r], ForKind::kSerial, upd);
+    }
+    Stmt init = loop::make_if(
+        first, loop::make_store(acc1, ir::int_imm(0), ir::reduce_identity(op.reduce, sb.dtype)),
+        loop::make_store(acc1, ir::int_imm(0), pw.load_out(ppoint)));
+    Stmt write = sb.epilogue.defined()
+                     ? loop::make_if(last, pw.store_out(ppoint, pw.finish(ppoint, a1)),
+                                     pw.store_out(ppoint, a1))
+                     : pw.store_out(ppoint, a1);
+    slow = loop::make_allocate(acc1, loop::make_seq({init, upd, write}));
+  } else {
+    slow = pw.store_out(ppoint, pw.value(ppoint, {}));
+  }
+  for (size_t a = n; a-- > 0;) {
+    Expr ext = ir::min(ir::int_imm(ann.tile_reg[a]), extent[a] - base1[a]);
+    slow = loop::make_for(pv[a], ir::int_imm(0), ext, ForKind::kSerial, slow);
+  }
+
+  // ---- S1 loops with the full/partial split ----------------------------------------------
+  std::vector<Expr> exists_c, full_c;
+  for (size_t a = 0; a < n; ++a) {
+    exists_c.push_back(ir::lt(base1[a], extent[a]));
+    full_c.push_back(ir::le(base1[a] + ir::int_imm(ann.tile_reg[a]), extent[a]));
+  }
+  Stmt tile_body = loop::make_if(all_of(exists_c), loop::make_if(all_of(full_c), fast, slow));
+  std::vector<int> order = ann.s1_order;
+  if (order.empty()) {
+    for (size_t a = 0; a < n; ++a) order.push_back(static_cast<int>(a));
+  }
+  TESSERA_CHECK(order.size() == n) << "s1_order must list every spatial axis once";
+  for (size_t k = n; k-- > 0;) {
+    int a = order[k];
+    tile_body = loop::make_for(mid[a], ir::int_imm(0),
+                               ir::int_imm(ann.tile_outer[a] / ann.tile_reg[a]), ForKind::kSerial,
+                               tile_body);
+  }
+  for (size_t r = m; r-- > 0;) {
+    tile_body = loop::make_for(ro[r], ir::int_imm(0), rcount[r], ForKind::kSerial, tile_body);
+  }
+  return loop::make_for(tile, ir::int_imm(0), total,
+                        ann.parallel ? ForKind::kParallel : ForKind::kSerial, tile_body);
+}
+
+Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
+                                const AccessLowering& al) {
+  const ir::ComputeOpNode& op = *sb.op;
+  const size_t n = op.axes.size(), m = op.reduce_axes.size();
+  TESSERA_CHECK(m >= 1) << "cross-lane reduction needs a reduce axis (" << op.name << ")";
+  TESSERA_CHECK(ann.tile_outer.size() == n) << "stage " << op.name << ": bad tile_outer";
+  const int64_t vl = ann.vector_width;
+  TESSERA_CHECK(vl >= 1) << "vector width must be positive";
+  PointWriter pw(sb, al);
+
+  std::vector<Expr> extent(n), count(n);
+  Expr total = ir::int_imm(1);
+  for (size_t a = 0; a < n; ++a) {
+    TESSERA_CHECK(ann.tile_outer[a] >= 1) << "tiles must be positive";
+    extent[a] = op.axes[a].extent;
+    count[a] = ceil_div(extent[a], ann.tile_outer[a]);
+    total = total * count[a];
+  }
+  Var tile = tile_var("tile", total);
+  std::vector<Expr> base(n);
+  Expr rest = tile;
+  for (size_t k = n; k-- > 0;) {
+    Expr o = n == 1 ? rest : ir::floormod(rest, count[k]);
+    rest = ir::floordiv(rest, count[k]);
+    base[k] = o * ir::int_imm(ann.tile_outer[k]);
+  }
+  std::vector<Var> p(n);
+  std::vector<Expr> point(n);
+  for (size_t a = 0; a < n; ++a) {
+    p[a] = ir::var(op.axes[a].var->name + "_p", 0, ann.tile_outer[a] - 1);
+    point[a] = base[a] + p[a];
+  }
+  // Reduce axes: all but the last run serially in full; the last is split into vectors + tail.
+  std::vector<Var> rv(m);
+  std::vector<Expr> rval(m);
+  for (size_t r = 0; r + 1 < m; ++r) {
+    rv[r] = ir::var(op.reduce_axes[r].var->name, 0, op.reduce_axes[r].var->hi);
+    rval[r] = rv[r];
+  }
+  const Expr klast = op.reduce_axes[m - 1].extent;
+  Var ko = ir::var("ko", 0, ir::kNoUpperBound), lane = ir::var("lane", 0, vl - 1);
+  Var kt = ir::var("kt", 0, ir::kNoUpperBound);
+  const Expr kmain = ir::floordiv(klast, ir::int_imm(vl)) * ir::int_imm(vl);
+
+  ir::Buffer vacc = ir::make_buffer("vacc", sb.dtype, {ir::int_imm(vl)}, ir::MemScope::kRegister);
+  const Expr identity = ir::reduce_identity(op.reduce, sb.dtype);
+  auto lanes = [&](Stmt body) {
+    return loop::make_for(lane, ir::int_imm(0), ir::int_imm(vl),
+                          vl > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
+  };
+  Stmt init = lanes(loop::make_store(vacc, lane, identity));
+  rval[m - 1] = ko * ir::int_imm(vl) + lane;
+  Stmt main_loop = loop::make_for(
+      ko, ir::int_imm(0), ir::floordiv(klast, ir::int_imm(vl)), ForKind::kSerial,
+      lanes(loop::make_store(
+          vacc, lane,
+          ir::reduce_combine(op.reduce, ir::load(vacc, lane), pw.value(point, rval)))));
+  rval[m - 1] = kt;
+  Stmt tail = loop::make_for(
+      kt, kmain, klast - kmain, ForKind::kSerial,
+      loop::make_store(vacc, ir::int_imm(0),
+                       ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)),
+                                          pw.value(point, rval))));
+  Stmt accumulate = loop::make_seq({main_loop, tail});
+  for (size_t r = m - 1; r-- > 0;) {
+    accumulate = loop::make_for(rv[r], ir::int_imm(0), op.reduce_axes[r].extent, ForKind::kSerial,
+                                accumulate);
+  }
+  // Combine the lanes into lane 0, then write.
+  Var l2 = ir::var("l", 1, vl - 1);
+  Stmt fold = loop::make_for(
+      l2, ir::int_imm(1), ir::int_imm(vl - 1), ForKind::kUnrolled,
+      loop::make_store(vacc, ir::int_imm(0),
+                       ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)),
+                                          ir::load(vacc, l2))));
+  Stmt write = pw.store_out(point, pw.finish(point, ir::load(vacc, ir::int_imm(0))));
+  Stmt per_point = loop::make_allocate(vacc, loop::make_seq({init, accumulate, fold, write}));
+  for (size_t a = n; a-- > 0;) {
+    Expr ext = ir::min(ir::int_imm(ann.tile_outer[a]), extent[a] - base[a]);
+    per_point = loop::make_for(p[a], ir::int_imm(0), ext, ForKind::kSerial, per_point);
+  }
+  return loop::make_for(tile, ir::int_imm(0), total,
+                        ann.parallel ? ForKind::kParallel : ForKind::kSerial, per_point);
+}
+
+Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLowering& al,
+                int vector_width) {
+  const int64_t panel = layout.panel;
+  const int nd = t->ndim();
+  TESSERA_CHECK(nd >= 1) << "cannot pack scalar " << t->name;
+  const ir::Buffer& src = al.buffer_of(t.get());
+  const Expr last = t->shape.back();
+  const std::vector<Expr> pshape = packed_shape(t->shape, panel);
+  Var p = tile_var("panel", pshape[0]);
+  std::vector<Var> d(nd - 1);
+  for (int k = 0; k + 1 < nd; ++k) {
+    int64_t hi = t->shape[k]->is_const_int() ? t->shape[k]->int_value - 1 : ir::kNoUpperBound;
+    d[k] = ir::var("d" + std::to_string(k), 0, hi);
+  }
+  auto copy_at = [&](const Expr& q, bool guarded) {
+    std::vector<Expr> sidx(d.begin(), d.end());
+    Expr col = p * ir::int_imm(panel) + q;
+    sidx.push_back(guarded ? ir::min(col, last - ir::int_imm(1)) : col);
+    Expr v = ir::load(src, ir::flat_index(src, sidx));
+    if (guarded) v = ir::select(ir::lt(col, last), v, ir::make_const(t->dtype, 0.0));
+    std::vector<Expr> didx;
+    didx.push_back(p);
+    didx.insert(didx.end(), d.begin(), d.end());
+    didx.push_back(q);
+    return loop::make_store(layout.buffer, ir::flat_index(layout.buffer, didx), v);
+  };
+  Var q = ir::var("q", 0, panel - 1);
+  Stmt full;
+  if (vector_width > 1 && panel % vector_width == 0) {
+    Var qu = ir::var("qu", 0, panel / vector_width - 1);
+    Var ql = ir::var("ql", 0, vector_width - 1);
+    full = loop::make_for(
+        qu, ir::int_imm(0), ir::int_imm(panel / vector_width), ForKind::kSerial,
+        loop::make_for(ql, ir::int_imm(0), ir::int_imm(vector_width), ForKind::kVectorized,
+                       copy_at(qu * ir::int_imm(vector_width) + ql, false)));
+  } else {
+    full = loop::make_for(q, ir::int_imm(0), ir::int_imm(panel), ForKind::kSerial,
+                          copy_at(q, false));
+  }
+  Var qt = ir::var("qt", 0, panel - 1);
+  Stmt partial = loop::make_for(qt, ir::int_imm(0), ir::int_imm(panel), ForKind::kSerial,
+                                copy_at(qt, true));
+  Stmt body = loop::make_if(ir::le(p * ir::int_imm(panel) + ir::int_imm(panel), last), full,
+                            partial);
+  for (int k = nd - 2; k >= 0; --k) {
+    body = loop::make_for(d[k], ir::int_imm(0), t->shape[k], ForKind::kSerial, body);
+  }
+  return loop::make_for(p, ir::int_imm(0), pshape[0], ForKind::kParallel, body);
+}
+
+}  // namespace tessera::schedule

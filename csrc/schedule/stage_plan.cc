@@ -1,0 +1,168 @@
+#include "schedule/stage_plan.h"
+
+#include <map>
+
+#include "ir/functor.h"
+#include "util/check.h"
+
+namespace tessera::schedule {
+
+using ir::Expr;
+using ir::ExprKind;
+using ir::Tensor;
+using ir::TensorNode;
+
+namespace {
+
+class Inliner : public ir::ExprMutator {
+ public:
+  explicit Inliner(const std::set<const TensorNode*>& inlined) : inlined_(inlined) {}
+  Expr mutate(const Expr& e) override {
+    Expr m = mutate_children(e);
+    if (m->kind != ExprKind::kAccess || !inlined_.count(m->tensor.get())) return m;
+    const ir::ComputeOpNode& op = *m->tensor->op;
+    ir::VarMap vmap;
+    for (size_t i = 0; i < op.axes.size(); ++i) vmap[op.axes[i].var.get()] = m->operands[i];
+    // The producer's body may itself read inlined tensors.
+    return mutate(ir::substitute(op.body, vmap));
+  }
+
+ private:
+  const std::set<const TensorNode*>& inlined_;
+};
+
+class AccessReplacer : public ir::ExprMutator {
+ public:
+  AccessReplacer(const TensorNode* target, Expr value) : target_(target), value_(std::move(value)) {}
+  Expr mutate(const Expr& e) override {
+    if (e->kind == ExprKind::kAccess && e->tensor.get() == target_) return value_;
+    return mutate_children(e);
+  }
+
+ private:
+  const TensorNode* target_;
+  Expr value_;
+};
+
+bool is_reduction(const Tensor& t) { return !t->is_placeholder() && !t->op->reduce_axes.empty(); }
+
+// True if every access of `producer` in `consumer`'s body uses exactly the consumer's axes, in
+// order, and both have the same shape: then the consumer can be computed point by point right
+// where the producer's value is finished.
+bool reads_at_identity(const Tensor& consumer, const Tensor& producer) {
+  const ir::ComputeOpNode& op = *consumer->op;
+  if (op.axes.size() != producer->shape.size()) return false;
+  for (size_t i = 0; i < op.axes.size(); ++i) {
+    const Expr& a = op.axes[i].extent;
+    const Expr& b = producer->shape[i];
+    bool same = a.same_as(b) || (a->is_const_int() && b->is_const_int() &&
+                                 a->int_value == b->int_value);
+    if (!same) return false;
+  }
+  bool ok = true;
+  ir::visit_expr(op.body, [&](const Expr& e) {
+    if (e->kind != ExprKind::kAccess || e->tensor.get() != producer.get()) return;
+    for (size_t i = 0; i < e->operands.size(); ++i) {
+      if (!e->operands[i].same_as(op.axes[i].var)) ok = false;
+    }
+  });
+  return ok;
+}
+
+}  // namespace
+
+Expr inline_expr(const Expr& e, const std::set<const TensorNode*>& inlined) {
+  Inliner in(inlined);
+  return in.mutate(e);
+}
+
+Expr inline_body(const Tensor& t, const std::set<const TensorNode*>& inlined) {
+  TESSERA_CHECK(!t->is_placeholder()) << "placeholder " << t->name << " has no body";
+  return inline_expr(t->op->body, inlined);
+}
+
+Expr replace_access(const Expr& e, const TensorNode* target, const Expr& value) {
+  AccessReplacer r(target, value);
+  return r.mutate(e);
+}
+
+StagePlan plan_stages(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+  StagePlan plan;
+  plan.inputs = inputs;
+  plan.outputs = outputs;
+  ir::TensorDAG dag = ir::collect_dag(outputs);
+  for (const Tensor& p : dag.placeholders) {
+    bool listed = false;
+    for (const Tensor& in : inputs) listed |= in.get() == p.get();
+    TESSERA_CHECK(listed) << "placeholder " << p->name << " is read but not a kernel input";
+  }
+  std::set<const TensorNode*> is_output;
+  for (const Tensor& t : outputs) {
+    TESSERA_CHECK(!t->is_placeholder()) << "output " << t->name << " is a placeholder";
+    is_output.insert(t.get());
+  }
+  // Consumers of every tensor, by DAG order.
+  std::map<const TensorNode*, std::vector<Tensor>> consumers;
+  for (const Tensor& t : dag.computes) {
+    for (const Tensor& in : ir::direct_inputs(t)) consumers[in.get()].push_back(t);
+  }
+
+  std::set<const TensorNode*> materialised;
+  for (const Tensor& t : dag.computes) {
+    bool keep = is_output.count(t.get()) || is_reduction(t);
+    if (!keep && t->op->tag == "pad") {
+      for (const Tensor& c : consumers[t.get()]) keep |= is_reduction(c);
+    }
+    if (keep) {
+      materialised.insert(t.get());
+    } else {
+      plan.inlined.insert(t.get());
+    }
+  }
+
+  // Epilogue fusion: reduction R (not an output) with one consumer E that is an output,
+  // elementwise, reads R at identity indices and has the same dtype.
+  std::map<const TensorNode*, Tensor> epilogue_of;
+  std::set<const TensorNode*> fused_epilogues;
+  for (const Tensor& t : dag.computes) {
+    if (!is_reduction(t) || is_output.count(t.get())) continue;
+    const auto& cons = consumers[t.get()];
+    if (cons.size() != 1) continue;
+    const Tensor& e = cons[0];
+    if (!is_output.count(e.get()) || is_reduction(e) || e->dtype != t->dtype) continue;
+    if (fused_epilogues.count(e.get()) || !reads_at_identity(e, t)) continue;
+    // The epilogue may read other tensors, but not another reduction that is not yet computed.
+    bool reads_other_reduction = false;
+    for (const Tensor& in : ir::direct_inputs(e)) {
+      reads_other_reduction |= in.get() != t.get() && is_reduction(in) &&
+                               !materialised.count(in.get());
+    }
+    if (reads_other_reduction) continue;
+    epilogue_of[t.get()] = e;
+    fused_epilogues.insert(e.get());
+  }
+
+  // A fused stage runs where its epilogue would have run: after all of the epilogue's inputs.
+  std::map<const TensorNode*, Tensor> anchor_of_epilogue;
+  for (auto& [anchor, e] : epilogue_of) {
+    for (const Tensor& t : dag.computes) {
+      if (t.get() == anchor) anchor_of_epilogue[e.get()] = t;
+    }
+  }
+  for (const Tensor& t : dag.computes) {
+    if (!materialised.count(t.get()) || epilogue_of.count(t.get())) continue;
+    Stage s;
+    auto it = anchor_of_epilogue.find(t.get());
+    if (it != anchor_of_epilogue.end()) {
+      s.op = it->second;
+      s.epilogue = t;
+    } else {
+      s.op = t;
+    }
+    plan.stages.push_back(s);
+    if (!is_output.count(t.get())) plan.temporaries.push_back(t);
+  }
+  return plan;
+}
+
+}  // namespace tessera::schedule

@@ -1,0 +1,44 @@
+#pragma once
+// Splits the compute DAG of one kernel into stages: which ops get their own loop nest, which are
+// inlined into their consumers, and which elementwise outputs ride along as epilogues of a
+// reduction's write-back (e.g. bias + relu after a matmul).
+#include <set>
+#include <vector>
+
+#include "ir/tensor.h"
+
+namespace tessera::schedule {
+
+struct Stage {
+  ir::Tensor op;        // the compute op whose loop nest this stage is
+  ir::Tensor epilogue;  // optional elementwise consumer fused into the write-back (null if none)
+  // The tensor whose buffer the stage writes: the epilogue when present, otherwise `op`.
+  const ir::Tensor& written() const { return epilogue ? epilogue : op; }
+};
+
+struct StagePlan {
+  std::vector<ir::Tensor> inputs;   // kernel inputs (ABI order)
+  std::vector<ir::Tensor> outputs;  // kernel outputs (ABI order, after inputs)
+  std::vector<Stage> stages;        // execution order
+  std::set<const ir::TensorNode*> inlined;
+  // Tensors materialised in kernel-owned temporaries (written by a stage, not an output).
+  std::vector<ir::Tensor> temporaries;
+};
+
+// Rules: outputs and reductions are materialised; injective ops with the "pad" tag that feed a
+// reduction are materialised (a padded copy is cheaper than a select in the inner loop);
+// other injective ops are inlined. A non-output reduction whose single consumer is an output
+// elementwise op reading it at identical indices becomes that op's epilogue.
+StagePlan plan_stages(const std::vector<ir::Tensor>& outputs,
+                      const std::vector<ir::Tensor>& inputs);
+
+// Body of `t`'s op with every inlined producer substituted (recursively).
+ir::Expr inline_body(const ir::Tensor& t, const std::set<const ir::TensorNode*>& inlined);
+// Same for an arbitrary expression.
+ir::Expr inline_expr(const ir::Expr& e, const std::set<const ir::TensorNode*>& inlined);
+
+// Replaces every access of tensor `target` in `e` by `value` (used for epilogues: the accumulator
+// stands in for the reduction's result).
+ir::Expr replace_access(const ir::Expr& e, const ir::TensorNode* target, const ir::Expr& value);
+
+}  // namespace tessera::schedule

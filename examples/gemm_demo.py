@@ -1,0 +1,5 @@
+"""Placeholder demo: prints the Tessera version. (The real GEMM demo replaces this file.)"""
+
+import tessera
+
+print(f"tessera {tessera.__version__}")
