@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ir/eval.h"
+#include "schedule/lower.h"
 #include "util/check.h"
 
 namespace tessera::compiler {

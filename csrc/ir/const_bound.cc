@@ -157,10 +157,13 @@ ConstIntBound bound_intersect(const ConstIntBound& a, const ConstIntBound& b) {
 
 ConstIntBound bound_of_dtype(DType t) {
   switch (t) {
-    case DType::kBool: return ConstIntBound{0, 1};
+    case DType::kBool:
+      return ConstIntBound{0, 1};
     case DType::kInt32:
-      return ConstIntBound{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    default: return bound_everything();
+      return ConstIntBound{std::numeric_limits<int32_t>::min(),
+                           std::numeric_limits<int32_t>::max()};
+    default:
+      return bound_everything();
   }
 }
 
@@ -252,7 +255,8 @@ ConstIntBound BoundAnalyzer::compute(const Expr& e) {
     case ExprKind::kGE:
     case ExprKind::kAnd:
     case ExprKind::kOr:
-    case ExprKind::kNot: return ConstIntBound{0, 1};
+    case ExprKind::kNot:
+      return ConstIntBound{0, 1};
     case ExprKind::kSelect:
       if (!int_valued) return bound_everything();
       return bound_union(bound(n.operands[1]), bound(n.operands[2]));
@@ -267,7 +271,8 @@ ConstIntBound BoundAnalyzer::compute(const Expr& e) {
       if (s.lo >= range.lo && s.hi <= range.hi) return s;
       return range;
     }
-    default: break;
+    default:
+      break;
   }
   if (!int_valued) return bound_everything();
   return bound_of_dtype(n.dtype);  // loads, accesses: anything the type can hold

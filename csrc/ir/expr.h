@@ -162,7 +162,10 @@ Expr with_operands(const Expr& e, std::vector<Expr> operands);
 inline Expr operator+(Expr a, Expr b) { return add(std::move(a), std::move(b)); }
 inline Expr operator-(Expr a, Expr b) { return sub(std::move(a), std::move(b)); }
 inline Expr operator*(Expr a, Expr b) { return mul(std::move(a), std::move(b)); }
-inline Expr operator-(Expr a) { return sub(make_const(a->dtype, 0), std::move(a)); }
+inline Expr operator-(Expr a) {
+  Expr zero = make_const(a->dtype, 0);  // before the move: argument evaluation order is unspecified
+  return sub(zero, std::move(a));
+}
 
 // Convenience math.
 Expr exp(Expr x);

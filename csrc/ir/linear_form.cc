@@ -44,7 +44,8 @@ int compare_expr(const Expr& a, const Expr& b) {
   if (x.kind != y.kind) return three_way(static_cast<int>(x.kind), static_cast<int>(y.kind));
   if (x.dtype != y.dtype) return three_way(static_cast<int>(x.dtype), static_cast<int>(y.dtype));
   switch (x.kind) {
-    case ExprKind::kIntImm: return three_way(x.int_value, y.int_value);
+    case ExprKind::kIntImm:
+      return three_way(x.int_value, y.int_value);
     case ExprKind::kFloatImm: {
       // Bit patterns, so that -0.0 and 0.0 (and NaN payloads) are distinct constants.
       uint64_t bx, by;
@@ -52,7 +53,8 @@ int compare_expr(const Expr& a, const Expr& b) {
       std::memcpy(&by, &y.float_value, sizeof by);
       return three_way(bx, by);
     }
-    case ExprKind::kVar: return three_way(x.var_id, y.var_id);
+    case ExprKind::kVar:
+      return three_way(x.var_id, y.var_id);
     case ExprKind::kCall:
       if (x.call_op != y.call_op) {
         return three_way(static_cast<int>(x.call_op), static_cast<int>(y.call_op));
@@ -64,7 +66,8 @@ int compare_expr(const Expr& a, const Expr& b) {
     case ExprKind::kLoad:
       if (int c = compare_named(x.buffer, y.buffer)) return c;
       break;
-    default: break;
+    default:
+      break;
   }
   if (x.operands.size() != y.operands.size()) {
     return three_way(x.operands.size(), y.operands.size());
@@ -103,9 +106,9 @@ void linear_normalize(LinearForm* f) {
       merged.push_back(std::move(term));
     }
   }
-  merged.erase(std::remove_if(merged.begin(), merged.end(),
-                              [](const LinearTerm& x) { return x.coef == 0; }),
-               merged.end());
+  merged.erase(
+      std::remove_if(merged.begin(), merged.end(), [](const LinearTerm& x) { return x.coef == 0; }),
+      merged.end());
   t = std::move(merged);
 }
 
@@ -174,35 +177,116 @@ LinearForm linear_mul(const LinearForm& a, const LinearForm& b) {
 
 namespace {
 
+// Accumulates scaled terms into one form and normalizes once at the end, so a chain of n
+// additions costs O(n log n) rather than a merge per node.
 class LinearParser {
  public:
   explicit LinearParser(const LinearParseOptions& opts) : opts_(opts) {}
 
-  LinearForm parse(const Expr& e) {
-    if (++nodes_ > opts_.max_nodes) {
-      LinearForm f = linear_atom(e);
-      f.invalid = true;
-      return f;
-    }
-    switch (e->kind) {
-      case ExprKind::kIntImm: return linear_constant(e->int_value, e->dtype);
-      case ExprKind::kAdd: return linear_add(parse(e->operands[0]), parse(e->operands[1]), 1);
-      case ExprKind::kSub: return linear_add(parse(e->operands[0]), parse(e->operands[1]), -1);
-      case ExprKind::kMul: {
-        LinearForm a = parse(e->operands[0]);
-        LinearForm b = parse(e->operands[1]);
-        if (a.is_constant() || b.is_constant()) return linear_mul(a, b);
-        size_t n = (a.terms.size() + 1) * (b.terms.size() + 1);
-        if (opts_.distribute && n <= opts_.max_distributed_terms) return linear_mul(a, b);
-        LinearForm f = linear_atom(e);
-        f.invalid = a.invalid || b.invalid;
-        return f;
-      }
-      default: return linear_atom(e);
-    }
+  LinearForm parse(const Expr& e, bool mapped) {
+    LinearForm f = linear_constant(0, e->dtype);
+    collect(e, 1, mapped, &f);
+    linear_normalize(&f);
+    return f;
   }
 
  private:
+  void collect(const Expr& e, int64_t scale, bool mapped, LinearForm* out) {
+    if (out->invalid) return;
+    if (++nodes_ > opts_.max_nodes) {
+      out->invalid = true;
+      return;
+    }
+    int64_t v;
+    switch (e->kind) {
+      case ExprKind::kIntImm:
+        if (!checked_mul(e->int_value, scale, &v) ||
+            !checked_add(out->constant, v, &out->constant)) {
+          out->invalid = true;
+        }
+        return;
+      case ExprKind::kAdd:
+        collect(e->operands[0], scale, mapped, out);
+        collect(e->operands[1], scale, mapped, out);
+        return;
+      case ExprKind::kSub:
+        collect(e->operands[0], scale, mapped, out);
+        if (!checked_mul(scale, -1, &v)) {
+          out->invalid = true;
+          return;
+        }
+        collect(e->operands[1], v, mapped, out);
+        return;
+      case ExprKind::kMul:
+        collect_product(e, scale, mapped, out);
+        return;
+      default:
+        break;
+    }
+    if (mapped && opts_.map_atom) {
+      Expr m = opts_.map_atom(e);
+      switch (m->kind) {
+        case ExprKind::kIntImm:
+        case ExprKind::kAdd:
+        case ExprKind::kSub:
+        case ExprKind::kMul:
+          collect(m, scale, false, out);
+          return;
+        default:
+          push(out, scale, {m});
+      }
+      return;
+    }
+    push(out, scale, {e});
+  }
+
+  void collect_product(const Expr& e, int64_t scale, bool mapped, LinearForm* out) {
+    const Expr& a = e->operands[0];
+    const Expr& b = e->operands[1];
+    int64_t v;
+    if (a->kind == ExprKind::kIntImm || b->kind == ExprKind::kIntImm) {
+      const Expr& c = a->kind == ExprKind::kIntImm ? a : b;
+      if (!checked_mul(c->int_value, scale, &v)) {
+        out->invalid = true;
+        return;
+      }
+      collect(a->kind == ExprKind::kIntImm ? b : a, v, mapped, out);
+      return;
+    }
+    LinearForm pa = parse(a, mapped), pb = parse(b, mapped);
+    LinearForm prod;
+    size_t n = (pa.terms.size() + 1) * (pb.terms.size() + 1);
+    if (pa.is_constant() || pb.is_constant() ||
+        (opts_.distribute && n <= opts_.max_distributed_terms)) {
+      prod = linear_mul(pa, pb);
+    } else {
+      // Kept as one atom; when atoms are being mapped, rebuild it from the canonical sides.
+      Expr atom = e;
+      if (mapped && opts_.map_atom) {
+        Expr x = from_linear(pa), y = from_linear(pb);
+        if (compare_expr(x, y) > 0) std::swap(x, y);
+        atom = make_node(ExprKind::kMul, e->dtype, {x, y});
+      }
+      prod = linear_atom(atom);
+      prod.invalid = pa.invalid || pb.invalid;
+    }
+    if (prod.invalid) {
+      out->invalid = true;
+      return;
+    }
+    if (!checked_mul(prod.constant, scale, &v) || !checked_add(out->constant, v, &out->constant)) {
+      out->invalid = true;
+    }
+    for (const LinearTerm& t : prod.terms) push(out, scale, t.atoms, t.coef);
+  }
+
+  void push(LinearForm* out, int64_t scale, std::vector<Expr> atoms, int64_t coef = 1) {
+    LinearTerm t;
+    if (!checked_mul(scale, coef, &t.coef)) out->invalid = true;
+    t.atoms = std::move(atoms);
+    out->terms.push_back(std::move(t));
+  }
+
   const LinearParseOptions& opts_;
   size_t nodes_ = 0;
 };
@@ -211,7 +295,7 @@ class LinearParser {
 
 LinearForm to_linear(const Expr& e, const LinearParseOptions& opts) {
   LinearParser p(opts);
-  LinearForm f = p.parse(e);
+  LinearForm f = p.parse(e, true);
   f.dtype = e->dtype;
   return f;
 }
@@ -230,7 +314,8 @@ Expr from_linear(const LinearForm& f) {
   };
   Expr acc;
   for (const LinearTerm& term : f.terms) {
-    if (term.coef > 0) acc = acc.defined() ? add(acc, scaled(term, term.coef)) : scaled(term, term.coef);
+    if (term.coef > 0)
+      acc = acc.defined() ? add(acc, scaled(term, term.coef)) : scaled(term, term.coef);
   }
   int64_t constant = f.constant;
   for (const LinearTerm& term : f.terms) {

@@ -8,6 +8,7 @@
 // (variables by creation id) and merged, so two equivalent sums produce the same form and the
 // same printed expression, run after run.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ir/expr.h"
@@ -52,7 +53,12 @@ struct LinearParseOptions {
   // Largest number of terms a distributed product may produce before it is kept as an atom.
   size_t max_distributed_terms = 64;
   // Node budget for the whole parse (guards against exponential walks of shared DAGs).
-  size_t max_nodes = 4096;
+  size_t max_nodes = 1 << 16;
+  // Applied to every atom before it enters the form (the simplifier passes itself here, so a
+  // long sum is flattened once instead of once per nesting level). A mapped atom that turns out
+  // to be a sum or product is flattened into the form; non-distributed products are rebuilt
+  // from their parsed sides instead of being mapped.
+  std::function<Expr(const Expr&)> map_atom;
 };
 
 // Parses an integer expression into its polynomial form (no other simplification).

@@ -27,4 +27,11 @@ Expr simplify(const Expr& e, const BoundMap* extra = nullptr);
 // True if `cond` (a boolean expression) can be proven true for all variable values in bounds.
 bool can_prove(const Expr& cond, const BoundMap* extra = nullptr);
 
+// Narrows `bounds` with what `cond == holds` implies for single variables: a comparison of one
+// variable with a constant, also after moving terms (2*x + 1 < 9 gives x <= 3), equalities,
+// conjunctions (when they hold) and disjunctions (when they fail). Variables missing from
+// `bounds` start from their own lo/hi. Used for select branches and the branches of loop-IR ifs.
+// Returns true if any bound changed (an empty range [lo > hi] means the branch is unreachable).
+bool refine_bounds(const Expr& cond, bool holds, BoundMap* bounds);
+
 }  // namespace tessera::ir

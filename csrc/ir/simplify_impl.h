@@ -5,6 +5,7 @@
 // canonical children. Integer +, -, * go through the polynomial form (linear_form.h); floordiv
 // and floormod by constants split that form into a part divisible by the divisor and a rest whose
 // bounds decide the result (simplify_divmod.cc). Float arithmetic is only constant-folded.
+#include <functional>
 #include <unordered_map>
 #include <utility>
 
@@ -13,6 +14,18 @@
 #include "ir/simplify.h"
 
 namespace tessera::ir {
+
+// Narrows the bounds in `out` with what `cond == holds` implies (see refine_bounds in simplify.h);
+// `lookup` gives a variable's current bound when `out` has none. Returns true if any bound
+// changed.
+bool refine_bounds_with(const Expr& cond, bool holds,
+                        const std::function<ConstIntBound(const ExprNode*)>& lookup, BoundMap* out);
+
+// If term `t` is a single atom `x // c` (kind kFloorDiv) or `x % c` (kFloorMod) with a positive
+// constant c, returns c; otherwise 0.
+int64_t divmod_atom(const LinearTerm& t, ExprKind kind);
+// `f` without its terms i and j (pass the same index twice to drop one term).
+LinearForm without_terms(const LinearForm& f, size_t i, size_t j);
 
 class Rewriter {
  public:
@@ -33,7 +46,7 @@ class Rewriter {
 
   // Canonical expression of a form, after merging (x // c)*c + x % c pairs.
   Expr finish_linear(LinearForm f);
-  LinearForm linear_of(const Expr& e) { return to_linear(e); }
+  BoundAnalyzer& analyzer() { return analyzer_; }
 
  private:
   Expr visit(const Expr& e);
@@ -41,6 +54,11 @@ class Rewriter {
   // Simplifies `e` with variable bounds narrowed by knowing `cond == holds`.
   Expr simplify_assuming(const Expr& e, const Expr& cond, bool holds);
   bool merge_divmod_pairs(LinearForm* f);
+  // Division rules on a parsed numerator and a positive constant divisor c >= 2.
+  Expr floordiv_form(LinearForm f, int64_t c, DType t);
+  Expr floormod_form(LinearForm f, int64_t c, DType t);
+  // Division by a non-constant single atom with a positive lower bound.
+  Expr divmod_by_atom(bool is_div, const Expr& a, const Expr& b);
 
   BoundAnalyzer analyzer_;
   // Results for nodes of the input; the stored input keeps the key's address alive.

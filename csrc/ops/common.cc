@@ -55,8 +55,9 @@ void check_dims_equal(const Expr& a, const Expr& b, const std::string& what) {
 
 void check_ndim(const Tensor& t, int ndim, const std::string& op, const std::string& operand) {
   TESSERA_CHECK(t != nullptr) << op << ": operand " << operand << " is null";
-  TESSERA_CHECK(t->ndim() == ndim) << op << ": " << operand << " (" << t->name << shape_str(t->shape)
-                                   << ") must have " << ndim << " dims, has " << t->ndim();
+  TESSERA_CHECK(t->ndim() == ndim)
+      << op << ": " << operand << " (" << t->name << shape_str(t->shape) << ") must have " << ndim
+      << " dims, has " << t->ndim();
 }
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const std::string& op) {
@@ -82,7 +83,8 @@ std::vector<ir::IterVar> make_iters(const Shape& extents, const std::vector<std:
   TESSERA_CHECK(names.size() == extents.size())
       << "internal: " << names.size() << " iterator names for " << extents.size() << " dims";
   std::vector<ir::IterVar> out;
-  for (size_t i = 0; i < extents.size(); ++i) out.push_back(ir::make_iter_var(names[i], extents[i]));
+  for (size_t i = 0; i < extents.size(); ++i)
+    out.push_back(ir::make_iter_var(names[i], extents[i]));
   return out;
 }
 
@@ -167,7 +169,10 @@ std::pair<Expr, Expr> unpad_index(const Expr& i, const Expr& out_extent, const E
   // Upper bound: provably fine when the output ends before the data does.
   Expr last_src_plus_1 = ir::floordiv(out_extent - 1 - off, ir::int_imm(s)) + 1;
   auto c_last = const_value(last_src_plus_1), c_in = const_value(in_extent);
-  if (!(c_last && c_in && *c_last <= *c_in)) conds.push_back(ir::lt(src, in_extent));
+  if (!(c_last && c_in && *c_last <= *c_in)) {
+    // Without dilation, compare the output index itself (h < H + off reads better).
+    conds.push_back(s == 1 ? ir::lt(i, in_extent + off) : ir::lt(src, in_extent));
+  }
   return {src, and_all(conds)};
 }
 }  // namespace
@@ -190,8 +195,7 @@ Tensor pad_spatial(const Tensor& x, const Expr& out_h, const Expr& out_w, const 
         std::vector<Expr> idx(v.begin(), v.end());
         idx[nd - 2] = src_h;
         idx[nd - 1] = src_w;
-        return ir::select(and_all({cond_h, cond_w}), ir::access(x, idx),
-                          ir::cast(x->dtype, value));
+        return ir::select(and_all({cond_h, cond_w}), ir::access(x, idx), ir::cast(x->dtype, value));
       },
       "pad");
 }

@@ -46,8 +46,7 @@ ir::Tensor compute_named(const std::string& name, const Shape& shape,
                          const std::string& tag, std::map<std::string, std::string> attrs = {});
 ir::Tensor reduce_named(
     const std::string& name, const Shape& shape, const std::vector<std::string>& axis_names,
-    const Shape& reduce_extents, const std::vector<std::string>& reduce_names,
-    ir::ReduceKind kind,
+    const Shape& reduce_extents, const std::vector<std::string>& reduce_names, ir::ReduceKind kind,
     const std::function<ir::Expr(const std::vector<ir::Var>&, const std::vector<ir::Var>&)>& f,
     const std::string& tag, std::map<std::string, std::string> attrs = {});
 

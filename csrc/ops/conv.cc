@@ -10,8 +10,7 @@ using ir::Var;
 
 namespace {
 
-void check_params(const std::string& op, Int2 stride, Int2 padding, Int2 dilation,
-                  int64_t groups) {
+void check_params(const std::string& op, Int2 stride, Int2 padding, Int2 dilation, int64_t groups) {
   for (int d = 0; d < 2; ++d) {
     TESSERA_CHECK(stride[d] >= 1) << op << ": stride must be >= 1, got " << stride[d];
     TESSERA_CHECK(dilation[d] >= 1) << op << ": dilation must be >= 1, got " << dilation[d];
@@ -22,8 +21,8 @@ void check_params(const std::string& op, Int2 stride, Int2 padding, Int2 dilatio
 
 void check_divisible(const Expr& dim, int64_t groups, const std::string& what) {
   if (auto c = const_value(dim)) {
-    TESSERA_CHECK(*c % groups == 0) << what << " (" << *c << ") is not divisible by groups ("
-                                    << groups << ")";
+    TESSERA_CHECK(*c % groups == 0)
+        << what << " (" << *c << ") is not divisible by groups (" << groups << ")";
   }
 }
 
@@ -137,8 +136,8 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, In
     TESSERA_CHECK(output_padding[d] >= 0 &&
                   (output_padding[d] < stride[d] || output_padding[d] < dilation[d]))
         << op << ": output_padding (" << output_padding[d]
-        << ") must be smaller than either stride (" << stride[d] << ") or dilation ("
-        << dilation[d] << ")";
+        << ") must be smaller than either stride (" << stride[d] << ") or dilation (" << dilation[d]
+        << ")";
   }
   const Expr c = x->shape[1];
   const Expr og = w->shape[1];  // output channels per group

@@ -52,7 +52,8 @@ std::vector<Expr> broadcast_index(const Tensor& t, const Shape& out_shape,
   const size_t skip = out_shape.size() - t->shape.size();
   std::vector<Expr> out;
   for (size_t d = 0; d < t->shape.size(); ++d) {
-    const bool broadcast = is_const_value(t->shape[d], 1) && !is_const_value(out_shape[skip + d], 1);
+    const bool broadcast =
+        is_const_value(t->shape[d], 1) && !is_const_value(out_shape[skip + d], 1);
     out.push_back(broadcast ? ir::int_imm(0) : Expr(idx[skip + d]));
   }
   return out;
@@ -80,42 +81,48 @@ Tensor binary_op(const Tensor& a, const Tensor& b, const std::string& name,
 }
 
 // Each binary op is defined once on Exprs; the three overloads wrap it.
-#define TESSERA_DEFINE_BINARY_OP(fn, float_only, expr)                                      \
-  namespace {                                                                              \
-  Expr fn##_expr(Expr x, Expr y) { return expr; }                                          \
-  void fn##_check(const Tensor& t, const std::string& name) {                              \
-    if (float_only) check_float(t, name);                                                  \
-  }                                                                                        \
-  }                                                                                        \
-  Tensor fn(const Tensor& a, const Tensor& b, const std::string& name) {                   \
-    TESSERA_CHECK(a != nullptr && b != nullptr) << name << ": operand is null";            \
-    fn##_check(a, name);                                                                   \
-    return binary_op(a, b, name, fn##_expr);                                               \
-  }                                                                                        \
-  Tensor fn(const Tensor& a, double b, const std::string& name) {                          \
-    TESSERA_CHECK(a != nullptr) << name << ": operand is null";                            \
-    fn##_check(a, name);                                                                   \
-    const Expr c = ir::make_const(a->dtype, b);                                            \
-    return unary_op(a, name, [&](Expr x) { return fn##_expr(x, c); });                     \
-  }                                                                                        \
-  Tensor fn(double a, const Tensor& b, const std::string& name) {                          \
-    TESSERA_CHECK(b != nullptr) << name << ": operand is null";                            \
-    fn##_check(b, name);                                                                   \
-    const Expr c = ir::make_const(b->dtype, a);                                            \
-    return unary_op(b, name, [&](Expr y) { return fn##_expr(c, y); });                     \
+#define TESSERA_DEFINE_BINARY_OP(fn, float_only, expr)                          \
+  namespace {                                                                   \
+  Expr fn##_expr(Expr x, Expr y) { return expr; }                               \
+  void fn##_check(const Tensor& t, const std::string& name) {                   \
+    if (float_only) check_float(t, name);                                       \
+  }                                                                             \
+  }                                                                             \
+  Tensor fn(const Tensor& a, const Tensor& b, const std::string& name) {        \
+    TESSERA_CHECK(a != nullptr && b != nullptr) << name << ": operand is null"; \
+    fn##_check(a, name);                                                        \
+    return binary_op(a, b, name, fn##_expr);                                    \
+  }                                                                             \
+  Tensor fn(const Tensor& a, double b, const std::string& name) {               \
+    TESSERA_CHECK(a != nullptr) << name << ": operand is null";                 \
+    fn##_check(a, name);                                                        \
+    const Expr c = ir::make_const(a->dtype, b);                                 \
+    return unary_op(a, name, [&](Expr x) { return fn##_expr(x, c); });          \
+  }                                                                             \
+  Tensor fn(double a, const Tensor& b, const std::string& name) {               \
+    TESSERA_CHECK(b != nullptr) << name << ": operand is null";                 \
+    fn##_check(b, name);                                                        \
+    const Expr c = ir::make_const(b->dtype, a);                                 \
+    return unary_op(b, name, [&](Expr y) { return fn##_expr(c, y); });          \
   }
 
 TESSERA_DEFINE_BINARY_OP(add, false, x + y)
 TESSERA_DEFINE_BINARY_OP(sub, false, x - y)
-TESSERA_DEFINE_BINARY_OP(mul, false, x * y)
+TESSERA_DEFINE_BINARY_OP(mul, false, x* y)
 TESSERA_DEFINE_BINARY_OP(div, true, ir::div(x, y))
 TESSERA_DEFINE_BINARY_OP(maximum, false, ir::max(x, y))
 TESSERA_DEFINE_BINARY_OP(minimum, false, ir::min(x, y))
 TESSERA_DEFINE_BINARY_OP(pow, true, ir::call(ir::CallOp::kPow, {x, y}))
 #undef TESSERA_DEFINE_BINARY_OP
 
+namespace {
+// 0 - v. (Not ir's unary operator-, whose argument evaluation order can move `v` away before
+// reading its dtype.)
+Expr negate(const Expr& v) { return ir::sub(ir::make_const(v->dtype, 0), v); }
+}  // namespace
+
 Tensor neg(const Tensor& x, const std::string& name) {
-  return unary_op(x, name, [](Expr v) { return -v; });
+  return unary_op(x, name, [](Expr v) { return negate(v); });
 }
 
 Tensor abs(const Tensor& x, const std::string& name) {
@@ -123,7 +130,7 @@ Tensor abs(const Tensor& x, const std::string& name) {
     return unary_op(x, name, [](Expr v) { return ir::call(ir::CallOp::kAbs, {v}); });
   }
   // Integers: no math call; |v| = max(v, -v).
-  return unary_op(x, name, [](Expr v) { return ir::max(v, -v); });
+  return unary_op(x, name, [](Expr v) { return ir::max(v, negate(v)); });
 }
 
 Tensor relu(const Tensor& x, const std::string& name) {

@@ -27,7 +27,7 @@ ir::Tensor binary_op(const ir::Tensor& a, const ir::Tensor& b, const std::string
                      const std::function<ir::Expr(ir::Expr, ir::Expr)>& f);
 
 // ---- binary (tensor, tensor), (tensor, scalar), (scalar, tensor) ----
-#define TESSERA_DECLARE_BINARY_OP(fn)                                                        \
+#define TESSERA_DECLARE_BINARY_OP(fn)                                                     \
   ir::Tensor fn(const ir::Tensor& a, const ir::Tensor& b, const std::string& name = #fn); \
   ir::Tensor fn(const ir::Tensor& a, double b, const std::string& name = #fn);            \
   ir::Tensor fn(double a, const ir::Tensor& b, const std::string& name = #fn);

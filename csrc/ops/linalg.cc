@@ -26,8 +26,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
   const Expr n = b->shape[trans_b ? 0 : 1];
   check_dims_equal(k, kb,
                    "matmul: reduction dims differ (A" + shape_str(a->shape) + " vs B" +
-                       shape_str(b->shape) + (trans_a || trans_b ? ", with transposes" : "") +
-                       ")");
+                       shape_str(b->shape) + (trans_a || trans_b ? ", with transposes" : "") + ")");
   return reduce_named(
       name, {m, n}, {"i", "j"}, {k}, {"k"}, ir::ReduceKind::kSum,
       [&](const std::vector<Var>& o, const std::vector<Var>& r) {
@@ -52,8 +51,7 @@ Tensor batch_matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b
   const Expr n = b->shape[trans_b ? 1 : 2];
   check_dims_equal(k, kb,
                    "batch_matmul: reduction dims differ (A" + shape_str(a->shape) + " vs B" +
-                       shape_str(b->shape) + (trans_a || trans_b ? ", with transposes" : "") +
-                       ")");
+                       shape_str(b->shape) + (trans_a || trans_b ? ", with transposes" : "") + ")");
   return reduce_named(
       name, {a->shape[0], m, n}, {"b", "i", "j"}, {k}, {"k"}, ir::ReduceKind::kSum,
       [&](const std::vector<Var>& o, const std::vector<Var>& r) {
@@ -83,12 +81,11 @@ Tensor dense(const Tensor& x, const Tensor& w, const Tensor& bias, const std::st
   check_dims_equal(bias->shape[0], w->shape[0],
                    "dense: bias" + shape_str(bias->shape) + " does not match out_features of W" +
                        shape_str(w->shape));
-  return compute_named(
-      name + "_bias", y->shape, {"i", "j"},
-      [&](const std::vector<Var>& o) {
-        return ir::access(y, {o[0], o[1]}) + ir::access(bias, {o[1]});
-      },
-      "elementwise", {{"epilogue", "bias_add"}});
+  return compute_named(name + "_bias", y->shape, {"i", "j"},
+                       [&](const std::vector<Var>& o) {
+                         return ir::access(y, {o[0], o[1]}) + ir::access(bias, {o[1]});
+                       },
+                       "elementwise", {{"epilogue", "bias_add"}});
 }
 
 }  // namespace tessera::ops

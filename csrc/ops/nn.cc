@@ -72,8 +72,8 @@ Tensor log_softmax(const Tensor& x, int64_t axis, const std::string& name) {
       "elementwise");
 }
 
-Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor& gamma,
-                  const Tensor& beta, double eps, const std::string& name) {
+Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor& gamma, const Tensor& beta,
+                  double eps, const std::string& name) {
   check_float(x, name);
   const int nd = x->ndim();
   TESSERA_CHECK(normalized_ndim >= 1 && normalized_ndim <= nd)

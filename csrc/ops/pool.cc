@@ -50,8 +50,8 @@ PoolGeometry pool_geometry(const std::string& op, const Tensor& x, Int2 kernel, 
     g.out[d] = pool_out_extent(g.in[d], kernel[d], g.stride[d], padding[d], dilation[d], ceil_mode);
     if (auto c = const_value(g.out[d])) {
       TESSERA_CHECK(*c > 0) << op << ": output " << (d ? "width" : "height") << " of X"
-                            << shape_str(x->shape) << " would be " << *c << " (kernel "
-                            << kernel[d] << ", padding " << padding[d] << ")";
+                            << shape_str(x->shape) << " would be " << *c << " (kernel " << kernel[d]
+                            << ", padding " << padding[d] << ")";
     }
     g.needed[d] = (g.out[d] - 1) * g.stride[d] + (dilation[d] * (kernel[d] - 1) + 1);
     // Without padding the windows stay inside the input unless ceil mode adds a partial one.
@@ -102,13 +102,11 @@ Expr window_count(const Expr& idx, const PoolGeometry& g, int d, bool count_incl
     if (count_include_pad && *c_needed <= *c_in + 2 * p) return ir::int_imm(k);
     if (!count_include_pad && p == 0 && *c_needed <= *c_in) return ir::int_imm(k);
   }
-  Expr start = idx * s - p;
-  Expr end = ir::min(start + k, g.in[d] + p);
-  if (!count_include_pad) {
-    start = ir::max(start, ir::int_imm(0));
-    end = ir::min(end, g.in[d]);
+  // The window covers [idx*s - p, idx*s - p + k).
+  if (count_include_pad) {
+    return ir::min(idx * s + (k - p), g.in[d] + p) - (idx * s - p);
   }
-  return end - start;
+  return ir::min(idx * s + (k - p), g.in[d]) - ir::max(idx * s - p, ir::int_imm(0));
 }
 
 }  // namespace
@@ -117,13 +115,12 @@ Tensor avg_pool2d(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding, bool 
                   bool count_include_pad, const std::string& name) {
   const std::string op = "avg_pool2d";
   PoolGeometry g = pool_geometry(op, x, kernel, stride, padding, {1, 1}, ceil_mode);
-  TESSERA_CHECK(ir::is_float(x->dtype)) << op << ": needs a float input, " << x->name << " is "
-                                        << ir::dtype_name(x->dtype);
+  TESSERA_CHECK(ir::is_float(x->dtype))
+      << op << ": needs a float input, " << x->name << " is " << ir::dtype_name(x->dtype);
   auto attrs = pool_attrs(g, ceil_mode);
   attrs["count_include_pad"] = count_include_pad ? "1" : "0";
-  Tensor sum =
-      pool_reduce(x, g, ir::ReduceKind::kSum, ir::float_imm(0.0, x->dtype), name + "_sum",
-                  "pool_avg", attrs);
+  Tensor sum = pool_reduce(x, g, ir::ReduceKind::kSum, ir::float_imm(0.0, x->dtype), name + "_sum",
+                           "pool_avg", attrs);
   return compute_named(
       name, sum->shape, {"n", "c", "y", "x"},
       [&](const std::vector<Var>& v) {
@@ -138,8 +135,9 @@ Tensor max_pool2d(const Tensor& x, Int2 kernel, Int2 stride, Int2 padding, Int2 
                   bool ceil_mode, const std::string& name) {
   const std::string op = "max_pool2d";
   PoolGeometry g = pool_geometry(op, x, kernel, stride, padding, dilation, ceil_mode);
-  return pool_reduce(x, g, ir::ReduceKind::kMax, ir::reduce_identity(ir::ReduceKind::kMax, x->dtype),
-                     name, "pool_max", pool_attrs(g, ceil_mode));
+  return pool_reduce(x, g, ir::ReduceKind::kMax,
+                     ir::reduce_identity(ir::ReduceKind::kMax, x->dtype), name, "pool_max",
+                     pool_attrs(g, ceil_mode));
 }
 
 }  // namespace tessera::ops

@@ -55,7 +55,9 @@ struct Values {
       f.assign(numel(), 0.0);
     }
   }
-  Scalar get(int64_t off) const { return is_int() ? Scalar::of_int(i[off]) : Scalar::of_float(f[off]); }
+  Scalar get(int64_t off) const {
+    return is_int() ? Scalar::of_int(i[off]) : Scalar::of_float(f[off]);
+  }
   void set(int64_t off, const Scalar& s) {
     if (is_int()) {
       i[off] = s.is_int ? s.i : static_cast<int64_t>(std::trunc(s.f));
@@ -85,20 +87,26 @@ bool any_zero(const std::vector<int64_t>& extents) {
 Scalar combine(ir::ReduceKind kind, const Scalar& acc, const Scalar& v) {
   if (acc.is_int && v.is_int) {
     switch (kind) {
-      case ir::ReduceKind::kSum: return Scalar::of_int(acc.i + v.i);
-      case ir::ReduceKind::kMax: return Scalar::of_int(v.i > acc.i ? v.i : acc.i);
-      case ir::ReduceKind::kMin: return Scalar::of_int(v.i < acc.i ? v.i : acc.i);
-      case ir::ReduceKind::kNone: break;
+      case ir::ReduceKind::kSum:
+        return Scalar::of_int(acc.i + v.i);
+      case ir::ReduceKind::kMax:
+        return Scalar::of_int(v.i > acc.i ? v.i : acc.i);
+      case ir::ReduceKind::kMin:
+        return Scalar::of_int(v.i < acc.i ? v.i : acc.i);
+      case ir::ReduceKind::kNone:
+        break;
     }
   } else {
     const double a = acc.as_double(), b = v.as_double();
     switch (kind) {
-      case ir::ReduceKind::kSum: return Scalar::of_float(a + b);
+      case ir::ReduceKind::kSum:
+        return Scalar::of_float(a + b);
       case ir::ReduceKind::kMax:
         return Scalar::of_float(std::isnan(a) || std::isnan(b) ? NAN : (b > a ? b : a));
       case ir::ReduceKind::kMin:
         return Scalar::of_float(std::isnan(a) || std::isnan(b) ? NAN : (b < a ? b : a));
-      case ir::ReduceKind::kNone: break;
+      case ir::ReduceKind::kNone:
+        break;
     }
   }
   TESSERA_FAIL() << "reference: no combiner for reduction kind none";
@@ -112,9 +120,7 @@ class Interpreter {
     };
   }
 
-  void bind_size(const ir::ExprNode* var, int64_t value) {
-    env_.vars[var] = Scalar::of_int(value);
-  }
+  void bind_size(const ir::ExprNode* var, int64_t value) { env_.vars[var] = Scalar::of_int(value); }
   bool is_bound(const ir::ExprNode* var) const { return env_.vars.count(var) != 0; }
 
   std::vector<int64_t> eval_shape(const TensorNode& t) {
@@ -128,9 +134,8 @@ class Interpreter {
   }
 
   void set_input(const TensorNode& t, const NDArray& a) {
-    TESSERA_CHECK(a.dtype == t.dtype)
-        << "reference: input for " << t.name << " is " << a.describe() << ", the placeholder is "
-        << ir::dtype_name(t.dtype);
+    TESSERA_CHECK(a.dtype == t.dtype) << "reference: input for " << t.name << " is " << a.describe()
+                                      << ", the placeholder is " << ir::dtype_name(t.dtype);
     const std::vector<int64_t> shape = eval_shape(t);
     TESSERA_CHECK(shape == a.shape) << "reference: input for " << t.name << " has shape "
                                     << index_str(a.shape) << ", expected " << index_str(shape);
@@ -165,7 +170,8 @@ class Interpreter {
       int64_t off = 0;
       do {
         for (size_t d = 0; d < idx.size(); ++d) *axis_slots[d] = Scalar::of_int(idx[d]);
-        out.set(off++, op.reduce == ir::ReduceKind::kNone ? eval(op.body) : reduce_point(op, reduce_slots));
+        out.set(off++, op.reduce == ir::ReduceKind::kNone ? eval(op.body)
+                                                          : reduce_point(op, reduce_slots));
       } while (next_index(idx, out.shape));
     }
     values_[&t] = std::move(out);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/simplify.h"
 #include "ops/elementwise.h"
 #include "util/check.h"
 
@@ -88,17 +89,21 @@ Tensor reshape(const Tensor& x, const Shape& new_shape, const std::string& name)
         // Row-major flat index of the output point ...
         Expr flat = ir::int_imm(0);
         for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + v[d];
-        // ... decomposed into the input's dims, last dim fastest.
+        // ... decomposed into the input's dims: idx[d] = flat / stride[d] % extent[d]. The
+        // simplifier folds the common cases (merging or splitting dims) back to plain iterators.
         const int nd = x->ndim();
         std::vector<Expr> idx(nd);
-        Expr rest = flat;
+        Expr stride = ir::int_imm(1);
         for (int d = nd - 1; d >= 0; --d) {
-          if (d == 0) {
-            idx[d] = rest;  // the outermost dim needs no modulo: the index is in range
+          const Expr extent = x->shape[d];
+          if (is_const_value(extent, 1)) {
+            idx[d] = ir::int_imm(0);
           } else {
-            idx[d] = ir::floormod(rest, x->shape[d]);
-            rest = ir::floordiv(rest, x->shape[d]);
+            Expr q = ir::floordiv(flat, stride);
+            // The outermost dim needs no modulo: the flat index is in range.
+            idx[d] = ir::simplify(d == 0 ? q : ir::floormod(q, extent));
           }
+          stride = stride * extent;
         }
         return ir::access(x, idx);
       },
@@ -115,9 +120,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis, const std::string& na
   Expr total = ir::int_imm(0);
   for (const Tensor& t : xs) {
     check_same_dtype(first, t, name);
-    TESSERA_CHECK(t->ndim() == nd) << name << ": " << t->name << shape_str(t->shape) << " and "
-                                   << first->name << shape_str(first->shape)
-                                   << " have different numbers of dims";
+    TESSERA_CHECK(t->ndim() == nd)
+        << name << ": " << t->name << shape_str(t->shape) << " and " << first->name
+        << shape_str(first->shape) << " have different numbers of dims";
     for (int d = 0; d < nd; ++d) {
       if (d == ax) continue;
       check_dims_equal(t->shape[d], first->shape[d],
@@ -214,14 +219,13 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, const std::string& name
   const size_t skip = shape.size() - x->shape.size();
   for (size_t d = 0; d < x->shape.size(); ++d) {
     if (is_const_value(x->shape[d], 1)) continue;
-    check_dims_equal(x->shape[d], shape[skip + d],
-                     name + ": cannot broadcast " + x->name + shape_str(x->shape) + " to " +
-                         shape_str(shape));
+    check_dims_equal(
+        x->shape[d], shape[skip + d],
+        name + ": cannot broadcast " + x->name + shape_str(x->shape) + " to " + shape_str(shape));
   }
   return ir::compute(
       name, shape,
-      [&](const std::vector<Var>& v) { return ir::access(x, broadcast_index(x, shape, v)); },
-      kTag);
+      [&](const std::vector<Var>& v) { return ir::access(x, broadcast_index(x, shape, v)); }, kTag);
 }
 
 }  // namespace tessera::ops

@@ -23,7 +23,7 @@ ir::Tensor transpose(const ir::Tensor& x, int64_t dim0, int64_t dim1,
                      const std::string& name = "transpose");
 
 // Row-major reshape; at most one dim may be the constant -1 (inferred). The input index is the
-// output's flat index decomposed with floordiv/floormod (the simplifier cleans up what it can).
+// output's flat index decomposed with floordiv/floormod, simplified.
 ir::Tensor reshape(const ir::Tensor& x, const Shape& new_shape,
                    const std::string& name = "reshape");
 

@@ -1,8 +1,10 @@
 // The Python extension module tessera._C: the only translation units that see pybind11 (and,
 // later, torch headers) live in csrc/python/, so the core stays free of Python.
-#include <pybind11/pybind11.h>
+#include "python/bindings.h"
 
 #include <string>
+
+#include "util/check.h"
 
 #ifndef TESSERA_VERSION
 #define TESSERA_VERSION "0.0.0"  // CMake passes the project version; this keeps editors happy.
@@ -15,4 +17,10 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "version", []() { return std::string(TESSERA_VERSION); },
       "Version of the compiled Tessera core.");
+  py::register_exception<tessera::Error>(m, "TesseraError", PyExc_RuntimeError);
+  tessera::python::bind_ir(m);
+  py::module_ ops = m.def_submodule("ops", "Operator library (tensor-expression definitions)");
+  tessera::python::bind_ops(ops);
+  tessera::python::bind_kernel(m);
+  tessera::python::bind_runtime(m);
 }

@@ -88,9 +88,8 @@ NDArray::NDArray(DType dtype_, std::vector<int64_t> shape_)
   }
   const size_t bytes = nbytes();
   // aligned_alloc needs a size that is a multiple of the alignment (and > 0 to be useful).
-  capacity_ = std::max<size_t>(kNDArrayAlignment,
-                               (bytes + kNDArrayAlignment - 1) / kNDArrayAlignment *
-                                   kNDArrayAlignment);
+  capacity_ = std::max<size_t>(
+      kNDArrayAlignment, (bytes + kNDArrayAlignment - 1) / kNDArrayAlignment * kNDArrayAlignment);
   void* p = std::aligned_alloc(kNDArrayAlignment, capacity_);
   TESSERA_CHECK(p != nullptr) << "NDArray: out of memory allocating " << capacity_ << " bytes";
   std::memset(p, 0, capacity_);
@@ -131,8 +130,8 @@ size_t NDArray::nbytes() const {
 }
 
 void* NDArray::data() {
-  TESSERA_CHECK(nbytes() <= capacity_) << "NDArray: shape " << describe()
-                                       << " needs more storage than was allocated";
+  TESSERA_CHECK(nbytes() <= capacity_)
+      << "NDArray: shape " << describe() << " needs more storage than was allocated";
   return storage_.get();
 }
 
@@ -140,8 +139,8 @@ const void* NDArray::data() const { return const_cast<NDArray*>(this)->data(); }
 
 template <typename T>
 T* NDArray::typed(DType want) const {
-  TESSERA_CHECK(dtype == want) << "NDArray: requested " << ir::dtype_name(want)
-                               << " data from a " << describe() << " array";
+  TESSERA_CHECK(dtype == want) << "NDArray: requested " << ir::dtype_name(want) << " data from a "
+                               << describe() << " array";
   return reinterpret_cast<T*>(const_cast<void*>(data()));
 }
 
@@ -163,12 +162,16 @@ double NDArray::get(int64_t flat) const {
   check_flat(flat);
   const std::byte* p = static_cast<const std::byte*>(data());
   switch (dtype) {
-    case DType::kFloat32: return reinterpret_cast<const float*>(p)[flat];
-    case DType::kFloat64: return reinterpret_cast<const double*>(p)[flat];
-    case DType::kFloat16: return half_bits_to_float(reinterpret_cast<const uint16_t*>(p)[flat]);
+    case DType::kFloat32:
+      return reinterpret_cast<const float*>(p)[flat];
+    case DType::kFloat64:
+      return reinterpret_cast<const double*>(p)[flat];
+    case DType::kFloat16:
+      return half_bits_to_float(reinterpret_cast<const uint16_t*>(p)[flat]);
     case DType::kBFloat16:
       return bfloat16_bits_to_float(reinterpret_cast<const uint16_t*>(p)[flat]);
-    default: return static_cast<double>(get_int(flat));
+    default:
+      return static_cast<double>(get_int(flat));
   }
 }
 
@@ -176,8 +179,12 @@ void NDArray::set(int64_t flat, double value) {
   check_flat(flat);
   std::byte* p = static_cast<std::byte*>(data());
   switch (dtype) {
-    case DType::kFloat32: reinterpret_cast<float*>(p)[flat] = static_cast<float>(value); return;
-    case DType::kFloat64: reinterpret_cast<double*>(p)[flat] = value; return;
+    case DType::kFloat32:
+      reinterpret_cast<float*>(p)[flat] = static_cast<float>(value);
+      return;
+    case DType::kFloat64:
+      reinterpret_cast<double*>(p)[flat] = value;
+      return;
     case DType::kFloat16:
       reinterpret_cast<uint16_t*>(p)[flat] = float_to_half_bits(static_cast<float>(value));
       return;
@@ -195,10 +202,14 @@ int64_t NDArray::get_int(int64_t flat) const {
   check_flat(flat);
   const std::byte* p = static_cast<const std::byte*>(data());
   switch (dtype) {
-    case DType::kBool: return reinterpret_cast<const uint8_t*>(p)[flat] != 0;
-    case DType::kInt32: return reinterpret_cast<const int32_t*>(p)[flat];
-    case DType::kInt64: return reinterpret_cast<const int64_t*>(p)[flat];
-    default: return static_cast<int64_t>(std::trunc(get(flat)));
+    case DType::kBool:
+      return reinterpret_cast<const uint8_t*>(p)[flat] != 0;
+    case DType::kInt32:
+      return reinterpret_cast<const int32_t*>(p)[flat];
+    case DType::kInt64:
+      return reinterpret_cast<const int64_t*>(p)[flat];
+    default:
+      return static_cast<int64_t>(std::trunc(get(flat)));
   }
 }
 
@@ -206,10 +217,17 @@ void NDArray::set_int(int64_t flat, int64_t value) {
   check_flat(flat);
   std::byte* p = static_cast<std::byte*>(data());
   switch (dtype) {
-    case DType::kBool: reinterpret_cast<uint8_t*>(p)[flat] = value != 0; return;
-    case DType::kInt32: reinterpret_cast<int32_t*>(p)[flat] = static_cast<int32_t>(value); return;
-    case DType::kInt64: reinterpret_cast<int64_t*>(p)[flat] = value; return;
-    default: set(flat, static_cast<double>(value));
+    case DType::kBool:
+      reinterpret_cast<uint8_t*>(p)[flat] = value != 0;
+      return;
+    case DType::kInt32:
+      reinterpret_cast<int32_t*>(p)[flat] = static_cast<int32_t>(value);
+      return;
+    case DType::kInt64:
+      reinterpret_cast<int64_t*>(p)[flat] = value;
+      return;
+    default:
+      set(flat, static_cast<double>(value));
   }
 }
 

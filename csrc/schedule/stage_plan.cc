@@ -49,7 +49,7 @@ bool is_reduction(const Tensor& t) { return !t->is_placeholder() && !t->op->redu
 // True if every access of `producer` in `consumer`'s body uses exactly the consumer's axes, in
 // order, and both have the same shape: then the consumer can be computed point by point right
 // where the producer's value is finished.
-bool reads_at_identity(const Tensor& consumer, const Tensor& producer) {
+bool reads_at_identity(const Tensor& consumer, const Expr& consumer_body, const Tensor& producer) {
   const ir::ComputeOpNode& op = *consumer->op;
   if (op.axes.size() != producer->shape.size()) return false;
   for (size_t i = 0; i < op.axes.size(); ++i) {
@@ -60,7 +60,7 @@ bool reads_at_identity(const Tensor& consumer, const Tensor& producer) {
     if (!same) return false;
   }
   bool ok = true;
-  ir::visit_expr(op.body, [&](const Expr& e) {
+  ir::visit_expr(consumer_body, [&](const Expr& e) {
     if (e->kind != ExprKind::kAccess || e->tensor.get() != producer.get()) return;
     for (size_t i = 0; i < e->operands.size(); ++i) {
       if (!e->operands[i].same_as(op.axes[i].var)) ok = false;
@@ -121,22 +121,36 @@ StagePlan plan_stages(const std::vector<Tensor>& outputs, const std::vector<Tens
   }
 
   // Epilogue fusion: reduction R (not an output) with one consumer E that is an output,
-  // elementwise, reads R at identity indices and has the same dtype.
+  // elementwise, reads R at identity indices and has the same dtype. Consumers are counted after
+  // inlining, so bias-add + relu chains collapse into one epilogue.
+  std::map<const TensorNode*, Expr> inlined_body;
+  std::map<const TensorNode*, std::vector<Tensor>> readers;
+  for (const Tensor& t : dag.computes) {
+    if (!materialised.count(t.get())) continue;
+    inlined_body[t.get()] = inline_body(t, plan.inlined);
+    std::set<const TensorNode*> seen;
+    ir::visit_expr(inlined_body[t.get()], [&](const Expr& e) {
+      if (e->kind == ExprKind::kAccess && seen.insert(e->tensor.get()).second) {
+        readers[e->tensor.get()].push_back(t);
+      }
+    });
+  }
   std::map<const TensorNode*, Tensor> epilogue_of;
   std::set<const TensorNode*> fused_epilogues;
   for (const Tensor& t : dag.computes) {
     if (!is_reduction(t) || is_output.count(t.get())) continue;
-    const auto& cons = consumers[t.get()];
+    const auto& cons = readers[t.get()];
     if (cons.size() != 1) continue;
     const Tensor& e = cons[0];
     if (!is_output.count(e.get()) || is_reduction(e) || e->dtype != t->dtype) continue;
-    if (fused_epilogues.count(e.get()) || !reads_at_identity(e, t)) continue;
-    // The epilogue may read other tensors, but not another reduction that is not yet computed.
+    if (fused_epilogues.count(e.get()) || !reads_at_identity(e, inlined_body[e.get()], t)) continue;
+    // The epilogue may read other tensors, but not another reduction.
     bool reads_other_reduction = false;
-    for (const Tensor& in : ir::direct_inputs(e)) {
-      reads_other_reduction |= in.get() != t.get() && is_reduction(in) &&
-                               !materialised.count(in.get());
-    }
+    ir::visit_expr(inlined_body[e.get()], [&](const Expr& x) {
+      if (x->kind == ExprKind::kAccess && x->tensor.get() != t.get() && is_reduction(x->tensor)) {
+        reads_other_reduction = true;
+      }
+    });
     if (reads_other_reduction) continue;
     epilogue_of[t.get()] = e;
     fused_epilogues.insert(e.get());

@@ -8,10 +8,10 @@
 namespace tessera::codegen {
 
 struct HostCpu {
-  std::string name;      // LLVM CPU name (scheduling model)
-  std::string features;  // every host feature as "+f" or "-f", comma separated (LLVM syntax)
-  std::string triple;    // LLVM target triple of the process
-  int vector_bits = 128; // 512 with avx512f, 256 with avx2, 128 otherwise
+  std::string name;       // LLVM CPU name (scheduling model)
+  std::string features;   // every host feature as "+f" or "-f", comma separated (LLVM syntax)
+  std::string triple;     // LLVM target triple of the process
+  int vector_bits = 128;  // 512 with avx512f, 256 with avx2, 128 otherwise
   bool has_avx512 = false;
   bool has_avx2 = false;
   bool has_fma = false;

@@ -30,11 +30,11 @@ void init_llvm_targets() {
 llvm::orc::LLJIT* create_jit() {
   init_llvm_targets();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  TESSERA_CHECK(static_cast<bool>(jtmb)) << "LLVM cannot target this host: "
-                                         << error_text(jtmb.takeError());
+  TESSERA_CHECK(static_cast<bool>(jtmb))
+      << "LLVM cannot target this host: " << error_text(jtmb.takeError());
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
-  TESSERA_CHECK(static_cast<bool>(jit)) << "cannot create the LLVM JIT: "
-                                        << error_text(jit.takeError());
+  TESSERA_CHECK(static_cast<bool>(jit))
+      << "cannot create the LLVM JIT: " << error_text(jit.takeError());
   llvm::orc::LLJIT& j = **jit;
   llvm::orc::JITDylib& jd = j.getMainJITDylib();
 
@@ -44,9 +44,9 @@ llvm::orc::LLJIT* create_jit() {
   int count = 0;
   const RuntimeSymbol* table = runtime_symbols(&count);
   for (int i = 0; i < count; ++i) {
-    symbols[j.mangleAndIntern(table[i].name)] = llvm::JITEvaluatedSymbol(
-        llvm::pointerToJITTargetAddress(table[i].address),
-        llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+    symbols[j.mangleAndIntern(table[i].name)] =
+        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(table[i].address),
+                                 llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
   }
   llvm::Error err = jd.define(llvm::orc::absoluteSymbols(std::move(symbols)));
   TESSERA_CHECK(!err) << "cannot register runtime symbols: " << error_text(std::move(err));
@@ -77,15 +77,18 @@ std::unique_ptr<llvm::TargetMachine> create_host_target_machine(int opt_level) {
   llvm::TargetOptions options;
   // Fuse a*b+c into FMA where the IR allows contraction; no other fast-math relaxations.
   options.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  // Assembly listings (CompileOptions::keep_asm) carry comments such as "Spill"/"Reload" that
+  // tests and people use to check register allocation; object code is unaffected.
+  options.MCOptions.AsmVerbose = true;
   llvm::CodeGenOpt::Level level = opt_level >= 3   ? llvm::CodeGenOpt::Aggressive
                                   : opt_level == 2 ? llvm::CodeGenOpt::Default
                                   : opt_level == 1 ? llvm::CodeGenOpt::Less
                                                    : llvm::CodeGenOpt::None;
   // Large code model: JIT sections and the runtime functions can be more than 2 GiB apart, and
   // RuntimeDyld cannot relocate 32-bit PC-relative references across that distance.
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      cpu.triple, cpu.name, cpu.features, options, llvm::Reloc::Static, llvm::CodeModel::Large,
-      level, /*JIT=*/true));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(cpu.triple, cpu.name, cpu.features, options, llvm::Reloc::Static,
+                                  llvm::CodeModel::Large, level, /*JIT=*/true));
   TESSERA_CHECK(tm != nullptr) << "cannot create an LLVM TargetMachine for " << cpu.name;
   return tm;
 }
@@ -101,8 +104,8 @@ LoadedObject::~LoadedObject() {
 uint64_t LoadedObject::lookup(const std::string& symbol) const {
   llvm::orc::LLJIT& jit = the_jit();
   auto sym = jit.lookup(symbol);
-  TESSERA_CHECK(static_cast<bool>(sym)) << "JIT symbol " << symbol << " not found: "
-                                        << error_text(sym.takeError());
+  TESSERA_CHECK(static_cast<bool>(sym))
+      << "JIT symbol " << symbol << " not found: " << error_text(sym.takeError());
   return sym->getAddress();
 }
 

@@ -5,13 +5,13 @@
 // LLVMContext and TargetMachine, so compiles on different threads never share LLVM state; the JIT
 // only links finished objects. Each object gets its own ResourceTracker, so a kernel's code is
 // freed as soon as its LoadedObject goes away.
-#include <cstdint>
-#include <memory>
-#include <string>
-
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Target/TargetMachine.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
 
 namespace tessera::codegen {
 

@@ -3,6 +3,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include <initializer_list>
+#include <limits>
 
 namespace tessera::codegen {
 
@@ -71,14 +72,15 @@ Value* exp_core(llvm::IRBuilder<>& b, Value* x) {
   Value* xc = clamp_no_nan(b, x, -104.0, 89.0);
   // x = n*ln2 + r, |r| <= ln2/2; ln2 is split in two so that n*ln2_hi is exact.
   const double kLog2e = 1.4426950408889634;
-  const double kLn2Hi = 0.693145751953125;         // 0x3f317200: 16 significant bits
-  const double kLn2Lo = 1.4286068203094173e-06;    // ln2 - kLn2Hi, rounded to float
+  const double kLn2Hi = 0.693145751953125;       // 0x3f317200: 16 significant bits
+  const double kLn2Lo = 1.4286068202862268e-06;  // ln2 - kLn2Hi
   Value* n = unary(b, llvm::Intrinsic::rint, b.CreateFMul(xc, fconst(x, kLog2e)));
   Value* r = fmuladd(b, n, fconst(x, -kLn2Hi), xc);
   r = fmuladd(b, n, fconst(x, -kLn2Lo), r);
   // exp(r) = 1 + r + r^2 * P(r); P fits (exp(r)-1-r)/r^2 on [-0.35, 0.35], rel. err 5.0e-9.
-  Value* q = horner(b, r, {0.49999999803707834, 0.16666666528663993, 0.041666585740260546,
-                           0.00833337875832667, 0.0013925601342556324, 0.0001984177983658878});
+  Value* q = horner(b, r,
+                    {0.49999999803707834, 0.16666666528663993, 0.041666585740260546,
+                     0.00833337875832667, 0.0013925601342556324, 0.0001984177983658878});
   Value* p = b.CreateFAdd(fmuladd(b, b.CreateFMul(r, r), q, r), fconst(x, 1.0));
   // Scale by 2^n in two steps, 2^(n/2) * 2^(n - n/2): n spans [-150, 129], beyond the normal
   // exponent range at both ends, but each half stays representable. The last multiply rounds
@@ -115,7 +117,7 @@ Value* emit_log_f32(llvm::IRBuilder<>& b, Value* x) {
   Value* poly = horner(b, z, {2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11});
   Value* ef = b.CreateSIToFP(e, x->getType());
   const double kLn2Hi = 0.693145751953125;
-  const double kLn2Lo = 1.4286068203094173e-06;
+  const double kLn2Lo = 1.4286068202862268e-06;
   // Small terms first: e*ln2_lo + s*z*P, then 2s, then e*ln2_hi (exact product).
   Value* small = fmuladd(b, b.CreateFMul(s, z), poly, b.CreateFMul(ef, fconst(x, kLn2Lo)));
   Value* logm = b.CreateFAdd(b.CreateFAdd(s, s), small);
@@ -133,14 +135,15 @@ Value* emit_tanh_f32(llvm::IRBuilder<>& b, Value* x) {
   Value* a = unary(b, llvm::Intrinsic::fabs, x);
   // |x| < 0.625: tanh(x) = x + x*z*P(z), z = x^2; P fits (tanh(x)/x - 1)/z, rel. err 6.9e-9.
   Value* z = b.CreateFMul(x, x);
-  Value* p = horner(b, z, {-0.3333333312245624, 0.13333296502954914, -0.053957635212660546,
-                           0.02175598667758265, -0.008302434931803425, 0.0022466022441623218});
+  Value* p = horner(b, z,
+                    {-0.3333333312245624, 0.13333296502954914, -0.053957635212660546,
+                     0.02175598667758265, -0.008302434931803425, 0.0022466022441623218});
   Value* small = fmuladd(b, b.CreateFMul(x, z), p, x);
   // Otherwise tanh(|x|) = 1 - 2/(exp(2|x|) + 1): no cancellation for |x| >= 0.625, and it
   // saturates to exactly 1 once exp overflows. The sign is copied back.
   Value* e = exp_core(b, b.CreateFAdd(a, a));
-  Value* large = b.CreateFSub(fconst(x, 1.0),
-                              b.CreateFDiv(fconst(x, 2.0), b.CreateFAdd(e, fconst(x, 1.0))));
+  Value* large =
+      b.CreateFSub(fconst(x, 1.0), b.CreateFDiv(fconst(x, 2.0), b.CreateFAdd(e, fconst(x, 1.0))));
   large = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {large, x});
   Value* r = b.CreateSelect(b.CreateFCmpOLT(a, fconst(x, 0.625)), small, large);
   return keep_nan(b, x, r);
@@ -159,20 +162,27 @@ Value* emit_sigmoid_f32(llvm::IRBuilder<>& b, Value* x) {
 Value* emit_erf_f32(llvm::IRBuilder<>& b, Value* x) {
   Value* a = unary(b, llvm::Intrinsic::fabs, x);
   // |x| < 1: erf(x) = x * P(z), z = x^2; P fits erf(x)/x on z in [0, 1], rel. err 1.2e-9.
+  // The leading coefficient 2/sqrt(pi) is applied in two parts (hi + lo) so that the dominant
+  // term x * 2/sqrt(pi) is rounded only once.
   Value* z = b.CreateFMul(a, a);
-  Value* small = b.CreateFMul(
-      a, horner(b, z, {1.128379165726852, -0.37612625824463675, 0.11283585149384093,
-                       -0.02685381193016922, 0.0051883276305088955, -0.0008010192842636136,
-                       7.853857969731882e-05}));
+  const double kC0 = 1.128379165726852;
+  const double kC0Hi = static_cast<double>(static_cast<float>(kC0));
+  Value* tail = horner(b, z,
+                       {-0.37612625824463675, 0.11283585149384093, -0.02685381193016922,
+                        0.0051883276305088955, -0.0008010192842636136, 7.853857969731882e-05});
+  Value* small =
+      fmuladd(b, a, fconst(x, kC0Hi),
+              fmuladd(b, a, fconst(x, kC0 - kC0Hi), b.CreateFMul(b.CreateFMul(a, z), tail)));
   // |x| >= 1: erf = 1 - exp(-x^2) * Q(x), Q fits the scaled erfc exp(x^2)*erfc(x) on [1, 4] in
   // u = x - 2.5 (rel. err 5.1e-9). Beyond 4 the result rounds to 1, so |x| is clamped there.
   Value* ac = b.CreateSelect(b.CreateFCmpOLT(a, fconst(x, 4.0)), a, fconst(x, 4.0));
   Value* u = b.CreateFSub(ac, fconst(x, 2.5));
-  Value* q = horner(b, u, {0.21080636385450952, -0.07434733750986133, 0.024938001694103915,
-                           -0.008001686872586056, 0.0024670284687700237, -0.0007331707750089368,
-                           0.00021099058606298589, -5.950478895900952e-05, 1.605055586697255e-05,
-                           -3.755534079697251e-06, 1.001916408209147e-06,
-                           -4.2512575848695433e-07, 9.918179238346617e-08});
+  Value* q = horner(
+      b, u,
+      {0.21080636385450952, -0.07434733750986133, 0.024938001694103915, -0.008001686872586056,
+       0.0024670284687700237, -0.0007331707750089368, 0.00021099058606298589,
+       -5.950478895900952e-05, 1.605055586697255e-05, -3.755534079697251e-06, 1.001916408209147e-06,
+       -4.2512575848695433e-07, 9.918179238346617e-08});
   Value* erfc = b.CreateFMul(exp_core(b, b.CreateFNeg(b.CreateFMul(ac, ac))), q);
   Value* large = b.CreateFSub(fconst(x, 1.0), erfc);
   Value* r = b.CreateSelect(b.CreateFCmpOLT(a, fconst(x, 1.0)), small, large);

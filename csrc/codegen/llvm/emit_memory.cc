@@ -1,0 +1,211 @@
+// Loads and stores. Inside a vectorized loop the flat index decides the access form: unit lane
+// stride -> one vector load/store, lane-invariant -> scalar access (broadcast on use), anything
+// else -> gather/scatter of a per-lane address vector. Under a varying `if` the active-lane mask
+// makes every access masked.
+#include <llvm/IR/Intrinsics.h>
+
+#include "codegen/llvm/emitter.h"
+#include "codegen/llvm/loop_analysis.h"
+#include "util/check.h"
+
+namespace tessera::codegen::detail {
+
+namespace {
+// Value-numbering op codes of memory-side helpers (distinct from binop's kind*16+dtype codes).
+constexpr int kVnIndexCast = 100000;
+constexpr int kVnAddress = 100001;
+}  // namespace
+
+llvm::Value* Emitter::buffer_ptr(const ir::Buffer& b) {
+  auto it = fn_->bufs.find(b.get());
+  TESSERA_CHECK(it != fn_->bufs.end())
+      << "buffer " << b->name << " is used but is neither a kernel argument nor allocated by an "
+      << "enclosing Allocate";
+  return it->second;
+}
+
+llvm::Value* Emitter::index_i64(llvm::Value* idx, DType t) {
+  TESSERA_CHECK(ir::is_int(t) || t == DType::kBool)
+      << "buffer index of type " << ir::dtype_name(t) << " (must be an integer)";
+  llvm::Type* i64 = shaped_like(b_.getInt64Ty(), idx);
+  if (idx->getType() == i64) return idx;
+  return reuse(kVnIndexCast, idx, nullptr, [&] {
+    return t == DType::kBool ? b_.CreateZExt(idx, i64) : b_.CreateSExtOrTrunc(idx, i64);
+  });
+}
+
+llvm::Value* Emitter::address(llvm::Type* elem, llvm::Value* base, llvm::Value* index) {
+  return reuse(kVnAddress, base, index, [&] { return b_.CreateGEP(elem, base, index); });
+}
+
+llvm::Value* Emitter::from_storage(llvm::Value* v, DType t) {
+  switch (t) {
+    case DType::kBool:
+      return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    case DType::kFloat16:
+      return b_.CreateFPExt(b_.CreateBitCast(v, shaped_like(b_.getHalfTy(), v)),
+                            shaped_like(b_.getFloatTy(), v));
+    case DType::kBFloat16: {
+      // bf16 is the top half of an f32: widening is a shift, no LLVM bfloat support needed.
+      llvm::Value* w = b_.CreateZExt(v, shaped_like(b_.getInt32Ty(), v));
+      return b_.CreateBitCast(b_.CreateShl(w, 16), shaped_like(b_.getFloatTy(), v));
+    }
+    default:
+      return v;
+  }
+}
+
+llvm::Value* Emitter::to_storage(llvm::Value* v, DType t) {
+  switch (t) {
+    case DType::kBool:
+      return b_.CreateZExt(v, shaped_like(b_.getInt8Ty(), v));
+    case DType::kFloat16:
+      return b_.CreateBitCast(b_.CreateFPTrunc(v, shaped_like(b_.getHalfTy(), v)),
+                              shaped_like(b_.getInt16Ty(), v));
+    case DType::kBFloat16: {
+      llvm::Value* r = round_to_dtype(v, DType::kBFloat16);
+      llvm::Value* bits = b_.CreateBitCast(r, shaped_like(b_.getInt32Ty(), v));
+      return b_.CreateTrunc(b_.CreateLShr(bits, 16), shaped_like(b_.getInt16Ty(), v));
+    }
+    default:
+      return v;
+  }
+}
+
+Expr Emitter::lane0_index(const Expr& index) {
+  Expr e = ir::substitute(index, vec_->varying_defs);
+  ir::VarMap m;
+  m[vec_->var] = vec_->lane0;
+  e = ir::substitute(e, m);
+  keep_alive_.push_back(e);
+  return e;
+}
+
+llvm::Value* Emitter::all_lanes_mask() {
+  return llvm::ConstantInt::getTrue(
+      llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(vec_->lanes)));
+}
+
+llvm::BasicBlock* Emitter::begin_any_lane_guard(llvm::BasicBlock** merge) {
+  llvm::Value* any = b_.CreateOrReduce(vec_->mask);
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx_, "any.lane", fn_->fn);
+  *merge = llvm::BasicBlock::Create(ctx_, "any.lane.end", fn_->fn);
+  b_.CreateCondBr(any, body, *merge);
+  b_.SetInsertPoint(body);
+  return pre;
+}
+
+VVal Emitter::emit_load(const Expr& e) {
+  const ir::Buffer& buf = e->buffer;
+  TESSERA_CHECK(buf != nullptr && e->operands.size() == 1) << "malformed Load";
+  const Expr& idx = e->operands[0];
+  DType t = buf->dtype;
+  llvm::Type* st = storage_type(t);
+  llvm::Align align(st->getPrimitiveSizeInBits() / 8);
+  llvm::Value* base = buffer_ptr(buf);
+
+  if (vec_ == nullptr || !is_varying(idx)) {
+    llvm::Value* addr = address(st, base, index_i64(emit_uniform(idx), idx->dtype));
+    if (vec_ == nullptr || vec_->mask == nullptr) {
+      return {from_storage(b_.CreateAlignedLoad(st, addr, align), t), false};
+    }
+    llvm::BasicBlock* merge = nullptr;
+    llvm::BasicBlock* pre = begin_any_lane_guard(&merge);
+    llvm::Value* v = b_.CreateAlignedLoad(st, addr, align);  // no new pure values: no region
+    llvm::BasicBlock* load_end = b_.GetInsertBlock();
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(merge);
+    llvm::PHINode* phi = b_.CreatePHI(st, 2);
+    phi->addIncoming(v, load_end);
+    phi->addIncoming(llvm::Constant::getNullValue(st), pre);
+    return {from_storage(phi, t), false};
+  }
+
+  auto* vt = llvm::FixedVectorType::get(st, static_cast<unsigned>(vec_->lanes));
+  llvm::Value* zero = llvm::Constant::getNullValue(vt);
+  auto stride = lane_stride(idx, vec_->var, vec_->varying_defs);
+  llvm::Value* v = nullptr;
+  if (stride && *stride == 1) {
+    Expr first = lane0_index(idx);
+    llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));
+    llvm::Value* vptr = b_.CreateBitCast(addr, vt->getPointerTo());
+    if (vec_->mask) {
+      v = b_.CreateMaskedLoad(vt, vptr, align, vec_->mask, zero);
+    } else {
+      v = b_.CreateAlignedLoad(vt, vptr, align);
+    }
+  } else {
+    llvm::Value* lanes_idx = index_i64(widen(emit(idx)), idx->dtype);
+    llvm::Value* ptrs = b_.CreateGEP(st, base, lanes_idx);
+    v = b_.CreateMaskedGather(vt, ptrs, align, vec_->mask ? vec_->mask : all_lanes_mask(), zero);
+  }
+  return {from_storage(v, t), true};
+}
+
+void Emitter::emit_store(const Stmt& s) {
+  const ir::Buffer& buf = s->buffer;
+  DType t = buf->dtype;
+  llvm::Type* st = storage_type(t);
+  llvm::Align align(st->getPrimitiveSizeInBits() / 8);
+  begin_root();
+  VVal val = emit(s->value);
+  DType vt_dtype = s->value->dtype;
+  if (vt_dtype != t) {
+    // f32 registers go to f16/bf16 memory through to_storage's rounding; other pairs convert.
+    bool narrow_float = ir::is_float(vt_dtype) && vt_dtype != DType::kFloat64 &&
+                        (t == DType::kFloat16 || t == DType::kBFloat16);
+    if (!narrow_float) val.v = cast_value(val.v, vt_dtype, t);
+  }
+  llvm::Value* base = buffer_ptr(buf);
+  const Expr& idx = s->index;
+
+  if (vec_ == nullptr || !is_varying(idx)) {
+    llvm::Value* addr = address(st, base, index_i64(emit_uniform(idx), idx->dtype));
+    if (vec_ == nullptr) {
+      b_.CreateAlignedStore(to_storage(val.v, t), addr, align);
+      return;
+    }
+    if (val.varying) {
+      if (vec_->mask == nullptr) {
+        // All lanes write the same element: the last lane's value is what sequential
+        // iterations would leave behind.
+        llvm::Value* last = b_.CreateExtractElement(val.v, vec_->lanes - 1);
+        b_.CreateAlignedStore(to_storage(last, t), addr, align);
+      } else {
+        // Scatter writes lanes in order, so the last active lane wins.
+        b_.CreateMaskedScatter(to_storage(val.v, t), splat(addr), align, vec_->mask);
+      }
+      return;
+    }
+    if (vec_->mask == nullptr) {
+      b_.CreateAlignedStore(to_storage(val.v, t), addr, align);
+      return;
+    }
+    llvm::BasicBlock* merge = nullptr;
+    begin_any_lane_guard(&merge);
+    b_.CreateAlignedStore(to_storage(val.v, t), addr, align);
+    b_.CreateBr(merge);
+    b_.SetInsertPoint(merge);
+    return;
+  }
+
+  auto* vt = llvm::FixedVectorType::get(st, static_cast<unsigned>(vec_->lanes));
+  llvm::Value* data = to_storage(widen(val), t);
+  auto stride = lane_stride(idx, vec_->var, vec_->varying_defs);
+  if (stride && *stride == 1) {
+    Expr first = lane0_index(idx);
+    llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));
+    llvm::Value* vptr = b_.CreateBitCast(addr, vt->getPointerTo());
+    if (vec_->mask) {
+      b_.CreateMaskedStore(data, vptr, align, vec_->mask);
+    } else {
+      b_.CreateAlignedStore(data, vptr, align);
+    }
+    return;
+  }
+  llvm::Value* ptrs = b_.CreateGEP(st, base, index_i64(widen(emit(idx)), idx->dtype));
+  b_.CreateMaskedScatter(data, ptrs, align, vec_->mask ? vec_->mask : all_lanes_mask());
+}
+
+}  // namespace tessera::codegen::detail

@@ -1,0 +1,425 @@
+// Statements: lets, ifs (branches, or lane masks when the condition varies), loops of every CPU
+// kind, allocations and the outlining of parallel loops.
+#include <llvm/IR/Intrinsics.h>
+
+#include "codegen/llvm/emitter.h"
+#include "codegen/llvm/loop_analysis.h"
+#include "ir/buffer.h"
+#include "util/check.h"
+
+namespace tessera::codegen::detail {
+
+namespace {
+
+// Widest explicit SIMD body we emit; wider vectorized loops run as scalar loops (still correct).
+constexpr int64_t kMaxLanes = 256;
+
+// Restores a variable binding (and its non-negativity) when a scope ends.
+class ScopedBinding {
+ public:
+  ScopedBinding(FnState* fn, const ExprNode* var, VVal value, bool nonneg) : fn_(fn), var_(var) {
+    auto it = fn->vars.find(var);
+    had_ = it != fn->vars.end();
+    if (had_) old_ = it->second;
+    had_nonneg_ = fn->nonneg_vars.count(var) > 0;
+    fn->vars[var] = value;
+    if (nonneg) {
+      fn->nonneg_vars.insert(var);
+    } else {
+      fn->nonneg_vars.erase(var);
+    }
+  }
+  ~ScopedBinding() {
+    if (had_) {
+      fn_->vars[var_] = old_;
+    } else {
+      fn_->vars.erase(var_);
+    }
+    if (had_nonneg_) {
+      fn_->nonneg_vars.insert(var_);
+    } else {
+      fn_->nonneg_vars.erase(var_);
+    }
+  }
+  ScopedBinding(const ScopedBinding&) = delete;
+  ScopedBinding& operator=(const ScopedBinding&) = delete;
+
+ private:
+  FnState* fn_;
+  const ExprNode* var_;
+  VVal old_;
+  bool had_ = false;
+  bool had_nonneg_ = false;
+};
+
+}  // namespace
+
+void Emitter::emit_stmt(const Stmt& s) {
+  TESSERA_CHECK(s != nullptr) << "null statement in loop IR";
+  switch (s->kind) {
+    case loop::StmtKind::kNop:
+      return;
+    case loop::StmtKind::kSeq:
+      for (const Stmt& c : s->seq) emit_stmt(c);
+      return;
+    case loop::StmtKind::kStore:
+      emit_store(s);
+      return;
+    case loop::StmtKind::kLet:
+      emit_let(s);
+      return;
+    case loop::StmtKind::kIf:
+      emit_if(s);
+      return;
+    case loop::StmtKind::kFor:
+      emit_for(s);
+      return;
+    case loop::StmtKind::kAllocate:
+      emit_allocate(s);
+      return;
+  }
+  TESSERA_FAIL() << "unknown statement kind";
+}
+
+void Emitter::emit_let(const Stmt& s) {
+  TESSERA_CHECK(s->var.defined() && s->var->is_var()) << "Let needs a variable";
+  VVal v = emit_root(s->value);
+  if (s->var->dtype != s->value->dtype) {
+    v.v = cast_value(v.v, s->value->dtype, s->var->dtype);
+  }
+  bool nonneg = ir::is_int(s->var->dtype) && known_nonneg(s->value);
+  ScopedBinding bind(fn_, s->var.get(), v, nonneg);
+  if (vec_ != nullptr && v.varying) {
+    const ExprNode* key = s->var.get();
+    bool was_varying = vec_->varying_vars.count(key) > 0;
+    auto old_def = vec_->varying_defs.find(key);
+    bool had_def = old_def != vec_->varying_defs.end();
+    Expr saved_def = had_def ? old_def->second : Expr();
+    Expr def = ir::substitute(s->value, vec_->varying_defs);
+    vec_->varying_vars.insert(key);
+    vec_->varying_defs[key] = def;
+    emit_stmt(s->body);
+    if (!was_varying) vec_->varying_vars.erase(key);
+    if (had_def) {
+      vec_->varying_defs[key] = saved_def;
+    } else {
+      vec_->varying_defs.erase(key);
+    }
+    return;
+  }
+  if (vec_ != nullptr && vec_->varying_vars.count(s->var.get()) > 0) {
+    // A uniform rebinding of a name that was varying in an enclosing scope.
+    vec_->varying_vars.erase(s->var.get());
+    Expr saved_def = vec_->varying_defs[s->var.get()];
+    vec_->varying_defs.erase(s->var.get());
+    emit_stmt(s->body);
+    vec_->varying_vars.insert(s->var.get());
+    vec_->varying_defs[s->var.get()] = saved_def;
+    return;
+  }
+  emit_stmt(s->body);
+}
+
+void Emitter::emit_if(const Stmt& s) {
+  VVal c = emit_root(s->cond);
+  llvm::Value* cv = as_bool(c.v, s->cond->dtype);
+  if (!c.varying) {
+    llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_->fn);
+    llvm::BasicBlock* else_bb =
+        s->else_case ? llvm::BasicBlock::Create(ctx_, "if.else", fn_->fn) : nullptr;
+    llvm::BasicBlock* merge_bb = llvm::BasicBlock::Create(ctx_, "if.end", fn_->fn);
+    b_.CreateCondBr(cv, then_bb, else_bb ? else_bb : merge_bb);
+    b_.SetInsertPoint(then_bb);
+    push_region();
+    if (s->then_case) emit_stmt(s->then_case);
+    pop_region();
+    b_.CreateBr(merge_bb);
+    if (else_bb) {
+      b_.SetInsertPoint(else_bb);
+      push_region();
+      emit_stmt(s->else_case);
+      pop_region();
+      b_.CreateBr(merge_bb);
+    }
+    b_.SetInsertPoint(merge_bb);
+    return;
+  }
+  // Varying condition: both branches run, each with its lanes masked.
+  llvm::Value* outer = vec_->mask;
+  llvm::Value* not_c = b_.CreateNot(cv);
+  llvm::Value* then_mask = outer ? b_.CreateAnd(outer, cv) : cv;
+  llvm::Value* else_mask = outer ? b_.CreateAnd(outer, not_c) : not_c;
+  vec_->mask = then_mask;
+  if (s->then_case) emit_stmt(s->then_case);
+  if (s->else_case) {
+    vec_->mask = else_mask;
+    emit_stmt(s->else_case);
+  }
+  vec_->mask = outer;
+}
+
+void Emitter::emit_for(const Stmt& s) {
+  switch (s->for_kind) {
+    case loop::ForKind::kSerial:
+    case loop::ForKind::kParallel:
+    case loop::ForKind::kVectorized:
+    case loop::ForKind::kUnrolled:
+      break;
+    default:
+      TESSERA_FAIL() << "loop " << s->var->name << " is bound to "
+                     << loop::for_kind_name(s->for_kind)
+                     << ", a GPU loop kind the CPU code generator cannot compile";
+  }
+  TESSERA_CHECK(ir::is_int(s->var->dtype))
+      << "loop variable " << s->var->name << " must be an integer";
+  TESSERA_CHECK(s->min.defined() && s->extent.defined())
+      << "loop " << s->var->name << " needs a min and an extent";
+  llvm::Type* it = value_type(s->var->dtype);
+  // The bounds are separate statement-level expressions, evaluated once before the loop.
+  begin_root();
+  llvm::Value* lo = b_.CreateSExtOrTrunc(emit_uniform(s->min), it);
+  begin_root();
+  llvm::Value* extent = b_.CreateSExtOrTrunc(emit_uniform(s->extent), it);
+  auto* const_extent = llvm::dyn_cast<llvm::ConstantInt>(extent);
+
+  switch (s->for_kind) {
+    case loop::ForKind::kUnrolled:
+      if (const_extent && const_extent->getSExtValue() <= kMaxFullUnroll) {
+        emit_unrolled_for(s, lo, const_extent->getSExtValue());
+        return;
+      }
+      break;
+    case loop::ForKind::kVectorized:
+      if (vec_ == nullptr && const_extent && const_extent->getSExtValue() >= 2 &&
+          const_extent->getSExtValue() <= kMaxLanes &&
+          can_vectorize_body(s->body, s->var, const_extent->getSExtValue(), nullptr)) {
+        emit_vectorized_for(s, lo, const_extent->getSExtValue());
+        return;
+      }
+      break;
+    case loop::ForKind::kParallel:
+      if (vec_ == nullptr && !fn_->in_parallel) {
+        emit_parallel_for(s, lo, extent);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  emit_serial_for(s, lo, extent);
+}
+
+void Emitter::emit_serial_for(const Stmt& s, llvm::Value* lo, llvm::Value* extent) {
+  llvm::Type* it = lo->getType();
+  bool nonneg = known_nonneg(s->min);
+  auto* const_extent = llvm::dyn_cast<llvm::ConstantInt>(extent);
+  if (const_extent && const_extent->getSExtValue() <= 0) return;
+  if (const_extent && const_extent->getSExtValue() == 1) {
+    ScopedBinding bind(fn_, s->var.get(), {lo, false}, nonneg);
+    emit_stmt(s->body);
+    return;
+  }
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx_, "for." + s->var->name, fn_->fn);
+  llvm::BasicBlock* exit_bb = llvm::BasicBlock::Create(ctx_, "for.end", fn_->fn);
+  // Bottom-tested loop behind a guard: the form LLVM's loop passes expect after rotation.
+  if (const_extent) {
+    b_.CreateBr(body_bb);
+  } else {
+    b_.CreateCondBr(b_.CreateICmpSGT(extent, llvm::ConstantInt::get(it, 0)), body_bb, exit_bb);
+  }
+  b_.SetInsertPoint(body_bb);
+  llvm::PHINode* iv = b_.CreatePHI(it, 2, s->var->name + ".iv");
+  iv->addIncoming(llvm::ConstantInt::get(it, 0), pre);
+  llvm::Value* value = b_.CreateNSWAdd(lo, iv, s->var->name);
+  {
+    ScopedBinding bind(fn_, s->var.get(), {value, false}, nonneg);
+    push_region();
+    emit_stmt(s->body);
+    pop_region();
+  }
+  llvm::Value* next = b_.CreateAdd(iv, llvm::ConstantInt::get(it, 1), "", /*HasNUW=*/true,
+                                   /*HasNSW=*/true);
+  iv->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateCondBr(b_.CreateICmpSLT(next, extent), body_bb, exit_bb);
+  b_.SetInsertPoint(exit_bb);
+}
+
+void Emitter::emit_unrolled_for(const Stmt& s, llvm::Value* lo, int64_t extent) {
+  bool nonneg = known_nonneg(s->min);
+  for (int64_t i = 0; i < extent; ++i) {
+    // With a constant min the variable is a constant in each copy, so indices into register
+    // tiles fold to constants (what lets SROA keep accumulators in registers).
+    llvm::Value* value = b_.CreateNSWAdd(lo, llvm::ConstantInt::get(lo->getType(), i));
+    ScopedBinding bind(fn_, s->var.get(), {value, false}, nonneg);
+    emit_stmt(s->body);
+  }
+}
+
+void Emitter::emit_vectorized_for(const Stmt& s, llvm::Value* lo, int64_t lanes) {
+  VecState vs;
+  vs.var = s->var.get();
+  vs.lanes = static_cast<int>(lanes);
+  vs.lane0 = ir::var(s->var->name + ".lane0", s->var->lo, s->var->hi, s->var->dtype);
+  vs.varying_vars.insert(vs.var);
+  bool nonneg = known_nonneg(s->min);
+  llvm::Type* it = lo->getType();
+  std::vector<llvm::Constant*> steps;
+  for (int64_t i = 0; i < lanes; ++i) steps.push_back(llvm::ConstantInt::get(it, i));
+  vec_ = &vs;
+  llvm::Value* lane_values =
+      b_.CreateNSWAdd(splat(lo), llvm::ConstantVector::get(steps), s->var->name);
+  {
+    ScopedBinding bind_lanes(fn_, vs.var, {lane_values, true}, nonneg);
+    ScopedBinding bind_lane0(fn_, vs.lane0.get(), {lo, false}, nonneg);
+    emit_stmt(s->body);
+  }
+  vec_ = nullptr;
+}
+
+void Emitter::emit_parallel_for(const Stmt& s, llvm::Value* lo, llvm::Value* extent) {
+  // Live-ins: every variable and buffer the body mentions that is bound out here. Variables the
+  // body binds itself are simply not found in the current scope.
+  UsedNames used = collect_used_names(s->body);
+  std::vector<const ExprNode*> live_vars;
+  std::vector<const ir::BufferNode*> live_bufs;
+  std::vector<llvm::Type*> field_types;
+  std::vector<llvm::Value*> field_values;
+  for (const ir::Buffer& b : used.buffers) {
+    auto it = fn_->bufs.find(b.get());
+    if (it == fn_->bufs.end()) continue;
+    live_bufs.push_back(b.get());
+    field_types.push_back(it->second->getType());
+    field_values.push_back(it->second);
+  }
+  for (const ir::Var& v : used.vars) {
+    if (v.get() == s->var.get()) continue;
+    auto it = fn_->vars.find(v.get());
+    if (it == fn_->vars.end()) continue;
+    live_vars.push_back(v.get());
+    field_types.push_back(it->second.v->getType());
+    field_values.push_back(it->second.v);
+  }
+  field_types.push_back(lo->getType());
+  field_values.push_back(lo);
+
+  int id = num_outlined_++;
+  std::string task_name = symbol_ + "_par" + std::to_string(id);
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* i8p = b_.getInt8PtrTy();
+  auto* closure_type = llvm::StructType::get(ctx_, field_types);
+
+  // Caller: fill the closure (on this thread's stack) and hand the task to the pool.
+  llvm::AllocaInst* closure = nullptr;
+  {
+    llvm::IRBuilder<> ab(fn_->alloca_block, fn_->alloca_block->begin());
+    closure = ab.CreateAlloca(closure_type, nullptr, task_name + ".closure");
+  }
+  for (size_t i = 0; i < field_values.size(); ++i) {
+    b_.CreateStore(field_values[i], b_.CreateStructGEP(closure_type, closure, i));
+  }
+  auto* task_type = llvm::FunctionType::get(b_.getVoidTy(), {i8p, i64, i64}, false);
+  llvm::Function* task = new_function(task_name, task_type, /*external=*/false);
+  llvm::FunctionCallee pfor = runtime_fn(
+      "tessera_parallel_for",
+      llvm::FunctionType::get(b_.getVoidTy(), {i64, task_type->getPointerTo(), i8p}, false));
+  b_.CreateCall(pfor, {b_.CreateSExtOrTrunc(extent, i64), task, b_.CreateBitCast(closure, i8p)});
+
+  // Body function: live-ins as parameters (buffer pointers noalias), then [begin, end).
+  std::vector<llvm::Type*> body_params = field_types;
+  body_params.push_back(i64);
+  body_params.push_back(i64);
+  llvm::Function* body = new_function(
+      task_name + "_body", llvm::FunctionType::get(b_.getVoidTy(), body_params, false), false);
+  for (size_t i = 0; i < live_bufs.size(); ++i) {
+    body->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+  }
+
+  llvm::IRBuilderBase::InsertPointGuard guard(b_);
+  // Task: unpack the closure, call the body.
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", task));
+  llvm::Value* cl = b_.CreateBitCast(task->getArg(0), closure_type->getPointerTo());
+  std::vector<llvm::Value*> args;
+  for (size_t i = 0; i < field_types.size(); ++i) {
+    args.push_back(b_.CreateLoad(field_types[i], b_.CreateStructGEP(closure_type, cl, i)));
+  }
+  args.push_back(task->getArg(1));
+  args.push_back(task->getArg(2));
+  b_.CreateCall(body, args);
+  b_.CreateRetVoid();
+
+  FnState st;
+  st.fn = body;
+  st.alloca_block = llvm::BasicBlock::Create(ctx_, "entry", body);
+  st.in_parallel = true;
+  size_t arg = 0;
+  for (const ir::BufferNode* b : live_bufs) st.bufs[b] = body->getArg(arg++);
+  for (const ExprNode* v : live_vars) {
+    st.vars[v] = {body->getArg(arg++), false};
+    if (fn_->nonneg_vars.count(v)) st.nonneg_vars.insert(v);
+  }
+  llvm::Value* body_lo = body->getArg(arg++);
+  llvm::Value* begin = body->getArg(arg++);
+  llvm::Value* end = body->getArg(arg++);
+  FnState* outer = fn_;
+  auto saved_cache = cache_;
+  fn_ = &st;
+  b_.SetInsertPoint(st.alloca_block);
+  llvm::Type* it = body_lo->getType();
+  llvm::Value* chunk_lo = b_.CreateNSWAdd(body_lo, b_.CreateSExtOrTrunc(begin, it));
+  llvm::Value* chunk_len = b_.CreateSExtOrTrunc(b_.CreateSub(end, begin), it);
+  emit_serial_for(s, chunk_lo, chunk_len);
+  b_.CreateRetVoid();
+  fn_ = outer;
+  cache_ = saved_cache;
+}
+
+void Emitter::emit_allocate(const Stmt& s) {
+  const ir::Buffer& buf = s->buffer;
+  TESSERA_CHECK(buf != nullptr) << "Allocate of a null buffer";
+  llvm::Type* st = storage_type(buf->dtype);
+  Expr size = ir::buffer_size(buf);
+  auto old = fn_->bufs.find(buf.get());
+  llvm::Value* shadowed = old == fn_->bufs.end() ? nullptr : old->second;
+  bool on_stack = (buf->scope == ir::MemScope::kRegister || buf->scope == ir::MemScope::kStack) &&
+                  size->is_const_int();
+  if (on_stack) {
+    // In the entry block, so the slot is allocated once per call and SROA/mem2reg can promote
+    // register tiles whose accesses all have constant offsets.
+    uint64_t n = static_cast<uint64_t>(std::max<int64_t>(1, size->int_value));
+    auto* array_type = llvm::ArrayType::get(st, n);
+    llvm::AllocaInst* slot = nullptr;
+    {
+      llvm::IRBuilder<> ab(fn_->alloca_block, fn_->alloca_block->begin());
+      slot = ab.CreateAlloca(array_type, nullptr, buf->name);
+      slot->setAlignment(llvm::Align(64));
+    }
+    fn_->bufs[buf.get()] = b_.CreateConstInBoundsGEP2_64(array_type, slot, 0, 0);
+    emit_stmt(s->body);
+  } else {
+    // kHeap (or a stack/register buffer of symbolic size): 64-byte aligned heap memory for the
+    // duration of the body.
+    begin_root();
+    llvm::Value* count = b_.CreateSExtOrTrunc(emit_uniform(size), b_.getInt64Ty());
+    llvm::Value* bytes =
+        b_.CreateMul(count, b_.getInt64(static_cast<int64_t>(st->getPrimitiveSizeInBits() / 8)));
+    llvm::FunctionCallee alloc = runtime_fn(
+        "tessera_alloc", llvm::FunctionType::get(b_.getInt8PtrTy(), {b_.getInt64Ty()}, false));
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(alloc.getCallee())) {
+      fn->addRetAttr(llvm::Attribute::NoAlias);
+    }
+    llvm::FunctionCallee release = runtime_fn(
+        "tessera_free", llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy()}, false));
+    llvm::Value* raw = b_.CreateCall(alloc, {bytes}, buf->name + ".raw");
+    fn_->bufs[buf.get()] = b_.CreateBitCast(raw, st->getPointerTo(), buf->name);
+    emit_stmt(s->body);
+    b_.CreateCall(release, {raw});
+  }
+  if (shadowed) {
+    fn_->bufs[buf.get()] = shadowed;
+  } else {
+    fn_->bufs.erase(buf.get());
+  }
+}
+
+}  // namespace tessera::codegen::detail

@@ -1,0 +1,148 @@
+// Building and running kernels from Python. Tensors cross the boundary as raw data pointers:
+// the Python layer (tessera/kernel.py) checks dtype, device, contiguity and shapes first.
+#include <pybind11/stl.h>
+
+#include "compiler/build.h"
+#include "ir/eval.h"
+#include "ir/printer.h"
+#include "loop/printer.h"
+#include "python/bindings.h"
+#include "runtime/measure.h"
+#include "util/check.h"
+
+namespace py = pybind11;
+
+namespace tessera::python {
+
+namespace {
+
+struct PyKernel {
+  compiler::BuiltKernel built;
+
+  ir::EvalEnv env_for(const std::vector<int64_t>& sizes) const {
+    const auto& vars = built.func().size_vars;
+    TESSERA_CHECK(sizes.size() == vars.size())
+        << "kernel takes " << vars.size() << " sizes, got " << sizes.size();
+    ir::EvalEnv env;
+    for (size_t i = 0; i < vars.size(); ++i) env.vars[vars[i].get()] = ir::Scalar::of_int(sizes[i]);
+    return env;
+  }
+
+  // Size-variable values read off the concrete shapes of the inputs.
+  std::vector<int64_t> infer_sizes(const std::vector<std::vector<int64_t>>& shapes) const {
+    const auto& inputs = built.plan().inputs;
+    TESSERA_CHECK(shapes.size() == inputs.size())
+        << "kernel takes " << inputs.size() << " inputs, got " << shapes.size();
+    std::map<const ir::ExprNode*, int64_t> found;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& dims = inputs[i]->shape;
+      TESSERA_CHECK(shapes[i].size() == dims.size())
+          << "input " << inputs[i]->name << " has " << dims.size() << " dims, got "
+          << shapes[i].size();
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d]->is_var()) found.emplace(dims[d].get(), shapes[i][d]);
+      }
+    }
+    std::vector<int64_t> sizes;
+    for (const ir::Var& v : built.func().size_vars) {
+      auto it = found.find(v.get());
+      TESSERA_CHECK(it != found.end())
+          << "size " << v->name << " is not the extent of any input dimension";
+      sizes.push_back(it->second);
+    }
+    // Check every input dim against the inferred sizes.
+    ir::EvalEnv env = env_for(sizes);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      for (size_t d = 0; d < inputs[i]->shape.size(); ++d) {
+        int64_t want = ir::evaluate(inputs[i]->shape[d], env).i;
+        TESSERA_CHECK(want == shapes[i][d])
+            << "input " << inputs[i]->name << " dim " << d << " is " << shapes[i][d]
+            << ", expected " << want;
+      }
+    }
+    return sizes;
+  }
+
+  std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& sizes) const {
+    ir::EvalEnv env = env_for(sizes);
+    std::vector<std::vector<int64_t>> out;
+    for (const ir::Tensor& t : built.plan().outputs) {
+      std::vector<int64_t> s;
+      for (const ir::Expr& d : t->shape) s.push_back(ir::evaluate(d, env).i);
+      out.push_back(s);
+    }
+    return out;
+  }
+
+  void run(const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& sizes) const {
+    std::vector<void*> bufs;
+    for (uintptr_t p : ptrs) bufs.push_back(reinterpret_cast<void*>(p));
+    py::gil_scoped_release release;  // kernels run on Tessera's own thread pool
+    built.run(bufs, sizes);
+  }
+};
+
+}  // namespace
+
+void bind_kernel(py::module_& m) {
+  py::class_<PyKernel>(m, "Kernel")
+      .def("run", &PyKernel::run, py::arg("ptrs"), py::arg("sizes"),
+           "Runs on raw data pointers (inputs then outputs) with the size values.")
+      .def("infer_sizes", &PyKernel::infer_sizes, py::arg("input_shapes"))
+      .def("output_shapes", &PyKernel::output_shapes, py::arg("sizes"))
+      .def(
+          "measure",
+          [](const PyKernel& k, const std::vector<uintptr_t>& ptrs,
+             const std::vector<int64_t>& sizes, double min_time_ms, int warmup) {
+            std::vector<void*> bufs;
+            for (uintptr_t p : ptrs) bufs.push_back(reinterpret_cast<void*>(p));
+            runtime::MeasureOptions opts;
+            opts.min_time_ms = min_time_ms;
+            opts.warmup = warmup;
+            runtime::MeasureResult r;
+            {
+              py::gil_scoped_release release;
+              r = runtime::measure([&] { k.built.run(bufs, sizes); }, opts);
+            }
+            py::dict d;
+            d["median_ms"] = r.median_ms;
+            d["min_ms"] = r.min_ms;
+            d["mean_ms"] = r.mean_ms;
+            d["repeats"] = r.repeats;
+            return d;
+          },
+          py::arg("ptrs"), py::arg("sizes"), py::arg("min_time_ms") = 200.0,
+          py::arg("warmup") = 2, "Times the kernel in C++ (median of repeats).")
+      .def_property_readonly("jit_ms", [](const PyKernel& k) { return k.built.jit_ms(); })
+      .def_property_readonly("lower_ms", [](const PyKernel& k) { return k.built.lower_ms(); })
+      .def_property_readonly("schedule", [](const PyKernel& k) { return k.built.schedule().dump(); })
+      .def_property_readonly("loop_ir",
+                             [](const PyKernel& k) { return loop::to_string(k.built.func()); })
+      .def_property_readonly("num_inputs",
+                             [](const PyKernel& k) { return k.built.plan().inputs.size(); })
+      .def_property_readonly("num_outputs",
+                             [](const PyKernel& k) { return k.built.plan().outputs.size(); })
+      .def_property_readonly("output_dtypes", [](const PyKernel& k) {
+        std::vector<std::string> out;
+        for (const ir::Tensor& t : k.built.plan().outputs) out.push_back(ir::dtype_name(t->dtype));
+        return out;
+      });
+  m.def(
+      "build",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
+         const std::optional<std::string>& schedule_json, const std::string& name) {
+        std::vector<ir::Tensor> outs, ins;
+        for (const auto& t : outputs) outs.push_back(t.tensor);
+        for (const auto& t : inputs) ins.push_back(t.tensor);
+        compiler::BuildOptions opts;
+        opts.name = name;
+        if (schedule_json) opts.schedule = schedule::KernelSchedule::parse(*schedule_json);
+        return PyKernel{compiler::build_cpu(outs, ins, opts)};
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("schedule") = py::none(),
+      py::arg("name") = "kernel",
+      "Compiles the compute DAG of `outputs` (reading `inputs`) to a CPU kernel; `schedule` is "
+      "a JSON schedule (default heuristics when omitted).");
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,22 @@
+#pragma once
+// Registration functions of the tessera._C submodules, one translation unit each.
+#include <pybind11/pybind11.h>
+
+#include "ir/tensor.h"
+
+namespace tessera::python {
+
+// Python-side handles to immutable IR nodes (pybind11 holders cannot point to const types).
+struct PyExpr {
+  ir::Expr expr;
+};
+struct PyTensor {
+  ir::Tensor tensor;
+};
+
+void bind_ir(pybind11::module_& m);
+void bind_ops(pybind11::module_& m);
+void bind_kernel(pybind11::module_& m);
+void bind_runtime(pybind11::module_& m);
+
+}  // namespace tessera::python

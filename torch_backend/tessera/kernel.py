@@ -1,0 +1,81 @@
+"""Compiled Tessera kernels called with torch tensors.
+
+The C++ kernel takes raw data pointers; this wrapper is where tensors are checked (CPU, dtype,
+contiguity, shapes) so that a mismatch is a clear Python error instead of a bad memory access.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from . import _C
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+
+class Kernel:
+    """A kernel compiled from tensor-expression outputs; call it with torch tensors."""
+
+    def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
+                 schedule: Optional[str] = None, name: str = "kernel"):
+        self._inputs = list(inputs)
+        self._kernel = _C.build(list(outputs), self._inputs, schedule, name)
+
+    @property
+    def jit_ms(self) -> float:
+        return self._kernel.jit_ms
+
+    @property
+    def schedule(self) -> str:
+        return self._kernel.schedule
+
+    @property
+    def loop_ir(self) -> str:
+        return self._kernel.loop_ir
+
+    def _prepare(self, args, out):
+        if len(args) != len(self._inputs):
+            raise TypeError(f"kernel takes {len(self._inputs)} inputs, got {len(args)}")
+        tensors = []
+        for spec, t in zip(self._inputs, args):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"input {spec.name} must be a torch.Tensor")
+            if t.device.type != "cpu":
+                raise ValueError(f"input {spec.name} is on {t.device}; CPU kernels take CPU tensors")
+            want = _DTYPES[spec.dtype]
+            if t.dtype != want:
+                raise TypeError(f"input {spec.name} has dtype {t.dtype}, expected {want}")
+            tensors.append(t.contiguous())
+        sizes = self._kernel.infer_sizes([list(t.shape) for t in tensors])
+        shapes = self._kernel.output_shapes(sizes)
+        dtypes = self._kernel.output_dtypes
+        if out is None:
+            out = [torch.empty(s, dtype=_DTYPES[d]) for s, d in zip(shapes, dtypes)]
+        else:
+            out = list(out)
+            for o, s, d in zip(out, shapes, dtypes):
+                if list(o.shape) != list(s) or o.dtype != _DTYPES[d] or not o.is_contiguous():
+                    raise ValueError(f"out tensor must be contiguous {_DTYPES[d]} of shape {s}")
+        ptrs = [t.data_ptr() for t in tensors] + [o.data_ptr() for o in out]
+        return tensors, out, ptrs, sizes
+
+    def __call__(self, *args: torch.Tensor, out=None):
+        tensors, outs, ptrs, sizes = self._prepare(args, out)
+        self._kernel.run(ptrs, sizes)
+        del tensors  # kept alive until the kernel returned
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def measure(self, *args: torch.Tensor, min_time_ms: float = 200.0) -> dict:
+        """Median time of the kernel on these inputs (C++ timer, warm-up first)."""
+        tensors, outs, ptrs, sizes = self._prepare(args, None)
+        result = self._kernel.measure(ptrs, sizes, min_time_ms)
+        del tensors, outs
+        return result
