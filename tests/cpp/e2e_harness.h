@@ -18,6 +18,9 @@
 namespace tessera::testing {
 
 struct Graph {
+  Graph(std::vector<ir::Tensor> outs, std::vector<ir::Tensor> ins,
+        std::map<const ir::ExprNode*, int64_t> size_values = {})
+      : outputs(std::move(outs)), inputs(std::move(ins)), sizes(std::move(size_values)) {}
   std::vector<ir::Tensor> outputs;
   std::vector<ir::Tensor> inputs;
   std::map<const ir::ExprNode*, int64_t> sizes;  // values of symbolic sizes

@@ -268,6 +268,7 @@ TEST(LlvmCodegen, GemmMicroKernelRegisterTile) {
   opts.keep_ir = true;
   auto k = compile_cpu(gemm_microkernel_func(), opts);
   report_compile(*k);
+  EXPECT_TRUE(k->notes().empty()) << k->notes()[0];
   const std::string& asm_text = k->assembly();
   // Accumulators must stay in registers: no vector register is spilled or reloaded anywhere.
   // (The listing is annotated; make sure the annotation is there to be found.)
@@ -408,6 +409,23 @@ TEST(LlvmCodegen, HeapAllocationInsideParallelLoop) {
   }
 }
 
+// A kStack buffer too large for a thread's stack is placed on the heap instead (with a note).
+TEST(LlvmCodegen, OversizedStackBufferGoesToHeap) {
+  const int64_t n = 1 << 20;  // 4 MiB of floats
+  Buffer out = ir::make_buffer("out", DType::kFloat32, {Expr(4)});
+  Buffer big = ir::make_buffer("big", DType::kFloat32, {Expr(n)}, ir::MemScope::kStack);
+  Var i = loop_var("i"), j = loop_var("j");
+  Stmt body = loop::make_allocate(
+      big, loop::make_seq({serial(i, n, store(big, i, ir::cast(DType::kFloat32, i))),
+                           serial(j, 4, store(out, j, ld(big, n - 1 - j)))}));
+  auto k = compile_cpu(make_func("bigstack", {out}, {}, body));
+  ASSERT_EQ(k->notes().size(), 1u);
+  EXPECT_NE(k->notes()[0].find("heap"), std::string::npos) << k->notes()[0];
+  std::vector<float> o(4);
+  call(*k, {o.data()}, {});
+  for (int x = 0; x < 4; ++x) EXPECT_EQ(o[x], static_cast<float>(n - 1 - x));
+}
+
 // One kernel using every expression kind except kAccess, in vector and scalar form.
 TEST(LlvmCodegen, EveryExpressionKind) {
   for (bool vec : {true, false}) {
@@ -504,6 +522,8 @@ TEST(LlvmCodegen, LoopCarriedDependenceFallsBackToScalar) {
   Stmt body = loop::make_seq(
       {store(out, 0, ld(out, 0) + ld(A, i)), store(out, i + 1, ld(out, i) + ld(A, i))});
   auto k = compile_cpu(make_func("carried", {A, out}, {}, vectorized(i, 16, body)));
+  ASSERT_EQ(k->notes().size(), 1u);
+  EXPECT_NE(k->notes()[0].find("scalar"), std::string::npos) << k->notes()[0];
   auto a = random_floats(16, 15);
   std::vector<float> o(17, 0.0f), want(17, 0.0f);
   for (int j = 0; j < 16; ++j) {
@@ -520,24 +540,27 @@ TEST(LlvmCodegen, UnrolledLoopsInsideVectorizedBody) {
   Var n = ir::size_var("n");
   Buffer A = ir::make_buffer("A", DType::kFloat32, {Expr(6), n});
   Buffer out = ir::make_buffer("out", DType::kFloat32, {Expr(6), Expr(16)});
-  Buffer acc = ir::make_buffer("acc", DType::kFloat32, {Expr(6), Expr(16)}, ir::MemScope::kRegister);
+  Buffer acc =
+      ir::make_buffer("acc", DType::kFloat32, {Expr(6), Expr(16)}, ir::MemScope::kRegister);
   Var jl = loop_var("jl"), ii = loop_var("ii"), k = loop_var("k"), jl2 = loop_var("jl2"),
       ii2 = loop_var("ii2"), jl3 = loop_var("jl3"), ii3 = loop_var("ii3");
   Stmt init = vectorized(jl, 16, unrolled(ii, 6, store(acc, ii * 16 + jl, f32(0))));
-  Stmt sum = serial(
-      k, ir::floordiv(n, 16),
-      vectorized(jl2, 16,
-                 unrolled(ii2, 6,
-                          store(acc, ii2 * 16 + jl2,
-                                ld(acc, ii2 * 16 + jl2) + ld(A, ii2 * n + k * 16 + jl2)))));
-  Stmt fin = vectorized(jl3, 16, unrolled(ii3, 6, store(out, ii3 * 16 + jl3, ld(acc, ii3 * 16 + jl3))));
+  Stmt sum =
+      serial(k, ir::floordiv(n, 16),
+             vectorized(jl2, 16,
+                        unrolled(ii2, 6,
+                                 store(acc, ii2 * 16 + jl2,
+                                       ld(acc, ii2 * 16 + jl2) + ld(A, ii2 * n + k * 16 + jl2)))));
+  Stmt fin =
+      vectorized(jl3, 16, unrolled(ii3, 6, store(out, ii3 * 16 + jl3, ld(acc, ii3 * 16 + jl3))));
   CompileOptions opts;
   opts.keep_ir = true;
-  auto kern = compile_cpu(
-      make_func("inner_unroll", {A, out}, {n}, loop::make_allocate(acc, loop::make_seq({init, sum, fin}))),
-      opts);
+  auto kern = compile_cpu(make_func("inner_unroll", {A, out}, {n},
+                                    loop::make_allocate(acc, loop::make_seq({init, sum, fin}))),
+                          opts);
   EXPECT_NE(kern->llvm_ir().find("fadd contract <16 x float>"), std::string::npos)
       << "the accumulation was not vectorized";
+  EXPECT_TRUE(kern->notes().empty());
   int64_t len = 64;
   auto a = random_floats(6 * len, 18);
   std::vector<float> o(96);
@@ -556,8 +579,11 @@ TEST(LlvmCodegen, UnrolledLoopsInsideVectorizedBody) {
   Var j = loop_var("j"), c = loop_var("c");
   Stmt body = vectorized(
       j, 16,
-      unrolled(c, 2, store(out2, c * 8 + j, ld(out2, c * 8 + j) * f32(2) + ir::cast(DType::kFloat32, c))));
+      unrolled(
+          c, 2,
+          store(out2, c * 8 + j, ld(out2, c * 8 + j) * f32(2) + ir::cast(DType::kFloat32, c))));
   auto k2 = compile_cpu(make_func("overlap", {out2}, {}, body));
+  EXPECT_EQ(k2->notes().size(), 1u);
   std::vector<float> o2(24, 1.0f), want(24, 1.0f);
   for (int x = 0; x < 16; ++x) {
     for (int y = 0; y < 2; ++y) want[y * 8 + x] = want[y * 8 + x] * 2 + static_cast<float>(y);

@@ -7,6 +7,7 @@
 // const_int_bound of the expression.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -116,9 +117,59 @@ class ExprGen {
     return logical_not(cond(depth - 1));
   }
 
+  // select(v*k + b  op  c, f(v), g(v)): branch bodies whose simplification depends on the bound
+  // the condition implies for v, right at the boundary (off-by-one errors show up here).
+  Expr guarded() {
+    const VarSpec& s = vars_[uniform(0, static_cast<int64_t>(vars_.size()) - 1)];
+    Expr v = s.v;
+    int64_t c = uniform(s.lo - 1, s.hi + 1);
+    int64_t k = chance(0.7) ? 1 : uniform(-3, 3);
+    Expr lhs = k == 0 ? v : v * int_imm(k) + int_imm(uniform(-2, 2));
+    Expr cond;
+    switch (uniform(0, 5)) {
+      case 0:
+        cond = lt(lhs, int_imm(c));
+        break;
+      case 1:
+        cond = le(lhs, int_imm(c));
+        break;
+      case 2:
+        cond = gt(lhs, int_imm(c));
+        break;
+      case 3:
+        cond = ge(lhs, int_imm(c));
+        break;
+      case 4:
+        cond = eq(lhs, int_imm(c));
+        break;
+      default:
+        cond = ne(lhs, int_imm(c));
+        break;
+    }
+    if (chance(0.3)) cond = logical_not(cond);
+    auto arm = [&]() -> Expr {
+      int64_t d = std::max<int64_t>(1, std::abs(c) + uniform(0, 1));
+      switch (uniform(0, 5)) {
+        case 0:
+          return floordiv(v, int_imm(d));
+        case 1:
+          return floormod(v, int_imm(d));
+        case 2:
+          return min(v, int_imm(c));
+        case 3:
+          return max(v, int_imm(c - 1));
+        case 4:
+          return select(lt(v, int_imm(c)), int_imm(1), int_imm(2));
+        default:
+          return v * int_imm(3) - int_imm(c);
+      }
+    };
+    return select(cond, arm(), arm());
+  }
+
   Expr gen(int depth) {
     if (depth <= 0) return leaf();
-    int k = static_cast<int>(uniform(0, 15));
+    int k = static_cast<int>(uniform(0, 16));
     switch (k) {
       case 0:
         return gen(depth - 1) + gen(depth - 1);
@@ -165,6 +216,8 @@ class ExprGen {
         }
         return gen(depth - 1);
       }
+      case 15:
+        return guarded();
       default:
         return affine(pick_divisor());
     }

@@ -1,11 +1,13 @@
 #include "codegen/llvm/codegen.h"
 
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <unordered_set>
 
 #include "codegen/llvm/emitter.h"
+#include "codegen/llvm/loop_analysis.h"
 #include "util/check.h"
 
 namespace tessera::codegen {
@@ -52,10 +54,6 @@ llvm::Type* Emitter::storage_type(DType t) {
   }
 }
 
-llvm::Type* Emitter::shaped(llvm::Type* elem, int lanes) {
-  return lanes > 0 ? llvm::FixedVectorType::get(elem, lanes) : elem;
-}
-
 llvm::Type* Emitter::shaped_like(llvm::Type* elem, llvm::Value* like) {
   if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(like->getType())) {
     return llvm::FixedVectorType::get(elem, vt->getNumElements());
@@ -91,63 +89,81 @@ llvm::FunctionCallee Emitter::runtime_fn(const std::string& name, llvm::Function
   return callee;
 }
 
+void Emitter::setup_alias_scopes(const loop::LoweredFunc& f) {
+  std::vector<const ir::BufferNode*> buffers;
+  std::unordered_set<const ir::BufferNode*> seen;
+  for (const ir::Buffer& b : f.args) {
+    if (seen.insert(b.get()).second) buffers.push_back(b.get());
+  }
+  for (const ir::Buffer& b : collect_used_names(f.body).buffers) {
+    if (seen.insert(b.get()).second) buffers.push_back(b.get());
+  }
+  if (buffers.size() < 2) return;
+  llvm::MDBuilder mdb(ctx_);
+  llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain(symbol_);
+  std::vector<llvm::Metadata*> scopes;
+  for (const ir::BufferNode* b : buffers) {
+    scopes.push_back(mdb.createAnonymousAliasScope(domain, b->name));
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::vector<llvm::Metadata*> others;
+    for (size_t j = 0; j < buffers.size(); ++j) {
+      if (j != i) others.push_back(scopes[j]);
+    }
+    alias_md_[buffers[i]] = {llvm::MDNode::get(ctx_, {scopes[i]}), llvm::MDNode::get(ctx_, others)};
+  }
+}
+
+void Emitter::tag_access(llvm::Value* access, const ir::Buffer& b) {
+  auto it = alias_md_.find(b.get());
+  auto* inst = llvm::dyn_cast<llvm::Instruction>(access);
+  if (it == alias_md_.end() || inst == nullptr) return;
+  inst->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second.first);
+  inst->setMetadata(llvm::LLVMContext::MD_noalias, it->second.second);
+}
+
 void Emitter::emit_kernel(const loop::LoweredFunc& f) {
   TESSERA_CHECK(f.body != nullptr) << "kernel " << f.name << " has no body";
   std::unordered_set<const ir::BufferNode*> seen;
-  std::vector<llvm::Type*> params;
   for (const ir::Buffer& buf : f.args) {
     TESSERA_CHECK(buf != nullptr) << "kernel " << f.name << " has a null buffer argument";
     TESSERA_CHECK(seen.insert(buf.get()).second)
         << "buffer " << buf->name << " appears twice in the arguments of " << f.name;
-    params.push_back(storage_type(buf->dtype)->getPointerTo());
   }
   for (const ir::Var& v : f.size_vars) {
     TESSERA_CHECK(v.defined() && v->is_var()) << "size_vars of " << f.name << " must be vars";
     TESSERA_CHECK(ir::is_int(v->dtype)) << "size variable " << v->name << " must be an integer";
-    params.push_back(value_type(v->dtype));
   }
-  llvm::Function* body =
-      new_function(symbol_ + "_body", llvm::FunctionType::get(b_.getVoidTy(), params, false),
-                   /*external=*/false);
-  for (size_t i = 0; i < f.args.size(); ++i) {
-    body->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
-    body->getArg(static_cast<unsigned>(i))->setName(f.args[i]->name);
-  }
+  // Kernel buffers never overlap, and neither do the temporaries the kernel allocates. Every
+  // memory access carries alias-scope metadata saying so (what inlining a function with noalias
+  // pointer parameters would produce), and the body is emitted straight into the ABI entry:
+  // a separate body function would be optimised twice, before and after inlining.
+  setup_alias_scopes(f);
 
-  // The C ABI entry: unpack buffers[] and sizes[] and call the body.
   llvm::Type* i8pp = b_.getInt8PtrTy()->getPointerTo();
   llvm::Type* i64p = b_.getInt64Ty()->getPointerTo();
   llvm::Function* entry = new_function(
       symbol_, llvm::FunctionType::get(b_.getVoidTy(), {i8pp, i64p}, false), /*external=*/true);
-  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
-  std::vector<llvm::Value*> call_args;
+  entry->addParamAttr(0, llvm::Attribute::NoCapture);
+  entry->addParamAttr(1, llvm::Attribute::NoCapture);
+  FnState st;
+  st.fn = entry;
+  st.alloca_block = llvm::BasicBlock::Create(ctx_, "entry", entry);
+  fn_ = &st;
+  b_.SetInsertPoint(st.alloca_block);
   for (size_t i = 0; i < f.args.size(); ++i) {
     llvm::Value* slot = b_.CreateConstGEP1_64(b_.getInt8PtrTy(), entry->getArg(0), i);
     llvm::Value* raw = b_.CreateAlignedLoad(b_.getInt8PtrTy(), slot, llvm::Align(8));
-    call_args.push_back(b_.CreateBitCast(raw, params[i]));
+    st.bufs[f.args[i].get()] =
+        b_.CreateBitCast(raw, storage_type(f.args[i]->dtype)->getPointerTo(), f.args[i]->name);
   }
-  for (size_t j = 0; j < f.size_vars.size(); ++j) {
-    llvm::Value* slot = b_.CreateConstGEP1_64(b_.getInt64Ty(), entry->getArg(1), j);
-    llvm::Value* v = b_.CreateAlignedLoad(b_.getInt64Ty(), slot, llvm::Align(8));
-    call_args.push_back(b_.CreateSExtOrTrunc(v, params[f.args.size() + j]));
-  }
-  b_.CreateCall(body, call_args);
-  b_.CreateRetVoid();
-
-  // The body.
-  FnState st;
-  st.fn = body;
-  st.alloca_block = llvm::BasicBlock::Create(ctx_, "entry", body);
-  for (size_t i = 0; i < f.args.size(); ++i) st.bufs[f.args[i].get()] = body->getArg(i);
   for (size_t j = 0; j < f.size_vars.size(); ++j) {
     const ir::Var& v = f.size_vars[j];
-    llvm::Argument* arg = body->getArg(static_cast<unsigned>(f.args.size() + j));
-    arg->setName(v->name);
-    st.vars[v.get()] = {arg, false};
+    llvm::Value* slot = b_.CreateConstGEP1_64(b_.getInt64Ty(), entry->getArg(1), j);
+    llvm::Value* raw = b_.CreateAlignedLoad(b_.getInt64Ty(), slot, llvm::Align(8), v->name);
+    st.vars[v.get()] = {b_.CreateSExtOrTrunc(raw, value_type(v->dtype)), false};
     if (v->lo >= 0) st.nonneg_vars.insert(v.get());
   }
-  fn_ = &st;
-  b_.SetInsertPoint(st.alloca_block);
   emit_stmt(f.body);
   b_.CreateRetVoid();
   fn_ = nullptr;
@@ -155,8 +171,8 @@ void Emitter::emit_kernel(const loop::LoweredFunc& f) {
 
 }  // namespace detail
 
-void build_llvm_module(const loop::LoweredFunc& f, const std::string& symbol,
-                       llvm::Module& module) {
+std::vector<std::string> build_llvm_module(const loop::LoweredFunc& f, const std::string& symbol,
+                                           llvm::Module& module) {
   detail::Emitter emitter(module, symbol, host_cpu());
   emitter.emit_kernel(f);
   std::string err;
@@ -171,6 +187,7 @@ void build_llvm_module(const loop::LoweredFunc& f, const std::string& symbol,
                    << err << "\n"
                    << ir;
   }
+  return emitter.notes();
 }
 
 }  // namespace tessera::codegen

@@ -3,12 +3,15 @@
 //
 // The module holds `symbol` with the kernel ABI
 //   extern "C" void symbol(void** buffers, const int64_t* sizes)
-// which unpacks its arguments and calls an internal function taking one noalias pointer per
-// buffer (so LLVM knows kernel buffers do not alias) and the sizes as i64 values. Parallel loop
-// bodies are outlined into internal functions called through tessera_parallel_for.
+// whose body is the whole kernel. Buffers never overlap: every load and store carries alias-scope
+// metadata (one scope per buffer), which gives LLVM the same facts as noalias pointer parameters
+// would (inlining a function with noalias parameters produces exactly this metadata) without a
+// separate body function that the pipeline would optimise twice. Parallel loop bodies are
+// outlined into internal functions called through tessera_parallel_for.
 #include <llvm/IR/Module.h>
 
 #include <string>
+#include <vector>
 
 #include "loop/stmt.h"
 
@@ -16,7 +19,9 @@ namespace tessera::codegen {
 
 // Emits `f` into `module` (whose data layout and triple the caller has set) and verifies it; no
 // optimisation. Throws tessera::Error for IR the CPU backend cannot compile (kAccess in loop IR,
-// GPU loop kinds, unbound variables, ...).
-void build_llvm_module(const loop::LoweredFunc& f, const std::string& symbol, llvm::Module& module);
+// GPU loop kinds, unbound variables, ...). Returns notes on loops emitted differently from what
+// their kind asked for (e.g. a vectorized loop that had to run as a scalar loop, and why).
+std::vector<std::string> build_llvm_module(const loop::LoweredFunc& f, const std::string& symbol,
+                                           llvm::Module& module);
 
 }  // namespace tessera::codegen

@@ -92,7 +92,7 @@ std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
   llvm::Module module(k->symbol_, ctx);
   module.setDataLayout(tm->createDataLayout());
   module.setTargetTriple(tm->getTargetTriple().str());
-  build_llvm_module(f, k->symbol_, module);
+  k->notes_ = build_llvm_module(f, k->symbol_, module);
   Clock::time_point t1 = Clock::now();
   k->times_.ir_gen_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
 
@@ -110,6 +110,7 @@ std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
     k->assembly_.assign(text.begin(), text.end());
   }
   if (options.dump_ir) {
+    for (const std::string& note : k->notes_) llvm::errs() << "; note: " << note << "\n";
     llvm::errs() << "; ---- tessera kernel " << f.name << " (" << k->symbol_ << "): optimised IR\n"
                  << k->llvm_ir_ << "; ---- assembly\n"
                  << k->assembly_ << "\n";

@@ -9,10 +9,12 @@
 // object code and links it into the process-wide ORC JIT. The code is unloaded when the last
 // reference to the CompiledKernel goes away.
 //
-// Kernel buffers are assumed not to overlap (they are passed as noalias pointers).
+// Kernel buffers must not overlap: the generated code tells LLVM that they do not (alias scopes),
+// so passing one tensor as two arguments (e.g. in-place input and output) is not supported.
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/llvm/host_cpu.h"
 #include "loop/stmt.h"
@@ -55,6 +57,9 @@ class CompiledKernel {
   // Optimised LLVM IR / assembly, if CompileOptions asked to keep or dump them ("" otherwise).
   std::string llvm_ir() const { return llvm_ir_; }
   std::string assembly() const { return assembly_; }
+  // Loops emitted differently from what their kind asked for, e.g. "vectorized loop j emitted as
+  // a scalar loop: <reason>". Empty when every loop got the requested treatment.
+  const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   friend std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
@@ -67,6 +72,7 @@ class CompiledKernel {
   CompileTimes times_;
   std::string llvm_ir_;
   std::string assembly_;
+  std::vector<std::string> notes_;
   std::unique_ptr<LoadedObject> code_;
 };
 

@@ -19,7 +19,6 @@ void Emitter::begin_root() {
   cache_.clear();
   varying_memo_.clear();
   nonneg_memo_.clear();
-  keep_alive_.clear();
 }
 
 VVal Emitter::emit_root(const Expr& e) {

@@ -108,11 +108,14 @@ VVal Emitter::emit_load(const Expr& e) {
   if (vec_ == nullptr || !is_varying(idx)) {
     llvm::Value* addr = address(st, base, index_i64(emit_uniform(idx), idx->dtype));
     if (vec_ == nullptr || vec_->mask == nullptr) {
-      return {from_storage(b_.CreateAlignedLoad(st, addr, align), t), false};
+      llvm::Value* v = b_.CreateAlignedLoad(st, addr, align);
+      tag_access(v, buf);
+      return {from_storage(v, t), false};
     }
     llvm::BasicBlock* merge = nullptr;
     llvm::BasicBlock* pre = begin_any_lane_guard(&merge);
     llvm::Value* v = b_.CreateAlignedLoad(st, addr, align);  // no new pure values: no region
+    tag_access(v, buf);
     llvm::BasicBlock* load_end = b_.GetInsertBlock();
     b_.CreateBr(merge);
     b_.SetInsertPoint(merge);
@@ -140,6 +143,7 @@ VVal Emitter::emit_load(const Expr& e) {
     llvm::Value* ptrs = b_.CreateGEP(st, base, lanes_idx);
     v = b_.CreateMaskedGather(vt, ptrs, align, vec_->mask ? vec_->mask : all_lanes_mask(), zero);
   }
+  tag_access(v, buf);
   return {from_storage(v, t), true};
 }
 
@@ -163,7 +167,7 @@ void Emitter::emit_store(const Stmt& s) {
   if (vec_ == nullptr || !is_varying(idx)) {
     llvm::Value* addr = address(st, base, index_i64(emit_uniform(idx), idx->dtype));
     if (vec_ == nullptr) {
-      b_.CreateAlignedStore(to_storage(val.v, t), addr, align);
+      tag_access(b_.CreateAlignedStore(to_storage(val.v, t), addr, align), buf);
       return;
     }
     if (val.varying) {
@@ -171,20 +175,21 @@ void Emitter::emit_store(const Stmt& s) {
         // All lanes write the same element: the last lane's value is what sequential
         // iterations would leave behind.
         llvm::Value* last = b_.CreateExtractElement(val.v, vec_->lanes - 1);
-        b_.CreateAlignedStore(to_storage(last, t), addr, align);
+        tag_access(b_.CreateAlignedStore(to_storage(last, t), addr, align), buf);
       } else {
         // Scatter writes lanes in order, so the last active lane wins.
-        b_.CreateMaskedScatter(to_storage(val.v, t), splat(addr), align, vec_->mask);
+        tag_access(b_.CreateMaskedScatter(to_storage(val.v, t), splat(addr), align, vec_->mask),
+                   buf);
       }
       return;
     }
     if (vec_->mask == nullptr) {
-      b_.CreateAlignedStore(to_storage(val.v, t), addr, align);
+      tag_access(b_.CreateAlignedStore(to_storage(val.v, t), addr, align), buf);
       return;
     }
     llvm::BasicBlock* merge = nullptr;
     begin_any_lane_guard(&merge);
-    b_.CreateAlignedStore(to_storage(val.v, t), addr, align);
+    tag_access(b_.CreateAlignedStore(to_storage(val.v, t), addr, align), buf);
     b_.CreateBr(merge);
     b_.SetInsertPoint(merge);
     return;
@@ -198,14 +203,15 @@ void Emitter::emit_store(const Stmt& s) {
     llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));
     llvm::Value* vptr = b_.CreateBitCast(addr, vt->getPointerTo());
     if (vec_->mask) {
-      b_.CreateMaskedStore(data, vptr, align, vec_->mask);
+      tag_access(b_.CreateMaskedStore(data, vptr, align, vec_->mask), buf);
     } else {
-      b_.CreateAlignedStore(data, vptr, align);
+      tag_access(b_.CreateAlignedStore(data, vptr, align), buf);
     }
     return;
   }
   llvm::Value* ptrs = b_.CreateGEP(st, base, index_i64(widen(emit(idx)), idx->dtype));
-  b_.CreateMaskedScatter(data, ptrs, align, vec_->mask ? vec_->mask : all_lanes_mask());
+  tag_access(b_.CreateMaskedScatter(data, ptrs, align, vec_->mask ? vec_->mask : all_lanes_mask()),
+             buf);
 }
 
 }  // namespace tessera::codegen::detail

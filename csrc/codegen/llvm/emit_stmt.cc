@@ -13,6 +13,9 @@ namespace {
 
 // Widest explicit SIMD body we emit; wider vectorized loops run as scalar loops (still correct).
 constexpr int64_t kMaxLanes = 256;
+// Largest kStack/kRegister buffer placed on the stack; bigger ones go to the heap, since pool
+// threads have ordinary (8 MiB) stacks and a kernel may nest several such buffers.
+constexpr int64_t kMaxStackBytes = 256 * 1024;
 
 // Restores a variable binding (and its non-negativity) when a scope ends.
 class ScopedBinding {
@@ -182,26 +185,39 @@ void Emitter::emit_for(const Stmt& s) {
   llvm::Value* extent = b_.CreateSExtOrTrunc(emit_uniform(s->extent), it);
   auto* const_extent = llvm::dyn_cast<llvm::ConstantInt>(extent);
 
+  const std::string& name = s->var->name;
   switch (s->for_kind) {
     case loop::ForKind::kUnrolled:
       if (const_extent && const_extent->getSExtValue() <= kMaxFullUnroll) {
         emit_unrolled_for(s, lo, const_extent->getSExtValue());
         return;
       }
+      notes_.push_back("unrolled loop " + name + " kept as a loop: " +
+                       (const_extent ? "extent above " + std::to_string(kMaxFullUnroll)
+                                     : std::string("extent is not a constant")));
       break;
-    case loop::ForKind::kVectorized:
-      if (vec_ == nullptr && const_extent && const_extent->getSExtValue() >= 2 &&
-          const_extent->getSExtValue() <= kMaxLanes &&
-          can_vectorize_body(s->body, s->var, const_extent->getSExtValue(), nullptr)) {
+    case loop::ForKind::kVectorized: {
+      std::string why;
+      if (vec_ != nullptr) {
+        why = "nested inside another vectorized loop";
+      } else if (!const_extent) {
+        why = "extent is not a constant";
+      } else if (const_extent->getSExtValue() < 2 || const_extent->getSExtValue() > kMaxLanes) {
+        why = "extent " + std::to_string(const_extent->getSExtValue()) + " outside [2, " +
+              std::to_string(kMaxLanes) + "]";
+      } else if (can_vectorize_body(s->body, s->var, const_extent->getSExtValue(), &why)) {
         emit_vectorized_for(s, lo, const_extent->getSExtValue());
         return;
       }
+      notes_.push_back("vectorized loop " + name + " emitted as a scalar loop: " + why);
       break;
+    }
     case loop::ForKind::kParallel:
       if (vec_ == nullptr && !fn_->in_parallel) {
         emit_parallel_for(s, lo, extent);
         return;
       }
+      notes_.push_back("parallel loop " + name + " runs serially (nested in a parallel loop)");
       break;
     default:
       break;
@@ -325,46 +341,31 @@ void Emitter::emit_parallel_for(const Stmt& s, llvm::Value* lo, llvm::Value* ext
       llvm::FunctionType::get(b_.getVoidTy(), {i64, task_type->getPointerTo(), i8p}, false));
   b_.CreateCall(pfor, {b_.CreateSExtOrTrunc(extent, i64), task, b_.CreateBitCast(closure, i8p)});
 
-  // Body function: live-ins as parameters (buffer pointers noalias), then [begin, end).
-  std::vector<llvm::Type*> body_params = field_types;
-  body_params.push_back(i64);
-  body_params.push_back(i64);
-  llvm::Function* body = new_function(
-      task_name + "_body", llvm::FunctionType::get(b_.getVoidTy(), body_params, false), false);
-  for (size_t i = 0; i < live_bufs.size(); ++i) {
-    body->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
-  }
-
+  // Task: unpack the closure, then run iterations [begin, end) of the loop. Buffer accesses keep
+  // their alias scopes, so LLVM still knows the buffers do not overlap.
   llvm::IRBuilderBase::InsertPointGuard guard(b_);
-  // Task: unpack the closure, call the body.
-  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", task));
-  llvm::Value* cl = b_.CreateBitCast(task->getArg(0), closure_type->getPointerTo());
-  std::vector<llvm::Value*> args;
-  for (size_t i = 0; i < field_types.size(); ++i) {
-    args.push_back(b_.CreateLoad(field_types[i], b_.CreateStructGEP(closure_type, cl, i)));
-  }
-  args.push_back(task->getArg(1));
-  args.push_back(task->getArg(2));
-  b_.CreateCall(body, args);
-  b_.CreateRetVoid();
-
   FnState st;
-  st.fn = body;
-  st.alloca_block = llvm::BasicBlock::Create(ctx_, "entry", body);
+  st.fn = task;
+  st.alloca_block = llvm::BasicBlock::Create(ctx_, "entry", task);
   st.in_parallel = true;
+  b_.SetInsertPoint(st.alloca_block);
+  llvm::Value* cl = b_.CreateBitCast(task->getArg(0), closure_type->getPointerTo());
+  std::vector<llvm::Value*> fields;
+  for (size_t i = 0; i < field_types.size(); ++i) {
+    fields.push_back(b_.CreateLoad(field_types[i], b_.CreateStructGEP(closure_type, cl, i)));
+  }
   size_t arg = 0;
-  for (const ir::BufferNode* b : live_bufs) st.bufs[b] = body->getArg(arg++);
+  for (const ir::BufferNode* b : live_bufs) st.bufs[b] = fields[arg++];
   for (const ExprNode* v : live_vars) {
-    st.vars[v] = {body->getArg(arg++), false};
+    st.vars[v] = {fields[arg++], false};
     if (fn_->nonneg_vars.count(v)) st.nonneg_vars.insert(v);
   }
-  llvm::Value* body_lo = body->getArg(arg++);
-  llvm::Value* begin = body->getArg(arg++);
-  llvm::Value* end = body->getArg(arg++);
+  llvm::Value* body_lo = fields[arg++];
+  llvm::Value* begin = task->getArg(1);
+  llvm::Value* end = task->getArg(2);
   FnState* outer = fn_;
   auto saved_cache = cache_;
   fn_ = &st;
-  b_.SetInsertPoint(st.alloca_block);
   llvm::Type* it = body_lo->getType();
   llvm::Value* chunk_lo = b_.CreateNSWAdd(body_lo, b_.CreateSExtOrTrunc(begin, it));
   llvm::Value* chunk_len = b_.CreateSExtOrTrunc(b_.CreateSub(end, begin), it);
@@ -381,8 +382,17 @@ void Emitter::emit_allocate(const Stmt& s) {
   Expr size = ir::buffer_size(buf);
   auto old = fn_->bufs.find(buf.get());
   llvm::Value* shadowed = old == fn_->bufs.end() ? nullptr : old->second;
-  bool on_stack = (buf->scope == ir::MemScope::kRegister || buf->scope == ir::MemScope::kStack) &&
-                  size->is_const_int();
+  bool wants_stack = buf->scope == ir::MemScope::kRegister || buf->scope == ir::MemScope::kStack;
+  int64_t elem_bytes = static_cast<int64_t>(st->getPrimitiveSizeInBits() / 8);
+  bool on_stack =
+      wants_stack && size->is_const_int() && size->int_value <= kMaxStackBytes / elem_bytes;
+  if (wants_stack && !on_stack) {
+    notes_.push_back(std::string(ir::mem_scope_name(buf->scope)) + " buffer " + buf->name +
+                     " allocated on the heap: " +
+                     (size->is_const_int()
+                          ? "larger than " + std::to_string(kMaxStackBytes) + " bytes"
+                          : std::string("its size is not a constant")));
+  }
   if (on_stack) {
     // In the entry block, so the slot is allocated once per call and SROA/mem2reg can promote
     // register tiles whose accesses all have constant offsets.
@@ -401,8 +411,7 @@ void Emitter::emit_allocate(const Stmt& s) {
     // duration of the body.
     begin_root();
     llvm::Value* count = b_.CreateSExtOrTrunc(emit_uniform(size), b_.getInt64Ty());
-    llvm::Value* bytes =
-        b_.CreateMul(count, b_.getInt64(static_cast<int64_t>(st->getPrimitiveSizeInBits() / 8)));
+    llvm::Value* bytes = b_.CreateMul(count, b_.getInt64(elem_bytes));
     llvm::FunctionCallee alloc = runtime_fn(
         "tessera_alloc", llvm::FunctionType::get(b_.getInt8PtrTy(), {b_.getInt64Ty()}, false));
     if (auto* fn = llvm::dyn_cast<llvm::Function>(alloc.getCallee())) {

@@ -74,15 +74,21 @@ class Emitter {
 
   // Emits the kernel: `symbol` (the C ABI entry) and its internal helpers.
   void emit_kernel(const loop::LoweredFunc& f);
+  // Loops that could not be emitted as their kind asked (e.g. a vectorized loop run as a scalar
+  // loop), one human-readable line each.
+  const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   // ---- types (codegen.cc) ----
   llvm::Type* value_type(DType t);    // register representation (f16/bf16 are computed in f32)
   llvm::Type* storage_type(DType t);  // in-memory element type (bool: i8, f16/bf16: i16)
-  llvm::Type* shaped(llvm::Type* elem, int lanes);  // elem or <lanes x elem>
   llvm::Type* shaped_like(llvm::Type* elem, llvm::Value* like);
   llvm::Function* new_function(const std::string& name, llvm::FunctionType* type, bool external);
   llvm::FunctionCallee runtime_fn(const std::string& name, llvm::FunctionType* type);
+  // One alias scope per buffer (arguments and temporaries); tag_access marks a load/store (or
+  // masked/gather/scatter call) as touching only its buffer's scope.
+  void setup_alias_scopes(const loop::LoweredFunc& f);
+  void tag_access(llvm::Value* access, const ir::Buffer& b);
 
   // Build-time value numbering: returns the value computed earlier for (op, a, b) in a region
   // that dominates the insertion point, or make()'s result (remembered). Unrolled loops and
@@ -128,8 +134,10 @@ class Emitter {
   llvm::Value* to_storage(llvm::Value* v, DType t);
   Expr lane0_index(const Expr& index);
   llvm::Value* all_lanes_mask();
-  // Runs `emit_body` only when some lane of the current mask is active (uniform loads/stores
-  // inside varying ifs must not touch memory when no lane would have).
+  // Branches to a new block, made the insertion point, that runs only when some lane of the
+  // current mask is active (a lane-invariant load/store inside a varying `if` must not touch
+  // memory when no lane would have). Returns the block before the branch; *merge is where the
+  // caller continues after branching to it.
   llvm::BasicBlock* begin_any_lane_guard(llvm::BasicBlock** merge);
 
   // ---- statements (emit_stmt.cc) ----
@@ -151,13 +159,17 @@ class Emitter {
   FnState* fn_ = nullptr;
   VecState* vec_ = nullptr;
   int num_outlined_ = 0;
-  // Per-root memo tables (cleared by emit_root).
+  std::vector<std::string> notes_;
+  std::unordered_map<const ir::BufferNode*, std::pair<llvm::MDNode*, llvm::MDNode*>> alias_md_;
+  // Per-root memo tables (cleared by begin_root), keyed by node address.
   std::unordered_map<const ExprNode*, VVal> cache_;
   std::unordered_map<const ExprNode*, bool> varying_memo_;
   std::unordered_map<const ExprNode*, bool> nonneg_memo_;
-  std::vector<Expr> keep_alive_;  // nodes created during the root (cache keys must stay unique)
   // Intrinsic properties of immutable nodes, valid for the whole kernel.
   std::unordered_map<const ExprNode*, bool> has_load_memo_;
+  // Nodes the emitter creates itself (lane-0 indices) live as long as the emitter, so that no
+  // memo key above can ever be reused by a different node.
+  std::vector<Expr> keep_alive_;
 };
 
 }  // namespace tessera::codegen::detail

@@ -1,12 +1,12 @@
 #include "codegen/llvm/loop_analysis.h"
 
 #include <algorithm>
-
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/simplify.h"
+#include "util/check.h"
 
 namespace tessera::codegen {
 
@@ -193,7 +193,9 @@ class VectorBodyChecker {
     std::optional<int64_t> stride;
     std::vector<Expr> indices;
     for (const Access* a : accs) {
-      if (!expand(*a, &indices)) return false;
+      if (!expand(*a, &indices) || indices.size() > static_cast<size_t>(kMaxCopies) * 4) {
+        return false;
+      }
     }
     for (const Expr& idx : indices) {
       auto s = lane_stride(idx, var_.get(), {});
@@ -202,6 +204,7 @@ class VectorBodyChecker {
     }
     std::vector<int64_t> offsets;
     for (const Expr& idx : indices) {
+      if (idx->dtype != indices[0]->dtype) return false;
       Expr diff = ir::simplify(ir::sub(idx, indices[0]));
       if (!diff->is_const_int()) return false;
       offsets.push_back(diff->int_value);
@@ -256,7 +259,8 @@ class VectorBodyChecker {
 
   bool walk(const Stmt& s) {
     switch (s->kind) {
-      case StmtKind::kNop: return true;
+      case StmtKind::kNop:
+        return true;
       case StmtKind::kSeq:
         for (const Stmt& c : s->seq) {
           if (!walk(c)) return false;
@@ -309,7 +313,14 @@ class VectorBodyChecker {
 }  // namespace
 
 bool can_vectorize_body(const Stmt& body, const ir::Var& var, int64_t lanes, std::string* why) {
-  return VectorBodyChecker(var, lanes).run(body, why);
+  try {
+    return VectorBodyChecker(var, lanes).run(body, why);
+  } catch (const Error& e) {
+    // Malformed index arithmetic (e.g. mixed integer types) is reported when the scalar loop is
+    // emitted; here it only means "not provably safe to vectorize".
+    if (why) *why = std::string("dependence analysis failed: ") + e.what();
+    return false;
+  }
 }
 
 UsedNames collect_used_names(const Stmt& root) {

@@ -1,0 +1,365 @@
+// RecordsDB: the policy layer over SqliteStore. It decides what happens when the file is locked,
+// damaged, unwritable or of another version, and keeps records in memory whenever they cannot go
+// to the file, so the compile path always gets an answer and never an exception.
+#include "db/records.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "cost/peak_probe.h"
+#include "db/db_files.h"
+#include "db/schedule_names.h"
+#include "db/sqlite_store.h"
+
+namespace tessera::db {
+
+using Clock = std::chrono::steady_clock;
+
+const char* mode_name(RecordsDB::Mode mode) {
+  switch (mode) {
+    case RecordsDB::Mode::kDisk: return "disk";
+    case RecordsDB::Mode::kReadOnly: return "read-only";
+    case RecordsDB::Mode::kMemory: return "memory";
+  }
+  return "?";
+}
+
+struct RecordsDB::Impl {
+  struct Held {
+    Record record;
+    bool pending;  // to be written to the file once it is free
+  };
+
+  std::string path;
+  RecordsDBOptions opts;
+  mutable std::mutex mu;
+  Mode mode = Mode::kMemory;
+  std::unique_ptr<SqliteStore> store;
+  bool ready = false;       // store checked and schema prepared
+  bool repaired = false;    // at most one repair per object: damage after it is something else
+  Clock::time_point retry_at{};  // while locked: skip the file until then
+  bool lock_warned = false;      // one warning per lock episode
+  pid_t pid = 0;
+  std::vector<Held> memory;
+  RecordsDBStats stats;
+
+  ~Impl() {
+    std::lock_guard<std::mutex> guard(mu);
+    if (pid != getpid()) return;  // a forked child leaves its parent's records to the parent
+    size_t pending = 0;
+    for (const Held& h : memory) pending += h.pending;
+    if (pending == 0) return;
+    retry_at = Clock::time_point{};  // one last try, even inside a lock cool-down
+    if (!write_pending()) {
+      warn(std::to_string(pending) +
+           " new tuning record(s) could not be written (the file stayed locked); they are lost");
+    }
+  }
+
+  void warn(const std::string& msg) const {
+    const std::string line = "tessera: warning: records database " + path + ": " + msg + "\n";
+    std::fputs(line.c_str(), stderr);  // one call: lines of concurrent processes do not mix
+  }
+
+  void to_memory(const std::string& reason) {
+    if (store) store.reset();
+    ready = false;
+    mode = Mode::kMemory;
+    for (Held& h : memory) h.pending = false;
+    warn(reason + "; tuning records are kept in memory for this process");
+  }
+
+  void connect() {
+    pid = getpid();
+    if (path == ":memory:") {
+      mode = Mode::kMemory;
+      return;
+    }
+    if (path.empty()) {
+      to_memory("no location (neither $TESSERA_RECORDS_DB nor a cache directory is set)");
+      return;
+    }
+    open_file();
+    if (store) prepare();
+  }
+
+  void open_file() {
+    std::string dir_error;
+    make_parent_dir(path, &dir_error);  // a failure shows up as CANTOPEN just below
+    try {
+      store = std::make_unique<SqliteStore>(path, false, opts.busy_timeout_ms);
+      mode = Mode::kDisk;
+      return;
+    } catch (const SqliteError& e) {
+      if (e.is_unwritable() && file_exists(path) && open_read_only(e.what())) return;
+      to_memory(std::string("cannot open it (") + e.what() +
+                (dir_error.empty() ? "" : "; " + dir_error) + ")");
+    }
+  }
+
+  bool open_read_only(const std::string& reason) {
+    store.reset();
+    ready = false;
+    try {
+      store = std::make_unique<SqliteStore>(path, true, opts.busy_timeout_ms);
+    } catch (const SqliteError&) {
+      return false;
+    }
+    mode = Mode::kReadOnly;
+    for (Held& h : memory) h.pending = false;
+    warn("not writable (" + reason +
+         "); reading it, new records are kept in memory for this process");
+    return true;
+  }
+
+  // Integrity check and schema; any failure goes through handle().
+  void prepare() {
+    try {
+      if (opts.quick_check) store->check_integrity();
+      switch (store->prepare_schema()) {
+        case SqliteStore::Schema::kReady:
+          ready = true;
+          return;
+        case SqliteStore::Schema::kNewer:
+          to_memory("written by a newer Tessera (schema version above " +
+                    std::to_string(kSchemaVersion) + "), left untouched");
+          return;
+        case SqliteStore::Schema::kForeign:
+          to_memory("not a Tessera records database, left untouched");
+          return;
+        case SqliteStore::Schema::kMissing:
+          to_memory("read-only and empty");
+          return;
+      }
+    } catch (const SqliteError& e) {
+      handle(e, "open it");
+    } catch (const std::exception& e) {
+      to_memory(std::string("unexpected error while opening it (") + e.what() + ")");
+    }
+  }
+
+  // Reacts to a failed operation. True when the operation should be tried again right away
+  // (the file was repaired).
+  bool handle(const SqliteError& e, const char* what) {
+    if (e.is_busy()) {
+      ++stats.lock_timeouts;
+      retry_at = Clock::now() + std::chrono::milliseconds(opts.retry_after_ms);
+      if (!lock_warned) {
+        warn(std::string("locked by another process (waited ") +
+             std::to_string(opts.busy_timeout_ms) + " ms to " + what +
+             "); lookups miss and new records are kept in memory until it is free");
+        lock_warned = true;
+      }
+      return false;
+    }
+    if (e.is_corrupt()) {
+      if (repaired) {
+        to_memory(std::string("still damaged after a repair (") + e.what() + ")");
+        return false;
+      }
+      repair(e.what());
+      return ready;
+    }
+    if (e.is_unwritable() && mode == Mode::kDisk) {
+      if (!open_read_only(e.what())) to_memory(std::string("cannot write it (") + e.what() + ")");
+      else prepare();
+      return false;
+    }
+    to_memory(std::string("error while trying to ") + what + " (" + e.what() + ")");
+    return false;
+  }
+
+  bool still_damaged() const {
+    try {
+      SqliteStore probe(path, false, opts.busy_timeout_ms);
+      probe.check_integrity();
+      return false;
+    } catch (const SqliteError& e) {
+      return e.is_corrupt();
+    }
+  }
+
+  void repair(const std::string& reason) {
+    store.reset();
+    ready = false;
+    repaired = true;
+    RepairLock lock(path, opts.busy_timeout_ms);
+    if (!lock.held()) {
+      to_memory("damaged (" + reason + ") and the repair lock " + path + ".lock is unavailable");
+      return;
+    }
+    // Another process may have repaired it while this one waited for the lock.
+    if (still_damaged()) {
+      std::string error;
+      const std::string moved = move_aside(path, &error);
+      if (moved.empty()) {
+        to_memory("damaged (" + reason + ") and cannot be moved aside (" + error + ")");
+        return;
+      }
+      ++stats.repairs;
+      warn("damaged (" + reason + "); moved it to " + moved +
+           " and started a fresh database (tuning records will be collected again)");
+    }
+    open_file();
+    if (store) prepare();
+  }
+
+  // Whether the file can be used now (reconnecting after fork() or after a cool-down).
+  bool usable() {
+    if (pid != getpid()) after_fork();
+    if (mode == Mode::kMemory) return false;
+    if (Clock::now() < retry_at) return false;
+    if (!store) open_file();
+    if (store && !ready) prepare();
+    return store && ready;
+  }
+
+  // SQLite connections must not cross fork(): the child opens its own, and leaves the parent's
+  // pending records to the parent.
+  void after_fork() {
+    if (store) store->abandon();
+    store.reset();
+    ready = false;
+    pid = getpid();
+    std::vector<Held> kept;
+    for (Held& h : memory) {
+      if (!h.pending) kept.push_back(std::move(h));
+    }
+    memory = std::move(kept);
+  }
+
+  template <typename F>
+  bool run(const char* what, const F& f) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!usable()) return false;
+      try {
+        f();
+        lock_warned = false;
+        return true;
+      } catch (const SqliteError& e) {
+        if (!handle(e, what)) return false;
+      } catch (const std::exception& e) {
+        to_memory(std::string("unexpected error while trying to ") + what + " (" + e.what() + ")");
+        return false;
+      }
+    }
+    return false;
+  }
+
+  // Writes pending records plus `extra` in one transaction.
+  bool write_pending(const Record* extra = nullptr) {
+    if (mode != Mode::kDisk) return false;
+    std::vector<Record> batch;
+    for (const Held& h : memory) {
+      if (h.pending) batch.push_back(h.record);
+    }
+    if (extra) batch.push_back(*extra);
+    if (batch.empty()) return true;
+    if (!run("save records", [&] { store->insert(&batch); })) return false;
+    std::vector<Held> kept;
+    for (Held& h : memory) {
+      if (!h.pending) kept.push_back(std::move(h));
+    }
+    memory = std::move(kept);
+    return true;
+  }
+};
+
+RecordsDB::RecordsDB(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RecordsDB::RecordsDB(RecordsDB&&) noexcept = default;
+RecordsDB& RecordsDB::operator=(RecordsDB&&) noexcept = default;
+RecordsDB::~RecordsDB() = default;
+
+std::string RecordsDB::default_path() {
+  if (const char* p = std::getenv("TESSERA_RECORDS_DB"); p && *p) return p;
+  const std::string dir = cost::tessera_cache_dir();
+  return dir.empty() ? "" : dir + "/records.db";
+}
+
+RecordsDB RecordsDB::open(const std::string& path, const RecordsDBOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path.empty() ? default_path() : path;
+  impl->opts = options;
+  {
+    std::lock_guard<std::mutex> guard(impl->mu);
+    try {
+      impl->connect();
+    } catch (const std::exception& e) {
+      impl->to_memory(std::string("unexpected error while opening it (") + e.what() + ")");
+    }
+  }
+  return RecordsDB(std::move(impl));
+}
+
+std::optional<Record> RecordsDB::best(const WorkloadKey& key) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  ++d.stats.lookups;
+  std::optional<Record> found;
+  bool collision = false;
+  d.run("look up a record", [&] { found = d.store->best(key, &collision); });
+  if (collision) ++d.stats.collisions;
+  for (const Impl::Held& h : d.memory) {
+    if (record_matches(h.record, key) && (!found || record_better(h.record, *found))) {
+      found = h.record;
+    }
+  }
+  if (!found) return std::nullopt;
+  ++d.stats.hits;
+  found->schedule_json = schedule_from_canonical(key, found->schedule_json);
+  return found;
+}
+
+bool RecordsDB::put(const Record& record) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  ++d.stats.puts;
+  if (d.write_pending(&record)) return true;
+  ++d.stats.put_deferred;
+  d.memory.push_back({record, d.mode == Mode::kDisk});
+  return false;
+}
+
+bool RecordsDB::flush() {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  return d.write_pending();
+}
+
+std::vector<Record> RecordsDB::all(const RecordFilter& filter) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  std::vector<Record> out;
+  d.run("list records", [&] { out = d.store->select(filter); });
+  for (const Impl::Held& h : d.memory) {
+    if (filter.limit > 0 && static_cast<int64_t>(out.size()) >= filter.limit) break;
+    if (record_matches(h.record, filter)) out.push_back(h.record);
+  }
+  return out;
+}
+
+int64_t RecordsDB::count() {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  int64_t n = 0;
+  d.run("count records", [&] { n = d.store->count(); });
+  return n + static_cast<int64_t>(d.memory.size());
+}
+
+const std::string& RecordsDB::path() const { return impl_->path; }
+
+RecordsDB::Mode RecordsDB::mode() const {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  return impl_->mode;
+}
+
+RecordsDBStats RecordsDB::stats() const {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace tessera::db

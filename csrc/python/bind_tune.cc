@@ -1,0 +1,69 @@
+// Construct mode from Python: _C.construct(outputs, inputs, ...) runs Gensor (or the Roller
+// baseline) on the kernel computing `outputs` from `inputs` and returns the chosen schedule with
+// its predicted and measured times.
+#include <pybind11/stl.h>
+
+#include "cost/memory_levels.h"
+#include "python/bindings.h"
+#include "tune/gensor/construct.h"
+
+namespace py = pybind11;
+
+namespace tessera::python {
+
+void bind_tune(py::module_& m);
+
+void bind_tune(py::module_& m) {
+  m.def(
+      "construct",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
+         const std::string& mode, uint64_t seed, int top_k, bool predict_only,
+         const std::string& eq1, bool interleave, int iterations, int chains) {
+        std::vector<ir::Tensor> outs, ins;
+        for (const auto& t : outputs) outs.push_back(t.tensor);
+        for (const auto& t : inputs) ins.push_back(t.tensor);
+        tune::gensor::ConstructOptions opts;
+        opts.mode = tune::gensor::construct_mode_from_name(mode);
+        opts.seed = seed;
+        opts.top_k = top_k;
+        opts.predict_only = predict_only;
+        opts.eq1 = tune::gensor::eq1_from_name(eq1);
+        opts.interleave = interleave;
+        opts.iterations = iterations;
+        opts.chains = chains;
+        tune::gensor::ConstructResult r;
+        {
+          py::gil_scoped_release release;  // measured kernels run on Tessera's thread pool
+          tune::Task task = tune::Task::create(outs, ins, "construct");
+          r = tune::gensor::construct(task, opts);
+        }
+        py::dict d;
+        d["schedule"] = r.schedule.dump();
+        d["construct_s"] = r.construct_s;
+        d["search_s"] = r.search_s;
+        d["measure_s"] = r.measure_s;
+        d["predicted"] = r.predicted_ms();
+        d["measured"] = r.measured_ms();
+        d["chosen"] = r.chosen;
+        d["fell_back_to_default"] = r.fell_back_to_default;
+        std::vector<std::string> cands;
+        for (const auto& c : r.candidates) cands.push_back(c.schedule.dump());
+        d["candidates"] = cands;
+        d["metadata"] = r.to_json().dump();
+        return d;
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("mode") = "gensor", py::arg("seed") = 0,
+      py::arg("top_k") = 8, py::arg("predict_only") = false, py::arg("eq1") = "corrected",
+      py::arg("interleave") = true, py::arg("iterations") = 48, py::arg("chains") = 8,
+      "Construct mode (Gensor, or the Roller baseline) for the kernel of `outputs`: returns "
+      "{schedule (JSON), construct_s, search_s, measure_s, predicted (ms, top-k in rank order), "
+      "measured (ms, -1 = not measured or rejected), chosen, candidates, metadata}.");
+  m.def(
+      "memory_hierarchy",
+      [](bool refresh) { return cost::memory_hierarchy_to_json(cost::host_memory_hierarchy(refresh)).dump(); },
+      py::arg("refresh") = false,
+      "Per-level capacities, bandwidths and latencies the analytic models use (JSON; probed once, "
+      "cached on disk).");
+}
+
+}  // namespace tessera::python

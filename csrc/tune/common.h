@@ -1,0 +1,106 @@
+#pragma once
+// Interfaces shared by the tuners (construct, search, reuse, dynamic): the Task they tune and
+// the measurement of candidate schedules.
+//
+// Measuring a candidate = build the kernel with its schedule, run it once on fixed random
+// inputs and compare every output with the default-schedule kernel's output (numerically; a
+// mismatch rejects the candidate and its time never counts), then time it with
+// runtime::measure. The reference is built and run once per measurer.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "runtime/measure.h"
+#include "runtime/ndarray.h"
+#include "schedule/annotation.h"
+#include "schedule/default_schedule.h"
+#include "schedule/stage_plan.h"
+
+namespace tessera::tune {
+
+// Symbolic extents are planned and measured as if they were this large unless a value is given.
+inline constexpr int64_t kSymbolicSizeGuess = 256;
+
+// One kernel to tune: its compute DAG, stage plan and target.
+struct Task {
+  std::string name = "task";
+  std::vector<ir::Tensor> outputs;
+  std::vector<ir::Tensor> inputs;
+  schedule::StagePlan plan;
+  schedule::Target target;
+  // Values of symbolic sizes used when measuring (missing ones: kSymbolicSizeGuess).
+  std::map<const ir::ExprNode*, int64_t> sizes;
+
+  static Task create(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
+                     const std::string& name = "task");
+
+  // Iteration points over all stages (spatial x reduce extents): a size measure for reports.
+  double iteration_points() const;
+  // The schedule the tuners start from and are compared with.
+  schedule::KernelSchedule default_schedule() const;
+};
+
+struct MeasureConfig {
+  runtime::MeasureOptions timing = [] {
+    runtime::MeasureOptions o;
+    o.warmup = 1;  // the verification run is the warm-up
+    o.min_repeats = 3;
+    o.min_time_ms = 30;
+    o.max_repeats = 50;
+    return o;
+  }();
+  // A candidate whose verification run is slower than this factor times the best median seen
+  // so far is not timed further (its single run is its time): saves the repeats of candidates
+  // that cannot win. 0 disables.
+  double abandon_factor = 2.0;
+  // Verification tolerance: |got - want| <= atol + rtol * |want| with
+  // atol = atol_rel * (1 + max |want|) (summation order differs between schedules).
+  double rtol = 1e-3;
+  double atol_rel = 1e-4;
+  uint64_t seed = 17;  // random inputs
+};
+
+struct CandidateResult {
+  bool ok = false;
+  std::string error;     // why not ok: build failure, numerical mismatch, run error
+  double median_ms = 0;  // timing median (or the single verification run when abandoned)
+  bool abandoned = false;
+  double build_ms = 0;  // lower + JIT
+  int repeats = 0;
+};
+
+class CandidateMeasurer {
+ public:
+  explicit CandidateMeasurer(const Task& task, MeasureConfig config = {});
+  ~CandidateMeasurer();
+  CandidateMeasurer(const CandidateMeasurer&) = delete;
+  CandidateMeasurer& operator=(const CandidateMeasurer&) = delete;
+
+  // Builds, verifies and times one candidate. Never throws for a bad candidate (ok = false).
+  CandidateResult measure(const schedule::KernelSchedule& schedule, const std::string& name = "cand");
+
+  int num_measured() const { return num_measured_; }
+  double best_ms() const { return best_ms_; }
+  // Time spent building and running the default-schedule reference (0 until first measure).
+  double reference_ms() const { return reference_ms_; }
+
+ private:
+  void prepare();
+
+  const Task& task_;
+  MeasureConfig config_;
+  bool prepared_ = false;
+  std::vector<runtime::NDArray> inputs_;
+  std::vector<runtime::NDArray> expected_;
+  std::vector<runtime::NDArray> outputs_;
+  std::vector<double> atol_;  // per output, from the reference's magnitude
+  std::vector<int64_t> size_values_;
+  int num_measured_ = 0;
+  double best_ms_ = 0;
+  double reference_ms_ = 0;
+};
+
+}  // namespace tessera::tune

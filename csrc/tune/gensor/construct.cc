@@ -1,0 +1,180 @@
+#include "tune/gensor/construct.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "tune/gensor/roller.h"
+#include "util/check.h"
+
+namespace tessera::tune::gensor {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+const char* construct_mode_name(ConstructMode m) {
+  return m == ConstructMode::kGensor ? "gensor" : "roller";
+}
+
+ConstructMode construct_mode_from_name(const std::string& name) {
+  if (name == "roller") return ConstructMode::kRoller;
+  TESSERA_CHECK(name == "gensor") << "construct mode must be 'gensor' or 'roller', got '" << name
+                                  << "'";
+  return ConstructMode::kGensor;
+}
+
+std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticModel& model,
+                                         const std::vector<EtirState>& states) {
+  std::vector<RankedAnnotation> out;
+  std::map<std::string, size_t> index;  // annotation JSON -> position (different states often
+                                        // realise the same schedule)
+  for (const EtirState& s : states) {
+    schedule::StageAnnotation ann = to_annotation(sp, s);
+    std::string key = ann.to_json().dump();
+    if (index.count(key)) continue;
+    index[key] = out.size();
+    out.push_back({ann, model.predict(sp, ann)});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const RankedAnnotation& a, const RankedAnnotation& b) {
+    return a.prediction.total_ms < b.prediction.total_ms;
+  });
+  return out;
+}
+
+std::vector<double> ConstructResult::predicted_ms() const {
+  std::vector<double> v;
+  for (const auto& c : candidates) v.push_back(c.predicted_ms);
+  return v;
+}
+
+std::vector<double> ConstructResult::measured_ms() const {
+  std::vector<double> v;
+  for (const auto& c : candidates) v.push_back(c.measured && c.result.ok ? c.result.median_ms : -1.0);
+  return v;
+}
+
+util::Json ConstructResult::to_json() const {
+  util::Json j = util::Json::object();
+  j["schedule"] = schedule.to_json();
+  j["mode"] = mode;
+  j["seed"] = static_cast<int64_t>(seed);
+  j["eq1"] = eq1;
+  j["interleave"] = interleave;
+  j["predict_only"] = predict_only;
+  j["fell_back_to_default"] = fell_back_to_default;
+  j["chosen"] = chosen;
+  j["construct_s"] = construct_s;
+  j["search_s"] = search_s;
+  j["measure_s"] = measure_s;
+  j["main_stage"] = main_stage;
+  j["states_visited"] = states_visited;
+  j["walk_steps"] = walk_steps;
+  j["revisits"] = revisits;
+  j["distinct_schedules"] = distinct_schedules;
+  util::Json pred = util::Json::array(), meas = util::Json::array(), errs = util::Json::array();
+  for (const auto& c : candidates) {
+    pred.push_back(c.predicted_ms);
+    meas.push_back(c.measured && c.result.ok ? c.result.median_ms : -1.0);
+    errs.push_back(c.measured && !c.result.ok ? c.result.error : std::string());
+  }
+  j["predicted_ms"] = pred;
+  j["measured_ms"] = meas;
+  j["errors"] = errs;
+  return j;
+}
+
+ConstructResult construct(const Task& task, const ConstructOptions& options) {
+  // Machine description first: a cold probe is a one-time cost per machine, not per task.
+  cost::MemoryHierarchy hw = options.hardware ? *options.hardware : cost::host_memory_hierarchy();
+  const auto t0 = std::chrono::steady_clock::now();
+  ConstructResult res;
+  res.mode = construct_mode_name(options.mode);
+  res.seed = options.seed;
+  res.eq1 = eq1_name(options.eq1);
+  res.interleave = options.interleave && options.mode == ConstructMode::kGensor;
+  res.predict_only = options.predict_only;
+
+  ModelOptions mopts;
+  mopts.eq1 = options.eq1;
+  mopts.cores = std::max(1, task.target.num_threads);
+  AnalyticModel model(hw, mopts);
+
+  const int nstages = static_cast<int>(task.plan.stages.size());
+  TESSERA_CHECK(nstages > 0) << "task " << task.name << " has no stages";
+  std::vector<std::vector<RankedAnnotation>> ranked(nstages);
+  double max_work = -1;
+  for (int i = 0; i < nstages; ++i) {
+    StageSpace sp = make_stage_space(task.plan, i, task.target);
+    std::vector<EtirState> states;
+    if (options.mode == ConstructMode::kGensor) {
+      WalkOptions w;
+      w.iterations = options.iterations;
+      w.chains = options.chains;
+      w.interleave = options.interleave;
+      w.seed = options.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i);
+      WalkResult wr = gensor_walk(sp, model, w);
+      states = std::move(wr.visited);
+      res.walk_steps += wr.steps;
+      res.revisits += wr.revisits;
+    } else {
+      states = roller_construct(sp, model).path;
+      res.walk_steps += static_cast<int>(states.size()) - 1;
+    }
+    res.states_visited += static_cast<int>(states.size());
+    ranked[i] = rank_stage(sp, model, states);
+    TESSERA_CHECK(!ranked[i].empty()) << "no schedule for stage " << sp.op_name;
+    if (sp.work() > max_work) {
+      max_work = sp.work();
+      res.main_stage = i;
+    }
+  }
+  res.distinct_schedules = static_cast<int>(ranked[res.main_stage].size());
+
+  const int k = std::max(1, options.top_k);
+  const auto& main = ranked[res.main_stage];
+  for (int c = 0; c < std::min<int>(k, static_cast<int>(main.size())); ++c) {
+    ConstructCandidate cand;
+    cand.schedule.tuner = std::string("construct:") + res.mode;
+    for (int i = 0; i < nstages; ++i) {
+      const RankedAnnotation& ra = i == res.main_stage ? main[c] : ranked[i].front();
+      cand.schedule.stages.push_back(ra.annotation);
+      cand.predicted_ms += ra.prediction.total_ms;
+    }
+    res.candidates.push_back(std::move(cand));
+  }
+  res.search_s = seconds_since(t0);
+
+  if (options.predict_only) {
+    res.chosen = 0;
+    res.schedule = res.candidates.front().schedule;
+  } else {
+    const auto m0 = std::chrono::steady_clock::now();
+    CandidateMeasurer measurer(task, options.measure);
+    double best = 0;
+    for (size_t c = 0; c < res.candidates.size(); ++c) {
+      ConstructCandidate& cand = res.candidates[c];
+      cand.result = measurer.measure(cand.schedule, "c" + std::to_string(c));
+      cand.measured = true;
+      if (cand.result.ok && (res.chosen < 0 || cand.result.median_ms < best)) {
+        best = cand.result.median_ms;
+        res.chosen = static_cast<int>(c);
+      }
+    }
+    res.measure_s = seconds_since(m0);
+    if (res.chosen >= 0) {
+      res.schedule = res.candidates[res.chosen].schedule;
+    } else {
+      res.fell_back_to_default = true;
+      res.schedule = task.default_schedule();
+    }
+  }
+  res.construct_s = seconds_since(t0);
+  return res;
+}
+
+}  // namespace tessera::tune::gensor

@@ -1,0 +1,87 @@
+#pragma once
+// Construct mode: Gensor's graph-based construction of a schedule for one task, in seconds.
+//
+// Per stage of the task: build its ETIR space, walk it (Gensor: several annealed Markov chains;
+// Roller: one greedy path), map every distinct visited state to a schedule annotation, and rank
+// the distinct annotations with the analytic time model. The stage with the most work gets its
+// top-k annotations measured (build, verify against the default schedule's output, time); the
+// other stages (pads, small reductions) take their best-ranked annotation. The fastest verified
+// candidate is the result; predict-only mode measures nothing and returns rank 0.
+//
+// The result is an ordinary schedule::KernelSchedule (tuner "construct:gensor" or
+// "construct:roller") plus metadata (predicted and measured times, walk statistics) for the
+// records database.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost/memory_levels.h"
+#include "schedule/annotation.h"
+#include "tune/common.h"
+#include "tune/gensor/model.h"
+#include "tune/gensor/walk.h"
+#include "util/json.h"
+
+namespace tessera::tune::gensor {
+
+enum class ConstructMode { kGensor, kRoller };
+const char* construct_mode_name(ConstructMode m);
+ConstructMode construct_mode_from_name(const std::string& name);  // "gensor" | "roller"
+
+struct ConstructOptions {
+  ConstructMode mode = ConstructMode::kGensor;
+  uint64_t seed = 0;
+  int top_k = 8;
+  bool predict_only = false;
+  Eq1Form eq1 = Eq1Form::kCorrected;
+  bool interleave = true;  // Gensor's setVThread action (Roller never interleaves)
+  int iterations = 48;     // per chain: T halves from 1 to 2^-iterations
+  int chains = 8;
+  MeasureConfig measure;
+  // Machine description; host_memory_hierarchy() (probed once, cached on disk) when empty.
+  std::optional<cost::MemoryHierarchy> hardware;
+};
+
+struct ConstructCandidate {
+  schedule::KernelSchedule schedule;
+  double predicted_ms = 0;
+  bool measured = false;
+  CandidateResult result;  // valid when measured
+};
+
+struct ConstructResult {
+  schedule::KernelSchedule schedule;  // the choice
+  std::string mode;
+  uint64_t seed = 0;
+  std::string eq1;
+  bool interleave = true;
+  bool predict_only = false;
+  bool fell_back_to_default = false;  // every measured candidate failed verification
+  int chosen = -1;                    // index into candidates (-1: default schedule)
+  std::vector<ConstructCandidate> candidates;  // ranked by prediction, best first (top-k)
+  double construct_s = 0;  // total wall time of the call
+  double search_s = 0;     // walks + ranking
+  double measure_s = 0;    // reference + candidate builds and timings
+  int main_stage = 0;
+  int states_visited = 0;       // distinct ETIR states over all stages
+  int walk_steps = 0;
+  int revisits = 0;
+  int distinct_schedules = 0;   // distinct annotations of the main stage
+
+  std::vector<double> predicted_ms() const;
+  std::vector<double> measured_ms() const;  // -1 where not measured or failed
+  util::Json to_json() const;               // metadata (schedule included as JSON)
+};
+
+ConstructResult construct(const Task& task, const ConstructOptions& options = {});
+
+// The ranked, distinct annotations one stage's walk produces (exposed for tests and tools).
+struct RankedAnnotation {
+  schedule::StageAnnotation annotation;
+  Prediction prediction;
+};
+std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticModel& model,
+                                         const std::vector<EtirState>& states);
+
+}  // namespace tessera::tune::gensor

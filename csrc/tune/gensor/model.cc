@@ -1,0 +1,349 @@
+#include "tune/gensor/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/check.h"
+
+namespace tessera::tune::gensor {
+
+namespace {
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// Memory level (cost::MemoryHierarchy index) holding one unit of an ETIR level.
+int memory_level_of(int etir_level) {
+  switch (etir_level) {
+    case kL2: return cost::kLevelL2;
+    case kL1: return cost::kLevelL1;
+    default: return cost::kLevelReg;
+  }
+}
+
+double product(const std::vector<int64_t>& v) {
+  double p = 1;
+  for (int64_t x : v) p *= static_cast<double>(x);
+  return p;
+}
+
+}  // namespace
+
+const char* eq1_name(Eq1Form f) { return f == Eq1Form::kPrinted ? "printed" : "corrected"; }
+
+Eq1Form eq1_from_name(const std::string& name) {
+  if (name == "printed") return Eq1Form::kPrinted;
+  TESSERA_CHECK(name == "corrected") << "eq1 must be 'printed' or 'corrected', got '" << name << "'";
+  return Eq1Form::kCorrected;
+}
+
+AnalyticModel::AnalyticModel(cost::MemoryHierarchy hw, ModelOptions options)
+    : hw_(std::move(hw)), opts_(options) {
+  TESSERA_CHECK(hw_.levels.size() == 4) << "memory hierarchy needs dram, l2, l1, reg";
+  opts_.cores = std::max(1, opts_.cores);
+}
+
+double AnalyticModel::cycle_ms() const { return 1.0 / (hw_.ghz() * 1e6); }
+
+std::vector<int64_t> AnalyticModel::level_tile(const StageSpace& sp, const EtirState& s,
+                                               int level) const {
+  const int n = sp.num_spatial, d = sp.num_iters();
+  std::vector<int64_t> t(d, 1);
+  if (level == kReg) {
+    if (sp.cross_lane()) {
+      for (int r = n; r < d; ++r) t[r] = 1;
+      if (d > n) t[d - 1] = sp.lanes * s.vthread[d - 1];
+    } else {
+      for (int a = 0; a < n; ++a) t[a] = effective_reg_tile(sp, s, a);
+    }
+    return t;
+  }
+  for (int i = 0; i < d; ++i) t[i] = s.tile[level][i];
+  return t;
+}
+
+double AnalyticModel::footprint(const StageSpace& sp, const EtirState& s, int level) const {
+  const int line = level == kReg ? 0 : hw_.levels[memory_level_of(level)].line_bytes;
+  return sp.regions->footprint_bytes(level_tile(sp, s, level), line);
+}
+
+double AnalyticModel::traffic(const StageSpace& sp, const EtirState& s, int level) const {
+  const int line = level == kReg ? 0 : hw_.levels[memory_level_of(level)].line_bytes;
+  return sp.regions->traffic(level_tile(sp, s, level), line).total();
+}
+
+double AnalyticModel::accumulators(const StageSpace& sp, const EtirState& s) const {
+  const int d = sp.num_iters();
+  if (sp.cross_lane()) return d > sp.num_spatial ? static_cast<double>(s.vthread[d - 1]) : 1.0;
+  double points = 1;
+  for (int a = 0; a < sp.num_spatial; ++a) points *= static_cast<double>(effective_reg_tile(sp, s, a));
+  int vw = sp.vector_axis >= 0 ? vector_width_for(effective_reg_tile(sp, s, sp.vector_axis), sp.lanes) : 1;
+  return points / vw;
+}
+
+int AnalyticModel::registers_needed(const StageSpace& sp, const EtirState& s) const {
+  const auto& tensors = sp.regions->tensors();
+  if (sp.cross_lane()) {
+    int deps = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (!tensors[t].is_output && !tensors[t].epilogue) ++deps;
+    }
+    double v = accumulators(sp, s);
+    return static_cast<int>(v * (1 + deps));
+  }
+  std::vector<int64_t> tile = level_tile(sp, s, kReg);
+  int vw = sp.vector_axis >= 0 ? vector_width_for(tile[sp.vector_axis], sp.lanes) : 1;
+  double regs = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].epilogue) continue;
+    double elems = product(sp.regions->region_shape(t, tile));
+    if (tensors[t].is_output) {
+      regs += std::ceil(elems / vw);  // accumulators
+    } else if (sp.vector_dependent[t]) {
+      regs += std::ceil(elems / vw);  // operand vectors live across the register tile
+    } else {
+      regs += 1;                      // one broadcast at a time
+    }
+  }
+  return static_cast<int>(regs);
+}
+
+bool AnalyticModel::feasible(const StageSpace& sp, const EtirState& s) const {
+  const double l2_cap = hw_.levels[cost::kLevelL2].capacity_bytes * opts_.l2_usable;
+  const double l1_cap = hw_.levels[cost::kLevelL1].capacity_bytes * opts_.l1_usable;
+  if (l2_cap > 0 && footprint(sp, s, kL2) > l2_cap) return false;
+  // The cross-lane sketch streams whole reduction rows; its L1 tile is not something it sizes.
+  if (s.level >= kL1 && !sp.cross_lane() && l1_cap > 0 && footprint(sp, s, kL1) > l1_cap) {
+    return false;
+  }
+  if (s.level >= kReg) {
+    if (registers_needed(sp, s) > hw_.num_vector_registers) return false;
+    if (!sp.cross_lane()) {
+      double points = 1;
+      for (int a = 0; a < sp.num_spatial; ++a) points *= static_cast<double>(effective_reg_tile(sp, s, a));
+      if (points > 1024) return false;  // the lowering unrolls the register tile fully
+    } else if (sp.num_reduce > 0) {
+      if (sp.lanes * s.vthread.back() > std::max<int64_t>(sp.lanes, sp.extents.back())) return false;
+    }
+  }
+  return true;
+}
+
+double AnalyticModel::parallel_efficiency(const StageSpace& sp, const EtirState& s) const {
+  if (!sp.base.parallel) return 1.0;
+  double tasks = 1;
+  for (int a = 0; a < sp.num_spatial; ++a) {
+    tasks *= ceil_div(static_cast<double>(sp.extents[a]), static_cast<double>(s.tile[kL2][a]));
+  }
+  const double waves = ceil_div(tasks, opts_.cores);
+  return tasks / (waves * opts_.cores);
+}
+
+double AnalyticModel::benefit_tile(const StageSpace& sp, const EtirState& s,
+                                   const EtirState& next) const {
+  if (!feasible(sp, next)) return 0;
+  const int l = s.level;
+  const double q0 = traffic(sp, s, l), q1 = traffic(sp, next, l);
+  const double f0 = footprint(sp, s, l), f1 = footprint(sp, next, l);
+  if (q1 <= 0 || f0 <= 0 || f1 <= 0) return 0;
+  double b = opts_.eq1 == Eq1Form::kPrinted ? (q0 * f1) / (q1 * f0) : (q0 * f0) / (q1 * f1);
+  if (l == kL2) b *= parallel_efficiency(sp, next) / parallel_efficiency(sp, s);
+  return b;
+}
+
+double AnalyticModel::benefit_cache(const StageSpace& sp, const EtirState& s) const {
+  if (s.level >= kReg) return 0;
+  const cost::MemoryLevel& low = hw_.levels[memory_level_of(s.level)];
+  const cost::MemoryLevel& high = hw_.levels[memory_level_of(s.level + 1)];
+  const double bytes = footprint(sp, s, s.level);
+  // GB/s = bytes per ns, so S / B is in ns like the latencies.
+  return (low.latency_ns + bytes / low.bandwidth_gbs) / (high.latency_ns + bytes / high.bandwidth_gbs);
+}
+
+double AnalyticModel::benefit_vthread(const StageSpace& sp, const EtirState& s,
+                                      const EtirState& next) const {
+  if (!feasible(sp, next)) return 0;
+  const double chains = hw_.fma_latency_cycles * hw_.fma_ports;
+  const double a0 = accumulators(sp, s), a1 = accumulators(sp, next);
+  return std::ceil(chains / std::max(1.0, a0)) / std::ceil(chains / std::max(1.0, a1));
+}
+
+double AnalyticModel::benefit(const StageSpace& sp, const EtirState& s, const Action& a) const {
+  EtirState next;
+  if (!apply_action(sp, s, a, &next)) return 0;
+  switch (a.kind) {
+    case ActionKind::kTile:
+    case ActionKind::kInvTile:
+      return benefit_tile(sp, s, next);
+    case ActionKind::kCache:
+      return feasible(sp, next) ? benefit_cache(sp, s) : 0;
+    case ActionKind::kSetVThread:
+      return benefit_vthread(sp, s, next);
+  }
+  return 0;
+}
+
+// ---- time model ------------------------------------------------------------------------------
+
+Prediction AnalyticModel::predict(const StageSpace& sp, const schedule::StageAnnotation& ann) const {
+  return sp.cross_lane() ? predict_cross_lane(sp, ann) : predict_tiled(sp, ann);
+}
+
+Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
+                                        const schedule::StageAnnotation& ann) const {
+  const int n = sp.num_spatial, m = sp.num_reduce, d = sp.num_iters();
+  const auto& tensors = sp.regions->tensors();
+  const double L = hw_.fma_latency_cycles, P_fma = hw_.fma_ports, P_ld = hw_.load_ports;
+  const int vw = ann.vector_axis >= 0 ? ann.vector_width : 1;
+  Prediction pr;
+
+  double points = 1, reduce = 1, full = 1, reg_points = 1, n_regtiles = 1, tasks = 1;
+  for (int a = 0; a < n; ++a) {
+    const double e = static_cast<double>(sp.extents[a]), tr = static_cast<double>(ann.tile_reg[a]);
+    points *= e;
+    reg_points *= tr;
+    full *= std::floor(e / tr) * tr / e;
+    n_regtiles *= std::floor(e / tr);
+    tasks *= ceil_div(e, static_cast<double>(ann.tile_outer[a]));
+  }
+  double n_r0 = 1;
+  for (int r = 0; r < m; ++r) {
+    reduce *= static_cast<double>(sp.extents[n + r]);
+    n_r0 *= ceil_div(static_cast<double>(sp.extents[n + r]), static_cast<double>(ann.tile_reduce[r]));
+  }
+  const double acc = reg_points / vw;
+
+  // Operand loads per reduction step of one register tile: vector loads for tensors that move
+  // with the vector axis (element loads when strided: gathers), broadcasts for the others.
+  std::vector<int64_t> reg_tile(d, 1);
+  for (int a = 0; a < n; ++a) reg_tile[a] = ann.tile_reg[a];
+  double loads = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].is_output || tensors[t].epilogue) continue;
+    double elems = product(sp.regions->region_shape(t, reg_tile));
+    if (vw > 1 && sp.vector_dependent[t]) {
+      loads += sp.vector_contiguous[t] ? std::ceil(elems / vw) : elems;
+    } else {
+      loads += elems;
+    }
+  }
+
+  double cycles = 0;
+  const double fast_points = points * full;
+  if (m > 0) {
+    // FMA pipes, load ports, and the latency every accumulator chain waits per step.
+    const double per_step = std::max({acc / P_fma, loads / P_ld, L}) + 0.5;
+    cycles += fast_points * reduce / reg_points * per_step;
+    // Remainder points: one scalar chain each, latency bound.
+    cycles += (points - fast_points) * reduce * std::max(L, sp.body_ops);
+    // Accumulators loaded/initialised and stored per register tile and R0 step.
+    cycles += (points / reg_points) * n_r0 * (acc + 6);
+  } else {
+    const double per_tile = std::max(acc * sp.body_ops / P_fma, (loads + acc) / P_ld) + 2;
+    cycles += fast_points / reg_points * per_tile;
+    cycles += (points - fast_points) * (std::max(sp.body_ops, 2.0) + 1);
+  }
+  (void)n_regtiles;
+
+  // Traffic. L2 -> L1: the L1 tile the lowering realises, the innermost S1 axis sweeping its
+  // whole cache tile; when that does not fit L1, the register tile alone is what L1 reuses.
+  const int line = hw_.levels[cost::kLevelL1].line_bytes;
+  std::vector<int64_t> l1_tile(d, 1), l2_tile(d, 1);
+  for (int a = 0; a < n; ++a) {
+    l1_tile[a] = ann.tile_reg[a];
+    l2_tile[a] = ann.tile_outer[a];
+  }
+  for (int r = 0; r < m; ++r) l1_tile[n + r] = l2_tile[n + r] = ann.tile_reduce[r];
+  if (!ann.s1_order.empty()) {
+    const int inner = ann.s1_order.back();
+    l1_tile[inner] = ann.tile_outer[inner];
+  }
+  const double l1_cap = hw_.levels[cost::kLevelL1].capacity_bytes;
+  const double l2_cap = hw_.levels[cost::kLevelL2].capacity_bytes;
+  if (sp.regions->footprint_bytes(l1_tile, line) > l1_cap) {
+    for (int a = 0; a < n; ++a) l1_tile[a] = ann.tile_reg[a];
+  }
+  double q_l1 = sp.regions->traffic(l1_tile, line).total();
+  double q_l2 = sp.regions->traffic(l2_tile, line).total();
+  if (sp.regions->footprint_bytes(l2_tile, line) > l2_cap) q_l2 = std::max(q_l2, q_l1);
+
+  const double cores = ann.parallel ? std::min<double>(opts_.cores, tasks) : 1.0;
+  const double waves = ann.parallel ? ceil_div(tasks, opts_.cores) : tasks;
+  const double per_task_share = waves / tasks;  // fraction of the total one core executes
+  pr.tasks = tasks;
+  pr.parallel_efficiency = ann.parallel ? tasks / (waves * opts_.cores) : 1.0 / opts_.cores;
+  pr.compute_ms = cycles * per_task_share * cycle_ms();
+  pr.l2_ms = q_l1 * per_task_share / (hw_.levels[cost::kLevelL2].bandwidth_gbs * 1e6);
+  const double dram_bw = std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
+  pr.dram_ms = q_l2 / (dram_bw * 1e6);
+
+  // Overheads: dispatch of the parallel loop and of each task, operand packing.
+  double overhead = ann.parallel ? 0.004 + tasks * 0.0002 / cores : 0;
+  for (const std::string& name : ann.pack) {
+    for (const auto& t : tensors) {
+      if (t.name != name) continue;
+      double bytes = t.elem_bytes;
+      for (int64_t s : t.shape) bytes *= static_cast<double>(std::max<int64_t>(1, s));
+      overhead += 2 * bytes / (hw_.levels[cost::kLevelL2].bandwidth_gbs * 1e6 * cores);
+    }
+  }
+  pr.overhead_ms = overhead;
+  const double mx = std::max({pr.compute_ms, pr.l2_ms, pr.dram_ms});
+  const double sum = pr.compute_ms + pr.l2_ms + pr.dram_ms;
+  // Roofline max, plus a little of the rest: overlap of compute and memory is never perfect.
+  pr.total_ms = mx + 0.2 * (sum - mx) + overhead;
+  return pr;
+}
+
+Prediction AnalyticModel::predict_cross_lane(const StageSpace& sp,
+                                             const schedule::StageAnnotation& ann) const {
+  const int n = sp.num_spatial, m = sp.num_reduce, d = sp.num_iters();
+  const auto& tensors = sp.regions->tensors();
+  const double L = hw_.fma_latency_cycles, P_fma = hw_.fma_ports, P_ld = hw_.load_ports;
+  Prediction pr;
+  double points = 1, tasks = 1;
+  for (int a = 0; a < n; ++a) {
+    points *= static_cast<double>(sp.extents[a]);
+    tasks *= ceil_div(static_cast<double>(sp.extents[a]), static_cast<double>(ann.tile_outer[a]));
+  }
+  double outer_reduce = 1;
+  for (int r = 0; r + 1 < m; ++r) outer_reduce *= static_cast<double>(sp.extents[n + r]);
+  const double klast = m > 0 ? static_cast<double>(sp.extents[d - 1]) : 1;
+  const double vw = ann.vector_width;
+  const double regs = std::max(1.0, vw / sp.lanes);
+  // Loads per vector step: one per register for unit-stride operands, one per lane otherwise.
+  std::vector<int64_t> unit(d, 1), two(d, 1);
+  if (m > 0) two[d - 1] = 2;
+  double loads = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].is_output || tensors[t].epilogue) continue;
+    auto a = sp.regions->region_shape(t, unit), b = sp.regions->region_shape(t, two);
+    if (a == b) continue;  // invariant in the reduction: hoisted by LLVM or one broadcast
+    bool contiguous = b.back() == a.back() + 1;
+    loads += contiguous ? regs : vw;
+  }
+  const double steps = std::floor(klast / vw);
+  const double per_step = std::max({regs / P_fma, loads / P_ld, L}) + 0.5;
+  double per_point = outer_reduce * (steps * per_step + (klast - steps * vw) * L);
+  per_point += (vw - 1) * L + 10;  // serial fold of the lanes, write-back
+  const double cycles = points * per_point;
+
+  std::vector<int64_t> l2_tile(d, 1);
+  for (int a = 0; a < n; ++a) l2_tile[a] = ann.tile_outer[a];
+  for (int r = 0; r < m; ++r) l2_tile[n + r] = sp.extents[n + r];
+  const int line = hw_.levels[cost::kLevelL2].line_bytes;
+  double q_l2 = sp.regions->traffic(l2_tile, line).total();
+
+  const double cores = ann.parallel ? std::min<double>(opts_.cores, tasks) : 1.0;
+  const double waves = ann.parallel ? ceil_div(tasks, opts_.cores) : tasks;
+  pr.tasks = tasks;
+  pr.parallel_efficiency = ann.parallel ? tasks / (waves * opts_.cores) : 1.0 / opts_.cores;
+  pr.compute_ms = cycles * (waves / tasks) * cycle_ms();
+  const double dram_bw = std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
+  pr.dram_ms = q_l2 / (dram_bw * 1e6);
+  pr.overhead_ms = ann.parallel ? 0.004 + tasks * 0.0002 / cores : 0;
+  const double mx = std::max(pr.compute_ms, pr.dram_ms);
+  pr.total_ms = mx + 0.2 * (pr.compute_ms + pr.dram_ms - mx) + pr.overhead_ms;
+  return pr;
+}
+
+}  // namespace tessera::tune::gensor
