@@ -76,6 +76,8 @@ setup(
     packages=find_packages("torch_backend"),
     ext_modules=[CMakeExtension("tessera._C")],
     cmdclass={"build_ext": CMakeBuild},
+    # torch.compile(model, backend="tessera") finds the backend without `import tessera`.
+    entry_points={"torch_dynamo_backends": ["tessera = tessera.backend:tessera_backend"]},
     # setuptools' own scratch space stays out of CMake's top level, under the same build/.
     options={"build": {"build_base": os.path.join(CMAKE_BUILD_DIR, "setuptools")}},
     zip_safe=False,

@@ -9,6 +9,7 @@
 #include "codegen/llvm/compile.h"
 #include "ir/tensor.h"
 #include "loop/stmt.h"
+#include "runtime/kernel.h"
 #include "schedule/annotation.h"
 #include "schedule/default_schedule.h"
 #include "schedule/stage_plan.h"
@@ -32,9 +33,9 @@ class BuiltKernel {
   const schedule::KernelSchedule& schedule() const { return schedule_; }
   const loop::LoweredFunc& func() const { return func_; }
   double lower_ms() const { return lower_ms_; }
-  double jit_ms() const { return compiled_->compile_ms(); }
-  // Number of elements of argument buffer `i` for the given size values.
-  int64_t arg_numel(size_t i, const std::vector<int64_t>& sizes) const;
+  double jit_ms() const { return kernel_->compile_ms(); }
+  // The runnable kernel (checked calls, argument shapes); shared so programs can hold it.
+  const std::shared_ptr<const runtime::Kernel>& kernel() const { return kernel_; }
 
  private:
   friend BuiltKernel build_cpu(const std::vector<ir::Tensor>&, const std::vector<ir::Tensor>&,
@@ -42,7 +43,7 @@ class BuiltKernel {
   schedule::StagePlan plan_;
   schedule::KernelSchedule schedule_;
   loop::LoweredFunc func_;
-  std::shared_ptr<codegen::CompiledKernel> compiled_;
+  std::shared_ptr<const runtime::Kernel> kernel_;
   double lower_ms_ = 0;
 };
 

@@ -193,6 +193,20 @@ double AccessRegions::footprint_bytes(const std::vector<int64_t>& tile, int line
   return f;
 }
 
+int64_t AccessRegions::element_stride(size_t t, int iter) const {
+  const TensorAccesses& ta = tensors_[t];
+  const Group& g = groups_[t];
+  if (g.accesses.empty()) return -1;
+  int64_t stride = 0, inner = 1;
+  for (size_t d = ta.shape.size(); d-- > 0;) {
+    const IndexForm& f = g.accesses.front()[d];
+    if (!f.affine || ta.shape[d] <= 0) return -1;
+    stride = sat_add(stride, sat_mul(f.coef[iter], inner));
+    inner = sat_mul(inner, ta.shape[d]);
+  }
+  return stride;
+}
+
 double AccessRegions::spatial_tiles(const std::vector<int64_t>& tile) const {
   double n = 1;
   for (int d = 0; d < num_spatial_; ++d) {
@@ -209,14 +223,14 @@ double AccessRegions::reduce_tiles(const std::vector<int64_t>& tile) const {
   return n;
 }
 
-AccessRegions::Traffic AccessRegions::traffic(const std::vector<int64_t>& tile,
-                                              int line_bytes) const {
+AccessRegions::Traffic AccessRegions::traffic(const std::vector<int64_t>& tile, int line_bytes,
+                                              bool output_stays) const {
   const double ns = spatial_tiles(tile), nr = reduce_tiles(tile);
   Traffic q;
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const double r = region_bytes(t, tile, line_bytes);
     if (tensors_[t].is_output) {
-      q.output_bytes += r * ns * (2 * nr - 1);
+      q.output_bytes += r * ns * (output_stays ? 1 : 2 * nr - 1);
     } else if (tensors_[t].epilogue) {
       q.input_bytes += r * ns;
     } else {

@@ -73,7 +73,16 @@ class AccessRegions {
     double total() const { return input_bytes + output_bytes; }
   };
   // Q(T): bytes moved into the level holding one tile, over the whole iteration space.
-  Traffic traffic(const std::vector<int64_t>& tile, int line_bytes = 0) const;
+  // output_stays: the loop over reduce tiles runs inside one spatial tile and its output block
+  // stays at this level between reduce tiles (read back from there, not from outside), so the
+  // output moves once per spatial tile.
+  Traffic traffic(const std::vector<int64_t>& tile, int line_bytes = 0,
+                  bool output_stays = false) const;
+
+  // Distance in elements between the addresses tensor `t` reads at iterator `iter` and
+  // `iter` + 1 (row-major, first access of the tensor), or -1 when the index is not affine in
+  // the iterators or the shape is symbolic. Cache-set aliasing checks use it.
+  int64_t element_stride(size_t t, int iter) const;
 
   // Number of tile instances along spatial / reduce iterators.
   double spatial_tiles(const std::vector<int64_t>& tile) const;

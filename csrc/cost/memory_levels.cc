@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -23,6 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Bumped whenever the probe changes, so stale entries are re-measured.
+constexpr int kCacheVersion = 2;
+
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -35,27 +39,42 @@ volatile uint32_t g_chase_sink = 0;
 // the loop is bound by how fast the level delivers data, not by the add latency.
 #if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("avx512f"))) float read_avx512(const float* p, int64_t n) {
-  __m512 acc[8];
-  for (auto& a : acc) a = _mm512_setzero_ps();
+  // Written out (not a loop over accumulators) so that they surely live in registers at -O2.
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (int64_t i = 0; i + 128 <= n; i += 128) {
-    for (int k = 0; k < 8; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_load_ps(p + i + 16 * k));
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    a4 = _mm512_add_ps(a4, _mm512_load_ps(p + i + 64));
+    a5 = _mm512_add_ps(a5, _mm512_load_ps(p + i + 80));
+    a6 = _mm512_add_ps(a6, _mm512_load_ps(p + i + 96));
+    a7 = _mm512_add_ps(a7, _mm512_load_ps(p + i + 112));
   }
-  for (int k = 1; k < 8; ++k) acc[0] = _mm512_add_ps(acc[0], acc[k]);
+  __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
   // Stored and summed in scalar code: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.
   alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, acc[0]);
+  _mm512_store_ps(lanes, sum);
   return std::accumulate(lanes, lanes + 16, 0.0f);
 }
 
 __attribute__((target("avx2"))) float read_avx2(const float* p, int64_t n) {
-  __m256 acc[8];
-  for (auto& a : acc) a = _mm256_setzero_ps();
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (int64_t i = 0; i + 64 <= n; i += 64) {
-    for (int k = 0; k < 8; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_load_ps(p + i + 8 * k));
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    a4 = _mm256_add_ps(a4, _mm256_load_ps(p + i + 32));
+    a5 = _mm256_add_ps(a5, _mm256_load_ps(p + i + 40));
+    a6 = _mm256_add_ps(a6, _mm256_load_ps(p + i + 48));
+    a7 = _mm256_add_ps(a7, _mm256_load_ps(p + i + 56));
   }
-  for (int k = 1; k < 8; ++k) acc[0] = _mm256_add_ps(acc[0], acc[k]);
+  __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
   alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc[0]);
+  _mm256_store_ps(lanes, sum);
   return std::accumulate(lanes, lanes + 8, 0.0f);
 }
 #endif
@@ -146,6 +165,19 @@ double chase_latency_ns(int64_t bytes, int64_t steps) {
 
 bool sane(double v) { return std::isfinite(v) && v > 0; }
 
+// Associativity of the data/unified cache at `level` from sysfs (0 when unknown).
+int sysfs_ways(int level) {
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    std::ifstream lv(dir + "/level"), ty(dir + "/type"), wa(dir + "/ways_of_associativity");
+    int l = 0, w = 0;
+    std::string type;
+    if (!(lv >> l) || !(ty >> type) || type == "Instruction" || l != level) continue;
+    if (wa >> w && w > 0) return w;
+  }
+  return 0;
+}
+
 std::string cache_key() {
   return host_cpu_model() + "|threads=" + std::to_string(host_cpu_count());
 }
@@ -199,6 +231,8 @@ MemoryHierarchy modeled_memory_hierarchy() {
   // Registers: what the FMA ports consume (3 vector operands per FMA), one cycle of latency.
   MemoryLevel reg{"reg", static_cast<int64_t>(h.num_vector_registers * vec_bytes),
                   static_cast<int>(vec_bytes), 3.0 * h.fma_ports * vec_bytes * ghz, 1.0 / ghz};
+  if (int w = sysfs_ways(1); w > 0) l1l.ways = w;
+  if (int w = sysfs_ways(2); w > 0) l2l.ways = w;
   h.levels = {dram, l2l, l1l, reg};
   return h;
 }
@@ -231,7 +265,8 @@ util::Json memory_hierarchy_to_json(const MemoryHierarchy& h) {
                                          {"capacity_bytes", l.capacity_bytes},
                                          {"line_bytes", l.line_bytes},
                                          {"bandwidth_gbs", l.bandwidth_gbs},
-                                         {"latency_ns", l.latency_ns}}));
+                                         {"latency_ns", l.latency_ns},
+                                         {"ways", l.ways}}));
   }
   j["memory_levels"] = levels;
   j["compute"] = util::Json::object({{"cores", h.cores},
@@ -258,8 +293,9 @@ MemoryHierarchy memory_hierarchy_from_json(const util::Json& json, const MemoryH
       it->line_bytes = static_cast<int>(lj.get_int("line_bytes", it->line_bytes));
       it->bandwidth_gbs = lj.get_double("bandwidth_gbs", it->bandwidth_gbs);
       it->latency_ns = lj.get_double("latency_ns", it->latency_ns);
+      it->ways = static_cast<int>(lj.get_int("ways", it->ways));
       if (it->capacity_bytes < 0 || it->line_bytes <= 0 || !sane(it->bandwidth_gbs) ||
-          it->latency_ns < 0) {
+          it->latency_ns < 0 || it->ways <= 0) {
         throw util::JsonError("memory level '" + name + "' has an invalid field");
       }
     }
@@ -303,7 +339,7 @@ MemoryHierarchy host_memory_hierarchy(bool refresh) {
   if (!have && !path.empty()) {
     try {
       cache = util::read_json_file(path);
-      cache_valid = cache.is_object() && cache.get_int("version", 0) == 1 &&
+      cache_valid = cache.is_object() && cache.get_int("version", 0) == kCacheVersion &&
                     cache.contains("entries") && cache.at("entries").is_object();
       if (!refresh && cache_valid) {
         if (const util::Json* e = cache.at("entries").find(key)) {
@@ -320,7 +356,7 @@ MemoryHierarchy host_memory_hierarchy(bool refresh) {
     if (!path.empty()) {
       if (!cache_valid) {
         cache = util::Json::object();
-        cache["version"] = 1;
+        cache["version"] = kCacheVersion;
         cache["entries"] = util::Json::object();
       }
       cache["entries"][key] = memory_hierarchy_to_json(h);

@@ -11,7 +11,7 @@
 // FMA ports consume (3 operands per FMA), their latency one cycle.
 //
 // Override: a TESSERA_HW_FILE JSON (see cost/hardware.h) may carry a "memory_levels" array of
-// {"name", "capacity_bytes", "line_bytes", "bandwidth_gbs", "latency_ns"} objects (matched by
+// {"name", "capacity_bytes", "line_bytes", "bandwidth_gbs", "latency_ns", "ways"} objects (matched by
 // name; missing fields keep their probed values) and a "compute" object with "fma_latency_cycles",
 // "fma_ports", "load_ports".
 #include <cstdint>
@@ -28,6 +28,7 @@ struct MemoryLevel {
   int line_bytes = 64;         // transfer granularity into the next level inward
   double bandwidth_gbs = 0;    // sustained read bandwidth of one core from this level
   double latency_ns = 0;       // load-to-use latency
+  int ways = 8;                // associativity (caches; set-aliasing checks)
 };
 
 struct MemoryHierarchy {

@@ -6,6 +6,7 @@
 #include "db/canonical_text.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <unordered_map>
 #include <unordered_set>
@@ -160,7 +161,8 @@ class Canonicalizer {
         }
         continue;
       }
-      for (auto it = n->operands.rbegin(); it != n->operands.rend(); ++it) stack.push_back(it->get());
+      for (auto it = n->operands.rbegin(); it != n->operands.rend(); ++it)
+        stack.push_back(it->get());
     }
     std::vector<std::pair<std::string, int>> unused;
     for (size_t i = 0; i < op.reduce_axes.size(); ++i) {
@@ -173,23 +175,71 @@ class Canonicalizer {
   }
 
   // ---- expressions ---------------------------------------------------------------------------
+  // Expressions are printed from their hash-consed form: structurally identical subtrees get one
+  // id whether or not the IR shares their nodes, so the text depends on the tree alone. A subtree
+  // used more than once (by distinct parents, or twice by one) becomes a let binding.
+  struct Consed {
+    const ExprNode* node;  // a representative
+    std::vector<int> children;
+  };
   struct Lets {
-    std::unordered_map<const ExprNode*, int> uses;
-    std::unordered_map<const ExprNode*, int> bound;
+    std::vector<Consed> nodes;
+    std::unordered_map<std::string, int> ids;          // structural key -> consed id
+    std::unordered_map<const ExprNode*, int> node_id;  // memo over the IR's own sharing
+    std::vector<int> uses;
+    std::unordered_map<int, int> bound;  // consed id -> let index
     std::vector<std::string> defs;
   };
 
+  // Consed id of `n`. Leaves are keyed by identity (variables are compared by identity, and the
+  // same variable must print the same way) or value; inner nodes by kind, type and children.
+  static int cons(const ExprNode& n, Lets& lets) {
+    auto memo = lets.node_id.find(&n);
+    if (memo != lets.node_id.end()) return memo->second;
+    std::vector<int> children;
+    for (const Expr& o : n.operands) children.push_back(cons(*o, lets));
+    std::string key = std::to_string(static_cast<int>(n.kind)) + ":" +
+                      std::to_string(static_cast<int>(n.dtype)) + ":";
+    switch (n.kind) {
+      case ExprKind::kIntImm:
+        key += std::to_string(n.int_value);
+        break;
+      case ExprKind::kFloatImm:
+        key += exact_double(n.float_value);
+        break;
+      case ExprKind::kVar:
+        key += "v" + std::to_string(reinterpret_cast<uintptr_t>(&n));
+        break;
+      case ExprKind::kCall:
+        key += std::to_string(static_cast<int>(n.call_op));
+        break;
+      case ExprKind::kAccess:
+        key += "t" + std::to_string(reinterpret_cast<uintptr_t>(n.tensor.get()));
+        break;
+      case ExprKind::kLoad:
+        key += "b" + std::to_string(reinterpret_cast<uintptr_t>(n.buffer.get()));
+        break;
+      default:
+        break;
+    }
+    for (int c : children) key += "," + std::to_string(c);
+    auto [it, fresh] = lets.ids.emplace(key, static_cast<int>(lets.nodes.size()));
+    if (fresh) {
+      for (int c : children) {
+        if (c >= static_cast<int>(lets.uses.size())) lets.uses.resize(c + 1, 0);
+        ++lets.uses[c];
+      }
+      lets.nodes.push_back({&n, std::move(children)});
+    }
+    lets.node_id[&n] = it->second;
+    return it->second;
+  }
+
   std::string print(const Expr& root) {
     Lets lets;
-    std::vector<const ExprNode*> stack{root.get()};
-    while (!stack.empty()) {
-      const ExprNode* n = stack.back();
-      stack.pop_back();
-      for (const Expr& o : n->operands) {
-        if (++lets.uses[o.get()] == 1) stack.push_back(o.get());
-      }
-    }
-    std::string body = node_text(*root, lets);
+    const int top = cons(*root, lets);
+    lets.uses.resize(lets.nodes.size(), 0);
+    std::string body = node_text(top, lets);
     if (lets.defs.empty()) return body;
     std::string out = "(let";
     for (size_t k = 0; k < lets.defs.size(); ++k) {
@@ -198,14 +248,14 @@ class Canonicalizer {
     return out + " in " + body + ")";
   }
 
-  std::string node_text(const ExprNode& n, Lets& lets) {
+  std::string node_text(int id, Lets& lets) {
+    const ExprNode& n = *lets.nodes[id].node;
     if (n.operands.empty() && n.kind != ExprKind::kAccess && n.kind != ExprKind::kCall) {
       return leaf_text(n);
     }
-    auto uses = lets.uses.find(&n);
-    const bool shared = uses != lets.uses.end() && uses->second > 1;
+    const bool shared = lets.uses[id] > 1;
     if (shared) {
-      auto b = lets.bound.find(&n);
+      auto b = lets.bound.find(id);
       if (b != lets.bound.end()) return "%" + std::to_string(b->second);
     }
     std::string text = "(";
@@ -223,12 +273,12 @@ class Canonicalizer {
         text += std::string(ir::expr_kind_name(n.kind)) + ":" + ir::dtype_name(n.dtype);
         break;
     }
-    for (const Expr& o : n.operands) text += " " + node_text(*o, lets);
+    for (int c : lets.nodes[id].children) text += " " + node_text(c, lets);
     text += ")";
     if (!shared) return text;
     const int k = static_cast<int>(lets.defs.size());
     lets.defs.push_back(std::move(text));
-    lets.bound[&n] = k;
+    lets.bound[id] = k;
     return "%" + std::to_string(k);
   }
 
@@ -269,8 +319,8 @@ class Canonicalizer {
     const std::string name = "b" + std::to_string(id);
     std::vector<std::string> dims;
     for (const Expr& d : b->shape) dims.push_back(print(d));
-    buffer_decls_.push_back(name + " = buffer " + ir::dtype_name(b->dtype) + "[" +
-                            join(dims, ",") + "] " + ir::mem_scope_name(b->scope));
+    buffer_decls_.push_back(name + " = buffer " + ir::dtype_name(b->dtype) + "[" + join(dims, ",") +
+                            "] " + ir::mem_scope_name(b->scope));
     return name;
   }
 

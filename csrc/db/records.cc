@@ -21,14 +21,19 @@ using Clock = std::chrono::steady_clock;
 
 const char* mode_name(RecordsDB::Mode mode) {
   switch (mode) {
-    case RecordsDB::Mode::kDisk: return "disk";
-    case RecordsDB::Mode::kReadOnly: return "read-only";
-    case RecordsDB::Mode::kMemory: return "memory";
+    case RecordsDB::Mode::kDisk:
+      return "disk";
+    case RecordsDB::Mode::kReadOnly:
+      return "read-only";
+    case RecordsDB::Mode::kMemory:
+      return "memory";
   }
   return "?";
 }
 
 struct RecordsDB::Impl {
+  enum class Access { kRead, kWrite };
+
   struct Held {
     Record record;
     bool pending;  // to be written to the file once it is free
@@ -39,10 +44,14 @@ struct RecordsDB::Impl {
   mutable std::mutex mu;
   Mode mode = Mode::kMemory;
   std::unique_ptr<SqliteStore> store;
-  bool ready = false;       // store checked and schema prepared
-  bool repaired = false;    // at most one repair per object: damage after it is something else
-  Clock::time_point retry_at{};  // while locked: skip the file until then
-  bool lock_warned = false;      // one warning per lock episode
+  bool ready = false;      // store checked and schema prepared
+  bool repaired = false;   // at most one repair per object: damage after it is something else
+  bool immutable = false;  // read-only store opened without locks (last read-only resort)
+  // After a lock timeout the file is skipped until these times: writes only, when a writer held
+  // it (WAL readers still get through); reads as well, when even reading timed out.
+  Clock::time_point write_retry_at{};
+  Clock::time_point read_retry_at{};
+  bool lock_warned = false;  // one warning per lock episode
   pid_t pid = 0;
   std::vector<Held> memory;
   RecordsDBStats stats;
@@ -53,7 +62,7 @@ struct RecordsDB::Impl {
     size_t pending = 0;
     for (const Held& h : memory) pending += h.pending;
     if (pending == 0) return;
-    retry_at = Clock::time_point{};  // one last try, even inside a lock cool-down
+    write_retry_at = read_retry_at = Clock::time_point{};  // a last try, even in a cool-down
     if (!write_pending()) {
       warn(std::to_string(pending) +
            " new tuning record(s) could not be written (the file stayed locked); they are lost");
@@ -91,7 +100,8 @@ struct RecordsDB::Impl {
     std::string dir_error;
     make_parent_dir(path, &dir_error);  // a failure shows up as CANTOPEN just below
     try {
-      store = std::make_unique<SqliteStore>(path, false, opts.busy_timeout_ms);
+      store = std::make_unique<SqliteStore>(path, SqliteStore::Access::kReadWrite,
+                                            opts.busy_timeout_ms);
       mode = Mode::kDisk;
       return;
     } catch (const SqliteError& e) {
@@ -101,18 +111,26 @@ struct RecordsDB::Impl {
     }
   }
 
+  // Read-only access to a file this process cannot write. First with locks shared with writers;
+  // when that cannot work either (WAL needs its index file next to the database, which a
+  // read-only directory does not allow), as an immutable file.
   bool open_read_only(const std::string& reason) {
     store.reset();
     ready = false;
+    const SqliteStore::Access access =
+        mode == Mode::kReadOnly ? SqliteStore::Access::kImmutable : SqliteStore::Access::kReadOnly;
     try {
-      store = std::make_unique<SqliteStore>(path, true, opts.busy_timeout_ms);
+      store = std::make_unique<SqliteStore>(path, access, opts.busy_timeout_ms);
     } catch (const SqliteError&) {
       return false;
     }
+    if (mode != Mode::kReadOnly) {
+      warn("not writable (" + reason +
+           "); reading it, new records are kept in memory for this process");
+    }
     mode = Mode::kReadOnly;
+    immutable = access == SqliteStore::Access::kImmutable;
     for (Held& h : memory) h.pending = false;
-    warn("not writable (" + reason +
-         "); reading it, new records are kept in memory for this process");
     return true;
   }
 
@@ -136,7 +154,7 @@ struct RecordsDB::Impl {
           return;
       }
     } catch (const SqliteError& e) {
-      handle(e, "open it");
+      handle(e, "open it", Access::kRead);
     } catch (const std::exception& e) {
       to_memory(std::string("unexpected error while opening it (") + e.what() + ")");
     }
@@ -144,10 +162,12 @@ struct RecordsDB::Impl {
 
   // Reacts to a failed operation. True when the operation should be tried again right away
   // (the file was repaired).
-  bool handle(const SqliteError& e, const char* what) {
+  bool handle(const SqliteError& e, const char* what, Access access) {
     if (e.is_busy()) {
       ++stats.lock_timeouts;
-      retry_at = Clock::now() + std::chrono::milliseconds(opts.retry_after_ms);
+      const Clock::time_point until = Clock::now() + std::chrono::milliseconds(opts.retry_after_ms);
+      write_retry_at = until;
+      if (access == Access::kRead) read_retry_at = until;
       if (!lock_warned) {
         warn(std::string("locked by another process (waited ") +
              std::to_string(opts.busy_timeout_ms) + " ms to " + what +
@@ -164,9 +184,12 @@ struct RecordsDB::Impl {
       repair(e.what());
       return ready;
     }
-    if (e.is_unwritable() && mode == Mode::kDisk) {
-      if (!open_read_only(e.what())) to_memory(std::string("cannot write it (") + e.what() + ")");
-      else prepare();
+    if (e.is_unwritable() && (mode == Mode::kDisk || (mode == Mode::kReadOnly && !immutable))) {
+      if (open_read_only(e.what())) {
+        prepare();
+        return ready && access == Access::kRead;  // a read can go on read-only
+      }
+      to_memory(std::string("cannot write it (") + e.what() + ")");
       return false;
     }
     to_memory(std::string("error while trying to ") + what + " (" + e.what() + ")");
@@ -175,7 +198,7 @@ struct RecordsDB::Impl {
 
   bool still_damaged() const {
     try {
-      SqliteStore probe(path, false, opts.busy_timeout_ms);
+      SqliteStore probe(path, SqliteStore::Access::kReadWrite, opts.busy_timeout_ms);
       probe.check_integrity();
       return false;
     } catch (const SqliteError& e) {
@@ -209,10 +232,11 @@ struct RecordsDB::Impl {
   }
 
   // Whether the file can be used now (reconnecting after fork() or after a cool-down).
-  bool usable() {
+  bool usable(Access access) {
     if (pid != getpid()) after_fork();
     if (mode == Mode::kMemory) return false;
-    if (Clock::now() < retry_at) return false;
+    const Clock::time_point now = Clock::now();
+    if (now < read_retry_at || (access == Access::kWrite && now < write_retry_at)) return false;
     if (!store) open_file();
     if (store && !ready) prepare();
     return store && ready;
@@ -233,15 +257,15 @@ struct RecordsDB::Impl {
   }
 
   template <typename F>
-  bool run(const char* what, const F& f) {
+  bool run(const char* what, Access access, const F& f) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-      if (!usable()) return false;
+      if (!usable(access)) return false;
       try {
         f();
         lock_warned = false;
         return true;
       } catch (const SqliteError& e) {
-        if (!handle(e, what)) return false;
+        if (!handle(e, what, access)) return false;
       } catch (const std::exception& e) {
         to_memory(std::string("unexpected error while trying to ") + what + " (" + e.what() + ")");
         return false;
@@ -259,7 +283,7 @@ struct RecordsDB::Impl {
     }
     if (extra) batch.push_back(*extra);
     if (batch.empty()) return true;
-    if (!run("save records", [&] { store->insert(&batch); })) return false;
+    if (!run("save records", Access::kWrite, [&] { store->insert(&batch); })) return false;
     std::vector<Held> kept;
     for (Held& h : memory) {
       if (!h.pending) kept.push_back(std::move(h));
@@ -301,7 +325,7 @@ std::optional<Record> RecordsDB::best(const WorkloadKey& key) {
   ++d.stats.lookups;
   std::optional<Record> found;
   bool collision = false;
-  d.run("look up a record", [&] { found = d.store->best(key, &collision); });
+  d.run("look up a record", Impl::Access::kRead, [&] { found = d.store->best(key, &collision); });
   if (collision) ++d.stats.collisions;
   for (const Impl::Held& h : d.memory) {
     if (record_matches(h.record, key) && (!found || record_better(h.record, *found))) {
@@ -334,7 +358,7 @@ std::vector<Record> RecordsDB::all(const RecordFilter& filter) {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> guard(d.mu);
   std::vector<Record> out;
-  d.run("list records", [&] { out = d.store->select(filter); });
+  d.run("list records", Impl::Access::kRead, [&] { out = d.store->select(filter); });
   for (const Impl::Held& h : d.memory) {
     if (filter.limit > 0 && static_cast<int64_t>(out.size()) >= filter.limit) break;
     if (record_matches(h.record, filter)) out.push_back(h.record);
@@ -346,7 +370,7 @@ int64_t RecordsDB::count() {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> guard(d.mu);
   int64_t n = 0;
-  d.run("count records", [&] { n = d.store->count(); });
+  d.run("count records", Impl::Access::kRead, [&] { n = d.store->count(); });
   return n + static_cast<int64_t>(d.memory.size());
 }
 

@@ -39,11 +39,11 @@ struct RecordsDBOptions {
 struct RecordsDBStats {
   int64_t lookups = 0;
   int64_t hits = 0;
-  int64_t collisions = 0;    // lookups that found the hash but not the canonical text
+  int64_t collisions = 0;  // lookups that found the hash but not the canonical text
   int64_t puts = 0;
   int64_t put_deferred = 0;  // puts held in memory because the file was locked or unwritable
   int64_t lock_timeouts = 0;
-  int64_t repairs = 0;       // damaged files moved aside by this object
+  int64_t repairs = 0;  // damaged files moved aside by this object
 };
 
 class RecordsDB {

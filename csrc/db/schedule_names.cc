@@ -50,8 +50,7 @@ std::string rewrite(const WorkloadKey& key, const std::string& json, bool to_can
         stage["op"] = name;
         const Json* tiles = stage.find("tile_reduce");
         if (id >= 0 && static_cast<size_t>(id) < key.reduce_order.size() && tiles &&
-            tiles->is_array() &&
-            tiles->size() == key.reduce_order[id].size()) {
+            tiles->is_array() && tiles->size() == key.reduce_order[id].size()) {
           // canonical[k] = own[order[k]]: summation position k of the canonical text is the
           // op's reduce axis order[k].
           const std::vector<int>& order = key.reduce_order[id];

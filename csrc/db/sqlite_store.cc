@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <set>
 
 namespace tessera::db {
@@ -158,13 +159,32 @@ Record read_record(const Stmt& s) {
   return r;
 }
 
+// "file:<path>?immutable=1" with the characters that URIs reserve percent-encoded.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x21 || c > 0x7e) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      uri += buf;
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri + "?immutable=1";
+}
+
 }  // namespace
 
-SqliteStore::SqliteStore(const std::string& path, bool read_only, int busy_timeout_ms)
-    : read_only_(read_only) {
-  const int flags =
-      read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+SqliteStore::SqliteStore(const std::string& path, Access access, int busy_timeout_ms)
+    : read_only_(access != Access::kReadWrite) {
+  int flags = read_only_ ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  std::string name = path;
+  if (access == Access::kImmutable) {
+    flags |= SQLITE_OPEN_URI;
+    name = immutable_uri(path);
+  }
+  const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     const int code = db_ ? sqlite3_extended_errcode(db_) : rc;
     const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -205,34 +225,37 @@ std::optional<int> SqliteStore::schema_version() {
 }
 
 SqliteStore::Schema SqliteStore::prepare_schema() {
-  if (!read_only_) {
-    // A busy database is already being set up (or written) by another process; the mode is a
-    // property of the file, so whichever connection switches it does it for all.
-    try {
-      Stmt wal(db_, "PRAGMA journal_mode=WAL");
-      wal.step();
-    } catch (const SqliteError& e) {
-      if (!e.is_busy()) throw;
-    }
-    // With WAL, NORMAL only risks the last commits on power loss: fine for a cache of records.
-    exec("PRAGMA synchronous=NORMAL");
-  }
+  // Look before touching anything: a file that is not ours (or is newer) must stay byte for byte
+  // as it is, and switching the journal mode rewrites the header.
   std::set<std::string> tables;
   {
     Stmt s(db_, "SELECT name FROM sqlite_master WHERE type = 'table'");
     while (s.step()) tables.insert(s.text(0));
   }
   const bool ours = tables.count("workloads") && tables.count("records");
+  const bool fresh = tables.empty();
   if (tables.count("meta")) {
     const std::optional<int> version = schema_version();
     if (!version || !ours) return Schema::kForeign;
     if (*version > kSchemaVersion) return Schema::kNewer;
     // Older versions would be migrated here, one step per version, inside a write transaction.
     // Version 1 is the first, so there is nothing to migrate yet.
-    return Schema::kReady;
+  } else if (!fresh) {
+    return Schema::kForeign;  // someone else's tables (without ours, or ours without a version)
   }
-  if (tables.count("workloads") || tables.count("records")) return Schema::kForeign;
-  if (read_only_) return Schema::kMissing;
+  if (read_only_) return fresh ? Schema::kMissing : Schema::kReady;
+
+  // A busy database is already being set up (or written) by another process; the mode is a
+  // property of the file, so whichever connection switches it does it for all.
+  try {
+    Stmt wal(db_, "PRAGMA journal_mode=WAL");
+    wal.step();
+  } catch (const SqliteError& e) {
+    if (!e.is_busy()) throw;
+  }
+  // With WAL, NORMAL only risks the last commits on power loss: fine for a cache of records.
+  exec("PRAGMA synchronous=NORMAL");
+  if (!fresh) return Schema::kReady;
   // Several processes may create the file at once: IF NOT EXISTS and INSERT OR IGNORE make the
   // second creator's transaction a no-op.
   WriteTransaction tx(db_);
@@ -331,7 +354,8 @@ bool SqliteError::is_busy() const { return false; }
 bool SqliteError::is_corrupt() const { return false; }
 bool SqliteError::is_unwritable() const { return false; }
 
-SqliteStore::SqliteStore(const std::string&, bool read_only, int) : read_only_(read_only) {
+SqliteStore::SqliteStore(const std::string&, Access access, int)
+    : read_only_(access != Access::kReadWrite) {
   throw SqliteError(-1, "Tessera was built without SQLite");
 }
 SqliteStore::~SqliteStore() = default;

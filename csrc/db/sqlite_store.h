@@ -41,8 +41,14 @@ class SqliteStore {
     kMissing,  // no tables and the file is opened read-only
   };
 
-  // Opens the file; creates it (and nothing else) when missing unless read_only.
-  SqliteStore(const std::string& path, bool read_only, int busy_timeout_ms);
+  enum class Access {
+    kReadWrite,  // created when missing
+    kReadOnly,   // shares the file's locks with writers (needs a writable directory for WAL)
+    kImmutable,  // no locks and no WAL index: for a file in a read-only place nobody writes
+  };
+
+  // Opens the file (creating nothing but the file itself).
+  SqliteStore(const std::string& path, Access access, int busy_timeout_ms);
   ~SqliteStore();
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;

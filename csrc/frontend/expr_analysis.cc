@@ -46,6 +46,7 @@ class Analyzer {
     }
     current_ = si;
     bound_.clear();
+    num_indices_ = s.indices.size();
     for (size_t i = 0; i < s.indices.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {
         if (s.indices[j] == s.indices[i]) {
@@ -106,16 +107,25 @@ class Analyzer {
   // An expression in value position: anything goes, bindings are checked.
   void value(const AstNode& n) {
     switch (n.kind) {
-      case AstKind::kNumber: return;
-      case AstKind::kIter: return check_bound_iterator(n);
-      case AstKind::kAccess: return access(n);
+      case AstKind::kNumber:
+        return;
+      case AstKind::kIter:
+        return check_bound_iterator(n);
+      case AstKind::kAccess:
+        return access(n);
       case AstKind::kReduce: {
         size_t mark = bound_.size();
         for (size_t i = 0; i < n.reduce_iters.size(); ++i) {
           if (const auto* b = find_bound(n.reduce_iters[i])) {
-            fail(n.reduce_iter_offsets[i],
-                 "iterator " + n.reduce_iters[i] + " is already bound at " + where(b->second) +
-                     "; reduce over a new name");
+            std::string msg = "iterator " + n.reduce_iters[i] + " is already bound at " +
+                              where(b->second) + "; reduce over a new name";
+            // The usual cause: `sum(k) A[i, k] / sum(k) B[i, k]`, where the first body runs on.
+            if (static_cast<size_t>(b - bound_.data()) >= num_indices_) {
+              msg +=
+                  ", or end the enclosing reduction's body with parentheses: (sum(k) ...) / "
+                  "(sum(k) ...)";
+            }
+            fail(n.reduce_iter_offsets[i], msg);
           }
           bound_.push_back({n.reduce_iters[i], n.reduce_iter_offsets[i]});
         }
@@ -138,13 +148,19 @@ class Analyzer {
         "max/min)";
     switch (n.kind) {
       case AstKind::kNumber:
-        if (!n.is_integer) fail(n.offset, "the number in this index of " + tensor + " is not an "
-                                          "integer; " + rule);
+        if (!n.is_integer)
+          fail(n.offset, "the number in this index of " + tensor +
+                             " is not an "
+                             "integer; " +
+                             rule);
         return;
-      case AstKind::kIter: return check_bound_iterator(n);
+      case AstKind::kIter:
+        return check_bound_iterator(n);
       case AstKind::kAccess:
-        fail(n.offset, "tensor values cannot be used as indices (data-dependent indexing is not "
-                       "supported); " + rule);
+        fail(n.offset,
+             "tensor values cannot be used as indices (data-dependent indexing is not "
+             "supported); " +
+                 rule);
       case AstKind::kReduce:
         fail(n.offset, "a reduction cannot be used as an index; " + rule);
       case AstKind::kCall:
@@ -161,8 +177,8 @@ class Analyzer {
         }
         if (n.op != AstOp::kAdd && n.op != AstOp::kSub && n.op != AstOp::kMul &&
             n.op != AstOp::kFloorDiv && n.op != AstOp::kMod) {
-          fail(n.offset, std::string("'") + ast_op_symbol(n.op) +
-                             "' cannot be used in an index; " + rule);
+          fail(n.offset,
+               std::string("'") + ast_op_symbol(n.op) + "' cannot be used in an index; " + rule);
         }
         break;
     }
@@ -171,7 +187,9 @@ class Analyzer {
 
   Program& p_;
   int current_ = 0;
-  std::vector<std::pair<std::string, size_t>> bound_;  // name, offset of the binding
+  // Bound iterators (name, offset of the binding): the output indices, then enclosing reductions'.
+  std::vector<std::pair<std::string, size_t>> bound_;
+  size_t num_indices_ = 0;
   std::set<std::string> read_;
 };
 

@@ -11,9 +11,9 @@ namespace {
 // Name and arity of every elementwise function (order = order in messages).
 const std::vector<std::pair<const char*, int>>& function_table() {
   static const std::vector<std::pair<const char*, int>> table = {
-      {"exp", 1},     {"log", 1},  {"sqrt", 1},  {"rsqrt", 1}, {"tanh", 1}, {"erf", 1},
-      {"sigmoid", 1}, {"abs", 1},  {"relu", 1},  {"gelu", 1},  {"floor", 1}, {"ceil", 1},
-      {"max", 2},     {"min", 2},  {"pow", 2},   {"where", 3},
+      {"exp", 1},     {"log", 1}, {"sqrt", 1}, {"rsqrt", 1}, {"tanh", 1},  {"erf", 1},
+      {"sigmoid", 1}, {"abs", 1}, {"relu", 1}, {"gelu", 1},  {"floor", 1}, {"ceil", 1},
+      {"max", 2},     {"min", 2}, {"pow", 2},  {"where", 3},
   };
   return table;
 }
@@ -38,22 +38,38 @@ std::string function_names() {
 
 const char* ast_op_symbol(AstOp op) {
   switch (op) {
-    case AstOp::kAdd: return "+";
-    case AstOp::kSub: return "-";
-    case AstOp::kMul: return "*";
-    case AstOp::kDiv: return "/";
-    case AstOp::kFloorDiv: return "//";
-    case AstOp::kMod: return "%";
-    case AstOp::kLT: return "<";
-    case AstOp::kLE: return "<=";
-    case AstOp::kGT: return ">";
-    case AstOp::kGE: return ">=";
-    case AstOp::kEQ: return "==";
-    case AstOp::kNE: return "!=";
-    case AstOp::kAnd: return "and";
-    case AstOp::kOr: return "or";
-    case AstOp::kNeg: return "neg";
-    case AstOp::kNot: return "not";
+    case AstOp::kAdd:
+      return "+";
+    case AstOp::kSub:
+      return "-";
+    case AstOp::kMul:
+      return "*";
+    case AstOp::kDiv:
+      return "/";
+    case AstOp::kFloorDiv:
+      return "//";
+    case AstOp::kMod:
+      return "%";
+    case AstOp::kLT:
+      return "<";
+    case AstOp::kLE:
+      return "<=";
+    case AstOp::kGT:
+      return ">";
+    case AstOp::kGE:
+      return ">=";
+    case AstOp::kEQ:
+      return "==";
+    case AstOp::kNE:
+      return "!=";
+    case AstOp::kAnd:
+      return "and";
+    case AstOp::kOr:
+      return "or";
+    case AstOp::kNeg:
+      return "neg";
+    case AstOp::kNot:
+      return "not";
   }
   return "?";
 }
@@ -80,7 +96,9 @@ std::string ast_to_string(const AstNode& n) {
         }
       }
       break;
-    case AstKind::kIter: os << n.name; break;
+    case AstKind::kIter:
+      os << n.name;
+      break;
     case AstKind::kAccess:
       os << n.name << "[";
       join_args(", ");

@@ -10,32 +10,58 @@ namespace tessera::frontend {
 
 const char* token_kind_name(TokenKind k) {
   switch (k) {
-    case TokenKind::kIdent: return "identifier";
-    case TokenKind::kInt: return "integer";
-    case TokenKind::kFloat: return "number";
-    case TokenKind::kLBracket: return "'['";
-    case TokenKind::kRBracket: return "']'";
-    case TokenKind::kLParen: return "'('";
-    case TokenKind::kRParen: return "')'";
-    case TokenKind::kComma: return "','";
-    case TokenKind::kSeparator: return "end of statement";
-    case TokenKind::kAssign: return "'='";
-    case TokenKind::kPlus: return "'+'";
-    case TokenKind::kMinus: return "'-'";
-    case TokenKind::kStar: return "'*'";
-    case TokenKind::kSlash: return "'/'";
-    case TokenKind::kSlashSlash: return "'//'";
-    case TokenKind::kPercent: return "'%'";
-    case TokenKind::kLT: return "'<'";
-    case TokenKind::kLE: return "'<='";
-    case TokenKind::kGT: return "'>'";
-    case TokenKind::kGE: return "'>='";
-    case TokenKind::kEQ: return "'=='";
-    case TokenKind::kNE: return "'!='";
-    case TokenKind::kAnd: return "'and'";
-    case TokenKind::kOr: return "'or'";
-    case TokenKind::kNot: return "'not'";
-    case TokenKind::kEnd: return "end of input";
+    case TokenKind::kIdent:
+      return "identifier";
+    case TokenKind::kInt:
+      return "integer";
+    case TokenKind::kFloat:
+      return "number";
+    case TokenKind::kLBracket:
+      return "'['";
+    case TokenKind::kRBracket:
+      return "']'";
+    case TokenKind::kLParen:
+      return "'('";
+    case TokenKind::kRParen:
+      return "')'";
+    case TokenKind::kComma:
+      return "','";
+    case TokenKind::kSeparator:
+      return "end of statement";
+    case TokenKind::kAssign:
+      return "'='";
+    case TokenKind::kPlus:
+      return "'+'";
+    case TokenKind::kMinus:
+      return "'-'";
+    case TokenKind::kStar:
+      return "'*'";
+    case TokenKind::kSlash:
+      return "'/'";
+    case TokenKind::kSlashSlash:
+      return "'//'";
+    case TokenKind::kPercent:
+      return "'%'";
+    case TokenKind::kLT:
+      return "'<'";
+    case TokenKind::kLE:
+      return "'<='";
+    case TokenKind::kGT:
+      return "'>'";
+    case TokenKind::kGE:
+      return "'>='";
+    case TokenKind::kEQ:
+      return "'=='";
+    case TokenKind::kNE:
+      return "'!='";
+    case TokenKind::kAnd:
+      return "'and'";
+    case TokenKind::kOr:
+      return "'or'";
+    case TokenKind::kNot:
+      return "'not'";
+    case TokenKind::kEnd:
+      return "end of input";
   }
   return "?";
 }
@@ -159,36 +185,47 @@ class Lexer {
         }
         if (openers_.back() != want) {
           throw ExpressionError(src_, begin,
-                                std::string("'") + c + "' closes the '" + openers_.back() + "' at " +
-                                    describe_position(src_, opener_offsets_.back()));
+                                std::string("'") + c + "' closes the '" + openers_.back() +
+                                    "' at " + describe_position(src_, opener_offsets_.back()));
         }
         openers_.pop_back();
         opener_offsets_.pop_back();
         --depth_;
         return one(c == ']' ? TokenKind::kRBracket : TokenKind::kRParen);
       }
-      case ',': return one(TokenKind::kComma);
-      case ';': return one(TokenKind::kSeparator);
-      case '+': return one(TokenKind::kPlus);
-      case '-': return one(TokenKind::kMinus);
+      case ',':
+        return one(TokenKind::kComma);
+      case ';':
+        return one(TokenKind::kSeparator);
+      case '+':
+        return one(TokenKind::kPlus);
+      case '-':
+        return one(TokenKind::kMinus);
       case '*':
         if (next == '*') {
           throw ExpressionError(src_, begin, "'**' is not supported; use pow(x, y)");
         }
         return one(TokenKind::kStar);
-      case '/': return next == '/' ? two(TokenKind::kSlashSlash) : one(TokenKind::kSlash);
-      case '%': return one(TokenKind::kPercent);
-      case '<': return next == '=' ? two(TokenKind::kLE) : one(TokenKind::kLT);
-      case '>': return next == '=' ? two(TokenKind::kGE) : one(TokenKind::kGT);
-      case '=': return next == '=' ? two(TokenKind::kEQ) : one(TokenKind::kAssign);
+      case '/':
+        return next == '/' ? two(TokenKind::kSlashSlash) : one(TokenKind::kSlash);
+      case '%':
+        return one(TokenKind::kPercent);
+      case '<':
+        return next == '=' ? two(TokenKind::kLE) : one(TokenKind::kLT);
+      case '>':
+        return next == '=' ? two(TokenKind::kGE) : one(TokenKind::kGT);
+      case '=':
+        return next == '=' ? two(TokenKind::kEQ) : one(TokenKind::kAssign);
       case '!':
         if (next == '=') return two(TokenKind::kNE);
         throw ExpressionError(src_, begin, "unexpected '!' (use 'not' for negation)");
-      default: break;
+      default:
+        break;
     }
     // Name the character; a byte of a multi-byte UTF-8 sequence is shown as the whole sequence.
     size_t len = 1;
-    while (begin + len < src_.size() && (static_cast<unsigned char>(src_[begin + len]) & 0xC0) == 0x80) {
+    while (begin + len < src_.size() &&
+           (static_cast<unsigned char>(src_[begin + len]) & 0xC0) == 0x80) {
       ++len;
     }
     throw ExpressionError(src_, begin, "unexpected character '" + src_.substr(begin, len) + "'");

@@ -32,8 +32,8 @@ enum class TokenKind : uint8_t {
   kLE,
   kGT,
   kGE,
-  kEQ,  // ==
-  kNE,  // !=
+  kEQ,   // ==
+  kNE,   // !=
   kAnd,  // keyword `and`
   kOr,   // keyword `or`
   kNot,  // keyword `not`

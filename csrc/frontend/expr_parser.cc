@@ -38,11 +38,15 @@ bool starts_operand(TokenKind k) {
 
 std::string describe(const Token& t) {
   switch (t.kind) {
-    case TokenKind::kIdent: return "'" + t.text + "'";
+    case TokenKind::kIdent:
+      return "'" + t.text + "'";
     case TokenKind::kInt:
-    case TokenKind::kFloat: return "number " + t.text;
-    case TokenKind::kSeparator: return t.text == ";" ? "';'" : "end of line";
-    default: return token_kind_name(t.kind);
+    case TokenKind::kFloat:
+      return "number " + t.text;
+    case TokenKind::kSeparator:
+      return t.text == ";" ? "';'" : "end of line";
+    default:
+      return token_kind_name(t.kind);
   }
 }
 
@@ -105,23 +109,37 @@ class Parser {
     s.target = name.text;
     s.target_offset = name.offset;
     if (peek().kind != TokenKind::kLBracket) {
-      fail(peek(), "expected '[' after " + s.target + ": the defined tensor is written with its "
-                   "indices, as in " + s.target + "[i, j] = ... (" + s.target + "[] for a scalar)");
+      fail(peek(), "expected '[' after " + s.target +
+                       ": the defined tensor is written with its "
+                       "indices, as in " +
+                       s.target + "[i, j] = ... (" + s.target + "[] for a scalar)");
     }
     next();
     if (peek().kind != TokenKind::kRBracket) {
       while (true) {
         if (peek().kind != TokenKind::kIdent) {
-          fail(peek(), "the indices of the defined tensor must be iterator names (index "
-                       "arithmetic belongs on the right-hand side), got " + describe(peek()));
+          fail(peek(),
+               "the indices of the defined tensor must be iterator names (index "
+               "arithmetic belongs on the right-hand side), got " +
+                   describe(peek()));
         }
         const Token& idx = next();
         s.indices.push_back(idx.text);
         s.index_offsets.push_back(idx.offset);
         if (accept(TokenKind::kComma)) continue;
         if (peek().kind != TokenKind::kRBracket) {
-          fail(peek(), "expected ',' or ']' in the indices of " + s.target + ", got " +
-                           describe(peek()));
+          TokenKind k = peek().kind;
+          bool arithmetic = k == TokenKind::kPlus || k == TokenKind::kMinus ||
+                            k == TokenKind::kStar || k == TokenKind::kSlash ||
+                            k == TokenKind::kSlashSlash || k == TokenKind::kPercent ||
+                            k == TokenKind::kLParen || k == TokenKind::kLBracket;
+          if (arithmetic) {
+            fail(peek(),
+                 "the indices of the defined tensor must be iterator names (index "
+                 "arithmetic belongs on the right-hand side)");
+          }
+          fail(peek(),
+               "expected ',' or ']' in the indices of " + s.target + ", got " + describe(peek()));
         }
         break;
       }
@@ -162,13 +180,26 @@ class Parser {
 
   static bool comparison_op(TokenKind k, AstOp* op) {
     switch (k) {
-      case TokenKind::kLT: *op = AstOp::kLT; return true;
-      case TokenKind::kLE: *op = AstOp::kLE; return true;
-      case TokenKind::kGT: *op = AstOp::kGT; return true;
-      case TokenKind::kGE: *op = AstOp::kGE; return true;
-      case TokenKind::kEQ: *op = AstOp::kEQ; return true;
-      case TokenKind::kNE: *op = AstOp::kNE; return true;
-      default: return false;
+      case TokenKind::kLT:
+        *op = AstOp::kLT;
+        return true;
+      case TokenKind::kLE:
+        *op = AstOp::kLE;
+        return true;
+      case TokenKind::kGT:
+        *op = AstOp::kGT;
+        return true;
+      case TokenKind::kGE:
+        *op = AstOp::kGE;
+        return true;
+      case TokenKind::kEQ:
+        *op = AstOp::kEQ;
+        return true;
+      case TokenKind::kNE:
+        *op = AstOp::kNE;
+        return true;
+      default:
+        return false;
     }
   }
 
@@ -199,11 +230,20 @@ class Parser {
     while (true) {
       AstOp op;
       switch (peek().kind) {
-        case TokenKind::kStar: op = AstOp::kMul; break;
-        case TokenKind::kSlash: op = AstOp::kDiv; break;
-        case TokenKind::kSlashSlash: op = AstOp::kFloorDiv; break;
-        case TokenKind::kPercent: op = AstOp::kMod; break;
-        default: return lhs;
+        case TokenKind::kStar:
+          op = AstOp::kMul;
+          break;
+        case TokenKind::kSlash:
+          op = AstOp::kDiv;
+          break;
+        case TokenKind::kSlashSlash:
+          op = AstOp::kFloorDiv;
+          break;
+        case TokenKind::kPercent:
+          op = AstOp::kMod;
+          break;
+        default:
+          return lhs;
       }
       size_t at = next().offset;
       lhs = make_binary(op, at, std::move(lhs), unary());
@@ -239,12 +279,15 @@ class Parser {
         expect(TokenKind::kRParen, "to close the '('");
         return inner;
       }
-      case TokenKind::kIdent: break;
+      case TokenKind::kIdent:
+        break;
       case TokenKind::kNot:
         fail(t, "'not' applies to a whole comparison; put it in parentheses: (not a < b)");
       default:
-        fail(t, "expected an operand (a tensor access, an iterator, a number, a function or a "
-                "reduction), got " + describe(t));
+        fail(t,
+             "expected an operand (a tensor access, an iterator, a number, a function or a "
+             "reduction), got " +
+                 describe(t));
     }
     const Token& name = next();
     if (peek().kind == TokenKind::kLBracket) {
@@ -312,8 +355,8 @@ class Parser {
 
   AstPtr reduction(const Token& keyword, ir::ReduceKind kind, std::vector<AstPtr> iters) {
     if (iters.empty()) {
-      fail(keyword, keyword.text + "() needs the iterators to reduce over, as in " +
-                        keyword.text + "(k) A[i, k]");
+      fail(keyword, keyword.text + "() needs the iterators to reduce over, as in " + keyword.text +
+                        "(k) A[i, k]");
     }
     AstPtr n = make_node(AstKind::kReduce, keyword.offset);
     n->reduce = kind;
@@ -350,9 +393,7 @@ class Parser {
 
 }  // namespace
 
-std::vector<Statement> parse_statements(const std::string& source) {
-  return Parser(source).run();
-}
+std::vector<Statement> parse_statements(const std::string& source) { return Parser(source).run(); }
 
 Program parse_expression(const std::string& source) {
   Program p;

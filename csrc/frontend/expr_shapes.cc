@@ -28,7 +28,8 @@ struct IndexUse {
 
 void collect_index_uses(const AstNode& n, std::vector<IndexUse>* out) {
   if (n.kind == AstKind::kAccess) {
-    for (size_t d = 0; d < n.args.size(); ++d) out->push_back({&n, static_cast<int>(d), n.args[d].get()});
+    for (size_t d = 0; d < n.args.size(); ++d)
+      out->push_back({&n, static_cast<int>(d), n.args[d].get()});
     return;  // indices hold no accesses (checked by the analysis)
   }
   for (const AstPtr& a : n.args) collect_index_uses(*a, out);
@@ -44,8 +45,12 @@ struct Affine {
 Affine affine_of(const AstNode& n) {
   Affine a;
   switch (n.kind) {
-    case AstKind::kNumber: a.constant = n.int_value; return a;
-    case AstKind::kIter: a.coefs[n.name] = 1; return a;
+    case AstKind::kNumber:
+      a.constant = n.int_value;
+      return a;
+    case AstKind::kIter:
+      a.coefs[n.name] = 1;
+      return a;
     case AstKind::kUnary: {
       a = affine_of(*n.args[0]);
       for (auto& [k, c] : a.coefs) c = -c;
@@ -72,7 +77,8 @@ Affine affine_of(const AstNode& n) {
       }
       break;
     }
-    default: break;
+    default:
+      break;
   }
   a.ok = false;
   return a;
@@ -141,8 +147,9 @@ class ShapeInference {
       }
       if (!found) {
         throw ExpressionError(p_.source, ExpressionError::kNoOffset,
-                              "shapes: " + name + " is not an iterator or defined tensor of "
-                              "the expression");
+                              "shapes: " + name +
+                                  " is not an iterator or defined tensor of "
+                                  "the expression");
       }
     }
   }
@@ -160,8 +167,8 @@ class ShapeInference {
     }
     const Expr& prev = found->second.extent;
     if (prev->is_const_int() && extent->is_const_int() && prev->int_value != extent->int_value) {
-      fail(offset, "iterator " + it + " has extent " + std::to_string(extent->int_value) + " here (" +
-                       origin + ") but " + std::to_string(prev->int_value) + " from " +
+      fail(offset, "iterator " + it + " has extent " + std::to_string(extent->int_value) +
+                       " here (" + origin + ") but " + std::to_string(prev->int_value) + " from " +
                        found->second.origin);
     }
   }
@@ -174,7 +181,8 @@ class ShapeInference {
     known_.clear();
     std::vector<std::string> mentioned = s.indices;
     for (const std::string& it : mentioned_iterators(*s.rhs)) {
-      if (std::find(mentioned.begin(), mentioned.end(), it) == mentioned.end()) mentioned.push_back(it);
+      if (std::find(mentioned.begin(), mentioned.end(), it) == mentioned.end())
+        mentioned.push_back(it);
     }
     // 1. explicit extents.
     auto th = hints_.tensors.find(s.target);
@@ -196,7 +204,8 @@ class ShapeInference {
     for (const IndexUse& u : uses) {
       if (u.index->kind != AstKind::kIter) continue;
       const Expr& dim = out_.shapes.at(u.access->name)[u.dim];
-      set_extent(u.index->name, dim, dim_text(u) + " at " + where(u.index->offset), u.index->offset);
+      set_extent(u.index->name, dim, dim_text(u) + " at " + where(u.index->offset),
+                 u.index->offset);
     }
     // 3. affine uses with a single unknown iterator, until nothing changes.
     while (solve_affine(uses)) {
@@ -209,13 +218,16 @@ class ShapeInference {
       bool in_rhs = std::find(rhs_its.begin(), rhs_its.end(), it) != rhs_its.end();
       if (pos != s.indices.end() && !in_rhs) {
         fail(s.index_offsets[pos - s.indices.begin()],
-             "iterator " + it + " appears only in the output, so its extent is unknown; give it "
-             "with shapes={'" + it + "': N}");
+             "iterator " + it +
+                 " appears only in the output, so its extent is unknown; give it "
+                 "with shapes={'" +
+                 it + "': N}");
       }
       fail(first_mention(*s.rhs, it),
-           "cannot infer the extent of iterator " + it + ": it is never a plain index of a "
-           "tensor and its index expressions do not determine it; give it with shapes={'" + it +
-               "': N}");
+           "cannot infer the extent of iterator " + it +
+               ": it is never a plain index of a "
+               "tensor and its index expressions do not determine it; give it with shapes={'" +
+               it + "': N}");
     }
     for (auto& [it, k] : known_) {
       if (!k.extent->is_const_int()) k.extent = ir::simplify(k.extent);
@@ -235,7 +247,8 @@ class ShapeInference {
   }
 
   void check_positive(int64_t v, size_t offset, const std::string& it) const {
-    if (v <= 0) fail(offset, "shapes: the extent of " + it + " must be positive, got " + std::to_string(v));
+    if (v <= 0)
+      fail(offset, "shapes: the extent of " + it + " must be positive, got " + std::to_string(v));
   }
 
   // Where an iterator is first written in a statement (output indices first).
@@ -299,7 +312,8 @@ class ShapeInference {
 
   std::optional<Interval> interval(const AstNode& n) const {
     switch (n.kind) {
-      case AstKind::kNumber: return Interval{n.int_value, n.int_value};
+      case AstKind::kNumber:
+        return Interval{n.int_value, n.int_value};
       case AstKind::kIter: {
         const Expr& e = known_.at(n.name).extent;
         if (!e->is_const_int()) return std::nullopt;
@@ -320,8 +334,10 @@ class ShapeInference {
         auto a = interval(*n.args[0]), b = interval(*n.args[1]);
         if (!a || !b) return std::nullopt;
         switch (n.op) {
-          case AstOp::kAdd: return Interval{a->lo + b->lo, a->hi + b->hi};
-          case AstOp::kSub: return Interval{a->lo - b->hi, a->hi - b->lo};
+          case AstOp::kAdd:
+            return Interval{a->lo + b->lo, a->hi + b->hi};
+          case AstOp::kSub:
+            return Interval{a->lo - b->hi, a->hi - b->lo};
           case AstOp::kMul: {
             int64_t p[4] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
             return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
@@ -339,11 +355,13 @@ class ShapeInference {
             if (b->lo == b->hi && a->lo >= 0 && a->hi < b->lo) return a;
             return Interval{0, b->hi - 1};
           }
-          default: break;
+          default:
+            break;
         }
         return std::nullopt;
       }
-      default: return std::nullopt;
+      default:
+        return std::nullopt;
     }
   }
 
@@ -359,8 +377,9 @@ class ShapeInference {
                         std::to_string(r->lo) + ", " + std::to_string(r->hi) + "] but " +
                         dim_text(u) + " has size " + std::to_string(size);
       if (r->lo < 0) {
-        msg += "; reads must stay in bounds even under where(...): clamp the index, e.g. "
-               "max(i - 1, 0)";
+        msg +=
+            "; reads must stay in bounds even under where(...): clamp the index, e.g. "
+            "max(i - 1, 0)";
       }
       fail(node_begin(*u.index), msg);
     }

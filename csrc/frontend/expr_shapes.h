@@ -28,8 +28,8 @@
 namespace tessera::frontend {
 
 struct ExtentHints {
-  std::map<std::string, int64_t> iterators;                 // iterator name -> extent
-  std::map<std::string, std::vector<int64_t>> tensors;      // defined tensor -> its shape
+  std::map<std::string, int64_t> iterators;             // iterator name -> extent
+  std::map<std::string, std::vector<int64_t>> tensors;  // defined tensor -> its shape
   bool empty() const { return iterators.empty() && tensors.empty(); }
 };
 

@@ -110,16 +110,15 @@ class Lowering {
     std::vector<std::string> free;
     std::vector<Expr> at;
     for (const auto& [name, v] : env_) {
-      bool own = std::find(n.reduce_iters.begin(), n.reduce_iters.end(), name) !=
-                 n.reduce_iters.end();
+      bool own =
+          std::find(n.reduce_iters.begin(), n.reduce_iters.end(), name) != n.reduce_iters.end();
       if (!own && std::find(mentioned.begin(), mentioned.end(), name) != mentioned.end() &&
           std::find(free.begin(), free.end(), name) == free.end()) {
         free.push_back(name);
         at.push_back(v);
       }
     }
-    std::string base = p_.statements[statement_].target + "_" +
-                       ir::reduce_kind_name(n.reduce);
+    std::string base = p_.statements[statement_].target + "_" + ir::reduce_kind_name(n.reduce);
     std::string name = base;
     for (int i = 1; used_names_.count(name); ++i) name = base + std::to_string(i);
     used_names_.insert(name);
@@ -190,13 +189,15 @@ class Lowering {
     switch (n.kind) {
       case AstKind::kNumber:
         return n.is_integer ? ir::int_imm(n.int_value) : ir::float_imm(n.float_value);
-      case AstKind::kIter: return lookup(n);
+      case AstKind::kIter:
+        return lookup(n);
       case AstKind::kAccess: {
         std::vector<Expr> idx;
         for (const AstPtr& a : n.args) idx.push_back(convert(*a));
         return ir::access(tensors_.at(n.name), idx);
       }
-      case AstKind::kReduce: return nested_reduce(n);
+      case AstKind::kReduce:
+        return nested_reduce(n);
       case AstKind::kUnary: {
         Expr x = convert(*n.args[0]);
         if (n.op == AstOp::kNot) {
@@ -206,8 +207,10 @@ class Lowering {
         no_bool(x, n.offset, "in arithmetic");
         return ir::make_const(x->dtype, 0) - x;
       }
-      case AstKind::kBinary: return binary(n);
-      case AstKind::kCall: return call(n);
+      case AstKind::kBinary:
+        return binary(n);
+      case AstKind::kCall:
+        return call(n);
     }
     fail(n.offset, "internal: unknown node");
   }
@@ -216,7 +219,8 @@ class Lowering {
     Expr a = convert(*n.args[0]), b = convert(*n.args[1]);
     if (n.op == AstOp::kAnd || n.op == AstOp::kOr) {
       if (a->dtype != DType::kBool || b->dtype != DType::kBool) {
-        fail(n.offset, std::string("'") + ast_op_symbol(n.op) + "' needs comparisons on both sides");
+        fail(n.offset,
+             std::string("'") + ast_op_symbol(n.op) + "' needs comparisons on both sides");
       }
       return n.op == AstOp::kAnd ? ir::logical_and(a, b) : ir::logical_or(a, b);
     }
@@ -230,21 +234,32 @@ class Lowering {
       fail(n.offset, "division by zero");
     }
     switch (n.op) {
-      case AstOp::kAdd: return a + b;
-      case AstOp::kSub: return a - b;
-      case AstOp::kMul: return a * b;
-      case AstOp::kDiv: return ir::div(a, b);
+      case AstOp::kAdd:
+        return a + b;
+      case AstOp::kSub:
+        return a - b;
+      case AstOp::kMul:
+        return a * b;
+      case AstOp::kDiv:
+        return ir::div(a, b);
       case AstOp::kFloorDiv:
         return fl ? ir::call(ir::CallOp::kFloor, {ir::div(a, b)}) : ir::floordiv(a, b);
       case AstOp::kMod:
         return fl ? a - ir::call(ir::CallOp::kFloor, {ir::div(a, b)}) * b : ir::floormod(a, b);
-      case AstOp::kLT: return ir::lt(a, b);
-      case AstOp::kLE: return ir::le(a, b);
-      case AstOp::kGT: return ir::gt(a, b);
-      case AstOp::kGE: return ir::ge(a, b);
-      case AstOp::kEQ: return ir::eq(a, b);
-      case AstOp::kNE: return ir::ne(a, b);
-      default: break;
+      case AstOp::kLT:
+        return ir::lt(a, b);
+      case AstOp::kLE:
+        return ir::le(a, b);
+      case AstOp::kGT:
+        return ir::gt(a, b);
+      case AstOp::kGE:
+        return ir::ge(a, b);
+      case AstOp::kEQ:
+        return ir::eq(a, b);
+      case AstOp::kNE:
+        return ir::ne(a, b);
+      default:
+        break;
     }
     fail(n.offset, "internal: unknown operator");
   }
@@ -275,7 +290,8 @@ class Lowering {
     if (f == "relu") return ir::relu(x);
     if (f == "abs") {
       return fl ? ir::call(ir::CallOp::kAbs, {x})
-                : ir::select(ir::lt(x, ir::make_const(x->dtype, 0)), ir::make_const(x->dtype, 0) - x, x);
+                : ir::select(ir::lt(x, ir::make_const(x->dtype, 0)),
+                             ir::make_const(x->dtype, 0) - x, x);
     }
     if (f == "floor" || f == "ceil") {
       if (!fl) return x;

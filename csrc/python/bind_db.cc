@@ -80,7 +80,8 @@ void bind_db(py::module_& m) {
 
   m.def("workload_key", &key_of, py::arg("outputs"), py::arg("inputs"),
         py::arg("target") = py::none(), "The database key of the kernel outputs <- inputs.");
-  m.def("host_target", &db::host_target, "Target string of this process, e.g. cpu:avx512:threads=2");
+  m.def("host_target", &db::host_target,
+        "Target string of this process, e.g. cpu:avx512:threads=2");
   m.def("records_default_path", &db::RecordsDB::default_path,
         "$TESSERA_RECORDS_DB, else <cache dir>/records.db ('' when neither is known).");
 
@@ -88,14 +89,14 @@ void bind_db(py::module_& m) {
                             "Tuning records in SQLite, shared between processes. Never raises on "
                             "a locked, damaged or unwritable file: it warns and keeps records in "
                             "memory instead.")
-      .def(py::init([](const std::optional<std::string>& path, int busy_timeout_ms,
-                       int retry_after_ms) {
-             db::RecordsDBOptions opts;
-             opts.busy_timeout_ms = busy_timeout_ms;
-             opts.retry_after_ms = retry_after_ms;
-             py::gil_scoped_release release;
-             return db::RecordsDB::open(path.value_or(""), opts);
-           }),
+      .def(py::init(
+               [](const std::optional<std::string>& path, int busy_timeout_ms, int retry_after_ms) {
+                 db::RecordsDBOptions opts;
+                 opts.busy_timeout_ms = busy_timeout_ms;
+                 opts.retry_after_ms = retry_after_ms;
+                 py::gil_scoped_release release;
+                 return db::RecordsDB::open(path.value_or(""), opts);
+               }),
            py::arg("path") = py::none(), py::arg("busy_timeout_ms") = 3000,
            py::arg("retry_after_ms") = 10000)
       .def(
@@ -112,7 +113,8 @@ void bind_db(py::module_& m) {
           [](db::RecordsDB& self, const std::vector<PyTensor>& outputs,
              const std::vector<PyTensor>& inputs, const std::string& schedule_json,
              const std::string& tuner, std::optional<double> median_ms,
-             std::optional<double> gflops, int64_t trials, const std::optional<std::string>& target) {
+             std::optional<double> gflops, int64_t trials,
+             const std::optional<std::string>& target) {
             return put_for(self, key_of(outputs, inputs, target), schedule_json, tuner, median_ms,
                            gflops, trials);
           },

@@ -80,16 +80,54 @@ py::object formula(const ir::Expr& e,
   }
   const char* op = nullptr;
   switch (e->kind) {
-    case ir::ExprKind::kAdd: op = "add"; break;
-    case ir::ExprKind::kSub: op = "sub"; break;
-    case ir::ExprKind::kMul: op = "mul"; break;
-    case ir::ExprKind::kFloorDiv: op = "floordiv"; break;
-    case ir::ExprKind::kFloorMod: op = "mod"; break;
-    case ir::ExprKind::kMin: op = "min"; break;
-    case ir::ExprKind::kMax: op = "max"; break;
-    default: TESSERA_FAIL() << "shape formula has an unsupported node " << ir::expr_kind_name(e->kind);
+    case ir::ExprKind::kAdd:
+      op = "add";
+      break;
+    case ir::ExprKind::kSub:
+      op = "sub";
+      break;
+    case ir::ExprKind::kMul:
+      op = "mul";
+      break;
+    case ir::ExprKind::kFloorDiv:
+      op = "floordiv";
+      break;
+    case ir::ExprKind::kFloorMod:
+      op = "mod";
+      break;
+    case ir::ExprKind::kMin:
+      op = "min";
+      break;
+    case ir::ExprKind::kMax:
+      op = "max";
+      break;
+    default:
+      TESSERA_FAIL() << "shape formula has an unsupported node " << ir::expr_kind_name(e->kind);
   }
   return py::make_tuple(op, formula(e->operands[0], dims), formula(e->operands[1], dims));
+}
+
+// Input specs with one size variable per dim (ranks from `ranks`, else from the accesses), so
+// shapes come out as formulas; `dims` maps each variable to (input index, dim).
+std::map<std::string, frontend::InputSpec> symbolic_specs(
+    const frontend::Program& p, const std::map<std::string, int>& ranks,
+    const std::map<std::string, std::string>& dtypes,
+    std::map<const ir::ExprNode*, std::pair<int, int>>* dims) {
+  std::map<std::string, frontend::InputSpec> specs;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const std::string& name = p.inputs[i];
+    auto r = ranks.find(name);
+    int rank = r != ranks.end() ? r->second : p.ndim.at(name);
+    frontend::InputSpec& s = specs[name];
+    for (int d = 0; d < rank; ++d) {
+      ir::Var v = ir::size_var(name + "_" + std::to_string(d), 1);
+      (*dims)[v.get()] = {static_cast<int>(i), d};
+      s.shape.push_back(v);
+    }
+    auto dt = dtypes.find(name);
+    if (dt != dtypes.end()) s.dtype = ir::dtype_from_name(dt->second);
+  }
+  return specs;
 }
 
 }  // namespace
@@ -101,9 +139,16 @@ void bind_frontend(py::module_& m) {
 
   m.def(
       "parse_expression",
-      [](const std::string& source) {
+      [](const std::string& source, const py::dict& extents) {
         return translate_errors([&] {
           frontend::Program p = frontend::parse_expression(source);
+          // Shape inference over symbolic sizes reports, before any call, the errors that do not
+          // depend on the sizes: an extent nothing determines, shapes= naming nothing.
+          std::map<const ir::ExprNode*, std::pair<int, int>> dims;
+          std::map<std::string, std::vector<ir::Expr>> shapes;
+          for (const auto& [name, spec] : symbolic_specs(p, {}, {}, &dims))
+            shapes[name] = spec.shape;
+          frontend::infer_shapes(p, shapes, to_hints(extents));
           py::dict info;
           info["inputs"] = p.inputs;
           info["output"] = p.output_name();
@@ -118,9 +163,10 @@ void bind_frontend(py::module_& m) {
           return info;
         });
       },
-      py::arg("source"),
-      "Parses and checks an expression; returns {inputs, output, intermediates, statements, "
-      "ndim}. Raises ExpressionError (a ValueError) pointing at the column of a mistake.");
+      py::arg("source"), py::arg("extents") = py::dict(),
+      "Parses and checks an expression (with tessera.op's shapes= as `extents`); returns "
+      "{inputs, output, intermediates, statements, ndim}. Raises ExpressionError (a ValueError) "
+      "pointing at the column of a mistake.");
 
   m.def(
       "expression_to_te",
@@ -135,8 +181,8 @@ void bind_frontend(py::module_& m) {
           return py::make_tuple(outputs, inputs);
         });
       },
-      py::arg("source"), py::arg("shapes"), py::arg("dtypes") = std::map<std::string, std::string>{},
-      py::arg("extents") = py::dict(),
+      py::arg("source"), py::arg("shapes"),
+      py::arg("dtypes") = std::map<std::string, std::string>{}, py::arg("extents") = py::dict(),
       "Tensor-expression definitions for inputs of the given shapes ({name: [sizes]}) and dtypes "
       "({name: 'float32', ...}, float32 by default); `extents` is tessera.op's shapes= "
       "({iterator: n} or {tensor: [sizes]}). Returns (outputs, inputs) as Tensor handles, "
@@ -160,22 +206,8 @@ void bind_frontend(py::module_& m) {
          const std::map<std::string, std::string>& dtypes, const py::dict& extents) {
         return translate_errors([&] {
           frontend::Program p = frontend::parse_expression(source);
-          // One size variable per input dim: the output shape comes out as a formula over them.
-          std::map<std::string, frontend::InputSpec> specs;
           std::map<const ir::ExprNode*, std::pair<int, int>> dims;
-          for (size_t i = 0; i < p.inputs.size(); ++i) {
-            const std::string& name = p.inputs[i];
-            auto r = ranks.find(name);
-            int rank = r != ranks.end() ? r->second : p.ndim.at(name);
-            frontend::InputSpec& s = specs[name];
-            for (int d = 0; d < rank; ++d) {
-              ir::Var v = ir::size_var(name + "_" + std::to_string(d), 1);
-              dims[v.get()] = {static_cast<int>(i), d};
-              s.shape.push_back(v);
-            }
-            auto dt = dtypes.find(name);
-            if (dt != dtypes.end()) s.dtype = ir::dtype_from_name(dt->second);
-          }
+          auto specs = symbolic_specs(p, ranks, dtypes, &dims);
           frontend::TeProgram te = frontend::expression_to_te(p, specs, to_hints(extents));
           py::list shape;
           for (const ir::Expr& d : te.output->shape) shape.append(formula(ir::simplify(d), dims));

@@ -8,6 +8,7 @@
 #include "loop/printer.h"
 #include "python/bindings.h"
 #include "runtime/measure.h"
+#include "runtime/program.h"
 #include "util/check.h"
 
 namespace py = pybind11;
@@ -127,6 +128,47 @@ void bind_kernel(py::module_& m) {
         for (const ir::Tensor& t : k.built.plan().outputs) out.push_back(ir::dtype_name(t->dtype));
         return out;
       });
+  py::class_<runtime::Program, std::shared_ptr<runtime::Program>>(m, "Program")
+      .def(py::init([](const std::vector<std::tuple<std::string, int, int64_t>>& buffers,
+                       const std::vector<std::tuple<const PyKernel*, std::vector<int>,
+                                                    std::vector<int64_t>>>& steps) {
+             std::vector<runtime::ProgramBuffer> bufs;
+             for (const auto& [kind, io, bytes] : buffers) {
+               runtime::ProgramBuffer b;
+               if (kind == "input") {
+                 b.kind = runtime::ProgramBuffer::Kind::kInput;
+               } else if (kind == "output") {
+                 b.kind = runtime::ProgramBuffer::Kind::kOutput;
+               } else {
+                 TESSERA_CHECK(kind == "temp") << "buffer kind must be input, output or temp";
+               }
+               b.io_index = io;
+               b.bytes = bytes;
+               bufs.push_back(b);
+             }
+             std::vector<runtime::ProgramStep> st;
+             for (const auto& [k, ids, sizes] : steps) {
+               st.push_back(runtime::ProgramStep{k->built.kernel(), ids, sizes});
+             }
+             return std::make_shared<runtime::Program>(std::move(bufs), std::move(st));
+           }),
+           py::arg("buffers"), py::arg("steps"),
+           "A graph segment run from C++: buffers are (kind, io_index, bytes) with kind "
+           "input/output/temp; steps are (kernel, buffer ids, sizes). Intermediates share one "
+           "arena planned by liveness.")
+      .def(
+          "run",
+          [](runtime::Program& p, const std::vector<uintptr_t>& ins,
+             const std::vector<uintptr_t>& outs) {
+            std::vector<void*> i, o;
+            for (uintptr_t x : ins) i.push_back(reinterpret_cast<void*>(x));
+            for (uintptr_t x : outs) o.push_back(reinterpret_cast<void*>(x));
+            py::gil_scoped_release release;
+            p.run(i, o);
+          },
+          py::arg("inputs"), py::arg("outputs"))
+      .def_property_readonly("arena_bytes", &runtime::Program::arena_bytes)
+      .def_property_readonly("temp_bytes", &runtime::Program::temp_bytes);
   m.def(
       "build",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,

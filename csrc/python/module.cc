@@ -23,4 +23,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_ops(ops);
   tessera::python::bind_kernel(m);
   tessera::python::bind_runtime(m);
+  tessera::python::bind_frontend(m);
 }

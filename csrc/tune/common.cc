@@ -18,6 +18,58 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 int64_t extent_value(const ir::Expr& e, const ir::EvalEnv& env) { return ir::evaluate(e, env).i; }
 
+// The NDArray element accessors convert through double per element, which costs seconds on the
+// 100M-element tensors of big GEMMs and GEMVs; float32 data (the common case) takes these paths.
+runtime::NDArray random_array(ir::DType dtype, std::vector<int64_t> shape, uint64_t seed) {
+  if (dtype != ir::DType::kFloat32) return runtime::NDArray::random(dtype, std::move(shape), seed);
+  runtime::NDArray a(dtype, std::move(shape));
+  float* p = a.f32();
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0, n = a.numel(); i < n; ++i) {
+    // splitmix64: uniform in [-1, 1)
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    p[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+  }
+  return a;
+}
+
+void fill_sentinel(runtime::NDArray& a) {
+  if (a.dtype == ir::DType::kFloat32) {
+    std::fill(a.f32(), a.f32() + a.numel(), 12345.0f);
+  } else {
+    a.fill(12345.0);
+  }
+}
+
+double max_abs_finite(const runtime::NDArray& a) {
+  double m = 0;
+  const int64_t n = a.numel();
+  if (a.dtype == ir::DType::kFloat32) {
+    const float* p = a.f32();
+    for (int64_t k = 0; k < n; ++k) {
+      if (std::isfinite(p[k])) m = std::max(m, static_cast<double>(std::fabs(p[k])));
+    }
+    return m;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    double v = std::fabs(a.get(k));
+    if (std::isfinite(v)) m = std::max(m, v);
+  }
+  return m;
+}
+
+runtime::CompareResult compare(const runtime::NDArray& got, const runtime::NDArray& want,
+                               double rtol, double atol) {
+  if (got.dtype == ir::DType::kFloat32 && want.dtype == ir::DType::kFloat32 &&
+      got.shape == want.shape) {
+    return runtime::allclose(got.f32(), want.f32(), got.numel(), rtol, atol);
+  }
+  return runtime::allclose(got, want, rtol, atol);
+}
+
 }  // namespace
 
 Task Task::create(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
@@ -75,8 +127,7 @@ void CandidateMeasurer::prepare() {
     return s;
   };
   for (size_t i = 0; i < task_.inputs.size(); ++i) {
-    inputs_.push_back(runtime::NDArray::random(task_.inputs[i]->dtype, shape_of(task_.inputs[i]),
-                                               config_.seed + i));
+    inputs_.push_back(random_array(task_.inputs[i]->dtype, shape_of(task_.inputs[i]), config_.seed + i));
   }
   for (const ir::Tensor& o : task_.outputs) {
     expected_.emplace_back(o->dtype, shape_of(o));
@@ -86,96 +137,127 @@ void CandidateMeasurer::prepare() {
   for (auto& a : inputs_) ptrs.push_back(a.data());
   for (auto& a : expected_) ptrs.push_back(a.data());
   ref.run(ptrs, size_values_);
+  for (auto& a : inputs_) ptrs_.push_back(a.data());
+  for (auto& a : outputs_) ptrs_.push_back(a.data());
   for (const runtime::NDArray& e : expected_) {
-    double max_ref = 0;
-    const int64_t n = e.numel();
-    for (int64_t k = 0; k < n; ++k) {
-      double v = std::fabs(e.get(k));
-      if (std::isfinite(v)) max_ref = std::max(max_ref, v);
-    }
-    atol_.push_back(config_.atol_rel * (1.0 + max_ref));
+    atol_.push_back(config_.atol_rel * (1.0 + max_abs_finite(e)));
   }
   reference_ms_ = ms_since(t0);
   prepared_ = true;
 }
 
-CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& schedule,
-                                           const std::string& name) {
-  CandidateResult res;
+struct CandidateMeasurer::Prepared {
+  std::unique_ptr<compiler::BuiltKernel> kernel;
+};
+
+void CandidateMeasurer::run(const Prepared& p) { p.kernel->run(ptrs_, size_values_); }
+
+std::unique_ptr<CandidateMeasurer::Prepared> CandidateMeasurer::build_and_verify(
+    const schedule::KernelSchedule& schedule, const std::string& name, CandidateResult* res) {
   try {
     prepare();
   } catch (const std::exception& e) {
-    res.error = std::string("reference kernel failed: ") + e.what();
-    return res;
+    res->error = std::string("reference kernel failed: ") + e.what();
+    return nullptr;
   }
   ++num_measured_;
+  auto p = std::make_unique<Prepared>();
   auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<compiler::BuiltKernel> kernel;
   try {
     compiler::BuildOptions opts;
     opts.name = task_.name + "_" + name;
     opts.schedule = schedule;
     opts.target = task_.target;
-    kernel = std::make_unique<compiler::BuiltKernel>(
+    p->kernel = std::make_unique<compiler::BuiltKernel>(
         compiler::build_cpu(task_.outputs, task_.inputs, opts));
   } catch (const std::exception& e) {
-    res.error = std::string("build failed: ") + e.what();
-    return res;
+    res->error = std::string("build failed: ") + e.what();
+    return nullptr;
   }
-  res.build_ms = ms_since(t0);
-
-  std::vector<void*> ptrs;
-  for (auto& a : inputs_) ptrs.push_back(a.data());
-  for (auto& a : outputs_) {
-    a.fill(12345.0);  // an element the kernel forgets to write shows up as a mismatch
-    ptrs.push_back(a.data());
-  }
-  auto run = [&] { kernel->run(ptrs, size_values_); };
-  double first_ms = 0;
-  auto verify = [&](std::string* why) {
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      runtime::CompareResult c =
-          runtime::allclose(outputs_[i], expected_[i], config_.rtol, atol_[i]);
-      if (!c.ok) {
-        *why = "output " + task_.outputs[i]->name + " differs from the default schedule's: " +
-               c.message;
-        return false;
-      }
-    }
-    return true;
-  };
-  // Verification run (timed once: it decides whether the candidate is worth the repeats).
+  res->build_ms = ms_since(t0);
+  for (auto& a : outputs_) fill_sentinel(a);  // an element the kernel forgets shows up
   try {
     auto r0 = std::chrono::steady_clock::now();
-    run();
-    first_ms = ms_since(r0);
+    run(*p);
+    res->median_ms = ms_since(r0);
+    res->repeats = 1;
   } catch (const std::exception& e) {
-    res.error = std::string("run failed: ") + e.what();
-    return res;
+    res->error = std::string("run failed: ") + e.what();
+    return nullptr;
   }
-  std::string why;
-  if (!verify(&why)) {
-    res.error = why;
-    return res;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    runtime::CompareResult c = compare(outputs_[i], expected_[i], config_.rtol, atol_[i]);
+    if (!c.ok) {
+      res->error = "output " + task_.outputs[i]->name +
+                   " differs from the default schedule's: " + c.message;
+      return nullptr;
+    }
   }
-  if (config_.abandon_factor > 0 && best_ms_ > 0 && first_ms > config_.abandon_factor * best_ms_) {
-    res.ok = true;
-    res.abandoned = true;
-    res.median_ms = first_ms;
-    res.repeats = 1;
-    return res;
-  }
+  res->ok = true;
+  return p;
+}
+
+CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& schedule,
+                                           const std::string& name) {
+  CandidateResult res;
+  std::unique_ptr<Prepared> p = build_and_verify(schedule, name, &res);
+  if (!p) return res;
   runtime::MeasureOptions timing = config_.timing;
   timing.warmup = std::max(0, timing.warmup - 1);  // the verification run warmed up already
-  runtime::MeasureResult m = runtime::measure(run, timing);
+  runtime::MeasureResult m = runtime::measure([&] { run(*p); }, timing);
   if (!m.ok) {
+    res.ok = false;
     res.error = m.error;
     return res;
   }
-  res.ok = true;
   res.median_ms = m.median_ms;
-  res.repeats = m.repeats;
-  if (best_ms_ == 0 || m.median_ms < best_ms_) best_ms_ = m.median_ms;
+  res.repeats = m.repeats + 1;
+  return res;
+}
+
+std::vector<CandidateResult> CandidateMeasurer::measure_all(
+    const std::vector<schedule::KernelSchedule>& schedules) {
+  const size_t n = schedules.size();
+  std::vector<CandidateResult> res(n);
+  std::vector<std::unique_ptr<Prepared>> prepared(n);
+  double fastest = 0;
+  for (size_t c = 0; c < n; ++c) {
+    prepared[c] = build_and_verify(schedules[c], "c" + std::to_string(c), &res[c]);
+    if (prepared[c] && (fastest == 0 || res[c].median_ms < fastest)) fastest = res[c].median_ms;
+  }
+  std::vector<std::vector<double>> rounds(n);
+  for (size_t c = 0; c < n; ++c) {
+    if (!prepared[c]) continue;
+    if (config_.abandon_factor > 0 && res[c].median_ms > config_.abandon_factor * fastest) {
+      res[c].abandoned = true;
+      prepared[c].reset();  // keeps its single run as its time
+    }
+  }
+  for (int r = 0; r < std::max(1, config_.rounds); ++r) {
+    for (size_t c = 0; c < n; ++c) {
+      if (!prepared[c]) continue;
+      std::vector<double> samples;
+      double total = 0;
+      try {
+        do {
+          auto t0 = std::chrono::steady_clock::now();
+          run(*prepared[c]);
+          samples.push_back(ms_since(t0));
+          total += samples.back();
+        } while (total < config_.round_ms && samples.size() < 1000);
+      } catch (const std::exception& e) {
+        res[c].ok = false;
+        res[c].error = std::string("run failed: ") + e.what();
+        prepared[c].reset();
+        continue;
+      }
+      rounds[c].push_back(runtime::summarize_samples(samples).median_ms);
+      res[c].repeats += static_cast<int>(samples.size());
+    }
+  }
+  for (size_t c = 0; c < n; ++c) {
+    if (!rounds[c].empty()) res[c].median_ms = runtime::summarize_samples(rounds[c]).median_ms;
+  }
   return res;
 }
 

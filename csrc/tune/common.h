@@ -44,6 +44,7 @@ struct Task {
 };
 
 struct MeasureConfig {
+  // measure(): runtime::measure options for one candidate on its own.
   runtime::MeasureOptions timing = [] {
     runtime::MeasureOptions o;
     o.warmup = 1;  // the verification run is the warm-up
@@ -52,9 +53,14 @@ struct MeasureConfig {
     o.max_repeats = 50;
     return o;
   }();
-  // A candidate whose verification run is slower than this factor times the best median seen
-  // so far is not timed further (its single run is its time): saves the repeats of candidates
-  // that cannot win. 0 disables.
+  // measure_all(): after every candidate was built and verified, `rounds` rounds time each
+  // surviving candidate for about round_ms (at least one run); a candidate's time is the median
+  // of its round medians. Interleaving keeps a burst of background load from landing on one
+  // candidate only.
+  int rounds = 3;
+  double round_ms = 5;
+  // A candidate whose verification run is slower than this factor times the fastest
+  // verification run is not timed further (its single run is its time). 0 disables.
   double abandon_factor = 2.0;
   // Verification tolerance: |got - want| <= atol + rtol * |want| with
   // atol = atol_rel * (1 + max |want|) (summation order differs between schedules).
@@ -81,14 +87,21 @@ class CandidateMeasurer {
 
   // Builds, verifies and times one candidate. Never throws for a bad candidate (ok = false).
   CandidateResult measure(const schedule::KernelSchedule& schedule, const std::string& name = "cand");
+  // Builds and verifies every candidate, then times the survivors interleaved (see MeasureConfig).
+  std::vector<CandidateResult> measure_all(const std::vector<schedule::KernelSchedule>& schedules);
 
   int num_measured() const { return num_measured_; }
-  double best_ms() const { return best_ms_; }
   // Time spent building and running the default-schedule reference (0 until first measure).
   double reference_ms() const { return reference_ms_; }
 
  private:
+  struct Prepared;
   void prepare();
+  // Builds `schedule` and checks one run against the reference; the run's time goes to
+  // result.median_ms. Returns null (with result.error set) on failure.
+  std::unique_ptr<Prepared> build_and_verify(const schedule::KernelSchedule& schedule,
+                                             const std::string& name, CandidateResult* result);
+  void run(const Prepared& p);
 
   const Task& task_;
   MeasureConfig config_;
@@ -98,8 +111,8 @@ class CandidateMeasurer {
   std::vector<runtime::NDArray> outputs_;
   std::vector<double> atol_;  // per output, from the reference's magnitude
   std::vector<int64_t> size_values_;
+  std::vector<void*> ptrs_;
   int num_measured_ = 0;
-  double best_ms_ = 0;
   double reference_ms_ = 0;
 };
 

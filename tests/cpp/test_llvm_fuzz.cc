@@ -33,16 +33,21 @@ class KernelFuzzer {
     B_ = ir::make_buffer("B", DType::kFloat32, {Expr(kSize)});
     I_ = ir::make_buffer("I", DType::kInt32, {Expr(kIdx)});
     out_ = ir::make_buffer("out", DType::kFloat32, {Expr(kSize)});
+    out2_ = ir::make_buffer("out2", DType::kFloat32, {Expr(kSize)});
     lanes_ = pick({4, 8, 16});
     outer_ = pick({1, 3, 8});
     io_ = loop_var("io");
     ii_ = loop_var("ii");
     base_ = io_ * lanes_ + ii_;  // < 128
+    // Half of the kernels are "clean": no reads of the output buffers and at most one store per
+    // output buffer, so vectorized loops mostly stay SIMD; the others provoke dependences.
+    clean_ = coin(0.5);
+    stores_ = 0;
     kind_ =
         pick({ForKind::kVectorized, ForKind::kVectorized, ForKind::kUnrolled, ForKind::kSerial});
     Stmt body = random_body(2);
     Stmt inner = loop(ii_, Expr(0), Expr(lanes_), kind_, body);
-    return make_func(name, {A_, B_, I_, out_}, {}, serial(io_, outer_, inner));
+    return make_func(name, {A_, B_, I_, out_, out2_}, {}, serial(io_, outer_, inner));
   }
 
  private:
@@ -76,13 +81,13 @@ class KernelFuzzer {
 
   Expr value(int depth) {
     if (depth == 0 || coin(0.3)) {
-      switch (pick({0, 1, 2, 3, 4})) {
+      switch (pick({0, 0, 1, 1, 2, 3, 4})) {
         case 0:
           return ld(A_, index());
         case 1:
           return ld(B_, index());
         case 2:
-          return ld(out_, index());
+          return clean_ ? ld(A_, index()) : ld(coin(0.5) ? out_ : out2_, index());
         case 3:
           return ir::cast(DType::kFloat32, base_) * f32(0.01);
         default:
@@ -126,11 +131,16 @@ class KernelFuzzer {
     int n = pick({1, 1, 2, 3});
     for (int s = 0; s < n; ++s) {
       int kind = depth > 0 ? pick({0, 0, 1, 2, 3}) : 0;
+      Buffer dst = coin(0.5) ? out_ : out2_;
+      if (clean_) {
+        if (stores_ >= 2) continue;
+        dst = stores_++ == 0 ? out_ : out2_;
+      }
       if (kind == 0) {
-        stmts.push_back(store(out_, index(), value(2)));
+        stmts.push_back(store(dst, index(), value(2)));
       } else if (kind == 1) {
         Var t = ir::var("t", ir::kNoLowerBound, ir::kNoUpperBound, DType::kFloat32);
-        Stmt use = store(out_, index(), Expr(t) * f32(1.5) + value(1));
+        Stmt use = store(dst, index(), Expr(t) * f32(1.5) + value(1));
         stmts.push_back(loop::make_let(t, value(2), loop::make_seq({use, random_body(depth - 1)})));
       } else if (kind == 2) {
         stmts.push_back(loop::make_if(condition(), random_body(depth - 1),
@@ -148,9 +158,11 @@ class KernelFuzzer {
   }
 
   std::mt19937 rng_;
-  Buffer A_, B_, I_, out_;
+  Buffer A_, B_, I_, out_, out2_;
   int64_t lanes_ = 16, outer_ = 1;
   ForKind kind_ = ForKind::kSerial;
+  bool clean_ = false;
+  int stores_ = 0;
   Var io_, ii_;
   Expr base_;
 };
@@ -158,11 +170,12 @@ class KernelFuzzer {
 TEST(LlvmFuzz, JitMatchesInterpreter) {
   std::mt19937 data_rng(7);
   std::uniform_real_distribution<float> dist(-2, 2);
-  std::vector<float> a(kSize), b(kSize), out0(kSize);
+  std::vector<float> a(kSize), b(kSize), out0(kSize), out1(kSize);
   std::vector<int32_t> idx(kIdx);
   for (auto& x : a) x = dist(data_rng);
   for (auto& x : b) x = dist(data_rng);
   for (auto& x : out0) x = dist(data_rng);
+  for (auto& x : out1) x = dist(data_rng);
   for (auto& x : idx) x = static_cast<int32_t>(data_rng() % kIdx);
   int simd = 0, scalar_fallback = 0;
   for (uint32_t seed = 1; seed <= 120; ++seed) {
@@ -170,10 +183,12 @@ TEST(LlvmFuzz, JitMatchesInterpreter) {
     LoweredFunc f = fuzzer.make("fuzz" + std::to_string(seed));
     auto k = compile_cpu(f);
     if (fuzzer.vectorized()) (k->notes().empty() ? simd : scalar_fallback)++;
-    std::vector<float> got = out0, want = out0;
-    call(*k, {a.data(), b.data(), idx.data(), got.data()}, {});
-    loop::interpret(f, {a.data(), b.data(), idx.data(), want.data()}, {});
-    for (int64_t x = 0; x < kSize; ++x) {
+    std::vector<float> got = out0, want = out0, got2 = out1, want2 = out1;
+    call(*k, {a.data(), b.data(), idx.data(), got.data(), got2.data()}, {});
+    loop::interpret(f, {a.data(), b.data(), idx.data(), want.data(), want2.data()}, {});
+    got.insert(got.end(), got2.begin(), got2.end());
+    want.insert(want.end(), want2.begin(), want2.end());
+    for (size_t x = 0; x < got.size(); ++x) {
       bool both_nan = std::isnan(got[x]) && std::isnan(want[x]);
       ASSERT_TRUE(both_nan || std::fabs(got[x] - want[x]) <= 1e-4f * (1 + std::fabs(want[x])))
           << "seed " << seed << " element " << x << ": jit " << got[x] << ", interpreter "

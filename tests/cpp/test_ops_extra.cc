@@ -12,6 +12,7 @@
 #include "ops/extra_elementwise.h"
 #include "ops/extra_index.h"
 #include "runtime/ndarray.h"
+#include "util/check.h"
 
 namespace tessera {
 namespace {

@@ -17,6 +17,31 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, size_t k,
+                                 int per_cache_tile) {
+  // The model is a coarse ranking: neighbours in it often differ only in the register tile under
+  // the same cache tiling, and measuring eight of those wastes the budget when that tiling is
+  // the model's blind spot. First pass: at most `per_cache_tile` per (tile_outer, tile_reduce);
+  // second pass: fill up in rank order.
+  std::vector<size_t> picked;
+  std::map<std::string, int> count;
+  std::vector<bool> taken(ranked.size(), false);
+  for (size_t i = 0; i < ranked.size() && picked.size() < k; ++i) {
+    const schedule::StageAnnotation& a = ranked[i].annotation;
+    util::Json key = util::Json::array();
+    for (int64_t t : a.tile_outer) key.push_back(t);
+    for (int64_t t : a.tile_reduce) key.push_back(t);
+    if (count[key.dump()]++ >= per_cache_tile) continue;
+    picked.push_back(i);
+    taken[i] = true;
+  }
+  for (size_t i = 0; i < ranked.size() && picked.size() < k; ++i) {
+    if (!taken[i]) picked.push_back(i);
+  }
+  std::sort(picked.begin(), picked.end());
+  return picked;
+}
+
 const char* construct_mode_name(ConstructMode m) {
   return m == ConstructMode::kGensor ? "gensor" : "roller";
 }
@@ -77,7 +102,9 @@ util::Json ConstructResult::to_json() const {
   j["revisits"] = revisits;
   j["distinct_schedules"] = distinct_schedules;
   util::Json pred = util::Json::array(), meas = util::Json::array(), errs = util::Json::array();
+  util::Json build = util::Json::array();
   for (const auto& c : candidates) {
+    build.push_back(c.result.build_ms);
     pred.push_back(c.predicted_ms);
     meas.push_back(c.measured && c.result.ok ? c.result.median_ms : -1.0);
     errs.push_back(c.measured && !c.result.ok ? c.result.error : std::string());
@@ -85,6 +112,7 @@ util::Json ConstructResult::to_json() const {
   j["predicted_ms"] = pred;
   j["measured_ms"] = meas;
   j["errors"] = errs;
+  j["build_ms"] = build;
   return j;
 }
 
@@ -137,7 +165,7 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
 
   const int k = std::max(1, options.top_k);
   const auto& main = ranked[res.main_stage];
-  for (int c = 0; c < std::min<int>(k, static_cast<int>(main.size())); ++c) {
+  for (size_t c : pick_diverse(main, static_cast<size_t>(k))) {
     ConstructCandidate cand;
     cand.schedule.tuner = std::string("construct:") + res.mode;
     for (int i = 0; i < nstages; ++i) {
@@ -155,10 +183,13 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
   } else {
     const auto m0 = std::chrono::steady_clock::now();
     CandidateMeasurer measurer(task, options.measure);
+    std::vector<schedule::KernelSchedule> schedules;
+    for (const ConstructCandidate& c : res.candidates) schedules.push_back(c.schedule);
+    std::vector<CandidateResult> measured = measurer.measure_all(schedules);
     double best = 0;
     for (size_t c = 0; c < res.candidates.size(); ++c) {
       ConstructCandidate& cand = res.candidates[c];
-      cand.result = measurer.measure(cand.schedule, "c" + std::to_string(c));
+      cand.result = measured[c];
       cand.measured = true;
       if (cand.result.ok && (res.chosen < 0 || cand.result.median_ms < best)) {
         best = cand.result.median_ms;

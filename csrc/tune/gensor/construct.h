@@ -36,7 +36,7 @@ struct ConstructOptions {
   bool predict_only = false;
   Eq1Form eq1 = Eq1Form::kCorrected;
   bool interleave = true;  // Gensor's setVThread action (Roller never interleaves)
-  int iterations = 48;     // per chain: T halves from 1 to 2^-iterations
+  int iterations = 80;     // per chain: T halves from 1 to 2^-iterations
   int chains = 8;
   MeasureConfig measure;
   // Machine description; host_memory_hierarchy() (probed once, cached on disk) when empty.
@@ -83,5 +83,9 @@ struct RankedAnnotation {
 };
 std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticModel& model,
                                          const std::vector<EtirState>& states);
+// Indices (ascending) of up to k entries of `ranked` to measure: best-ranked first, at most
+// `per_cache_tile` sharing one cache tiling (tile_outer, tile_reduce) unless too few remain.
+std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, size_t k,
+                                 int per_cache_tile = 2);
 
 }  // namespace tessera::tune::gensor

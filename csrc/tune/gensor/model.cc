@@ -20,6 +20,27 @@ int memory_level_of(int etir_level) {
   }
 }
 
+// Vector registers kept free for addresses, masks and temporaries: register tiles that use the
+// whole file make LLVM spill accumulators (measured: 13x2 vectors + operands = 29 of 32 runs
+// 40% slower than 12x2).
+constexpr int kSpareRegisters = 4;
+
+// Does tensor t's region grow along iterator `iter`?
+bool varies_along(const cost::AccessRegions& ar, size_t t, int iter) {
+  std::vector<int64_t> a(ar.num_iters(), 1), b(ar.num_iters(), 1);
+  b[iter] = std::min<int64_t>(2, ar.extents()[iter]);
+  return ar.region_shape(t, a) != ar.region_shape(t, b);
+}
+
+int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 double product(const std::vector<int64_t>& v) {
   double p = 1;
   for (int64_t x : v) p *= static_cast<double>(x);
@@ -116,7 +137,7 @@ bool AnalyticModel::feasible(const StageSpace& sp, const EtirState& s) const {
     return false;
   }
   if (s.level >= kReg) {
-    if (registers_needed(sp, s) > hw_.num_vector_registers) return false;
+    if (registers_needed(sp, s) > hw_.num_vector_registers - kSpareRegisters) return false;
     if (!sp.cross_lane()) {
       double points = 1;
       for (int a = 0; a < sp.num_spatial; ++a) points *= static_cast<double>(effective_reg_tile(sp, s, a));
@@ -152,11 +173,20 @@ double AnalyticModel::benefit_tile(const StageSpace& sp, const EtirState& s,
 
 double AnalyticModel::benefit_cache(const StageSpace& sp, const EtirState& s) const {
   if (s.level >= kReg) return 0;
-  const cost::MemoryLevel& low = hw_.levels[memory_level_of(s.level)];
-  const cost::MemoryLevel& high = hw_.levels[memory_level_of(s.level + 1)];
+  // Eq. 2 for the data of the current tile: read from where it comes from now (the level
+  // outside: DRAM for the L2 tile, L2 for the L1 tile) versus from the level it is cached in.
+  const cost::MemoryLevel& low = hw_.levels[memory_level_of(s.level) - 1];
+  const cost::MemoryLevel& high = hw_.levels[memory_level_of(s.level)];
   const double bytes = footprint(sp, s, s.level);
   // GB/s = bytes per ns, so S / B is in ns like the latencies.
-  return (low.latency_ns + bytes / low.bandwidth_gbs) / (high.latency_ns + bytes / high.bandwidth_gbs);
+  const double eq2 =
+      (low.latency_ns + bytes / low.bandwidth_gbs) / (high.latency_ns + bytes / high.bandwidth_gbs);
+  // "based on the current memory level's utilization" (paper, IV-A): caching pays off once the
+  // tile uses its level; with Eq. 2 alone (largest for tiny, latency-bound tiles) every chain
+  // would move inward after a step or two, long before its tiles are worth caching.
+  const double cap = static_cast<double>(high.capacity_bytes);
+  const double utilization = cap > 0 ? std::min(1.0, bytes / cap) : 1.0;
+  return eq2 * utilization;
 }
 
 double AnalyticModel::benefit_vthread(const StageSpace& sp, const EtirState& s,
@@ -227,11 +257,33 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     }
   }
 
+  // Cache-set aliasing: the rows a register tile reads from a tensor that is not vector-loaded
+  // (broadcast operands such as an unpacked A) sit one row stride apart; with a stride that is a
+  // multiple of the L1 set span (4 KiB on 48 KiB / 12 ways) they all map to a few sets, and more
+  // rows than ways evict each other on every step: each read then comes from L2.
+  const cost::MemoryLevel& l1 = hw_.levels[cost::kLevelL1];
+  const double set_span = l1.capacity_bytes > 0 ? static_cast<double>(l1.capacity_bytes) / l1.ways : 4096;
+  const double l2_bytes_per_cycle = hw_.levels[cost::kLevelL2].bandwidth_gbs / hw_.ghz();
+  double l2_lines_per_step = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].is_output || tensors[t].epilogue) continue;
+    if (vw > 1 && sp.vector_dependent[t]) continue;
+    for (int a = 0; a < n; ++a) {
+      if (ann.tile_reg[a] <= 1) continue;
+      const int64_t stride = sp.regions->element_stride(t, a) * tensors[t].elem_bytes;
+      if (stride <= 0 || stride % l1.line_bytes != 0) continue;
+      const double sets = set_span / static_cast<double>(gcd64(stride, static_cast<int64_t>(set_span)));
+      if (ann.tile_reg[a] > l1.ways * sets) l2_lines_per_step += ann.tile_reg[a];
+    }
+  }
+
   double cycles = 0;
   const double fast_points = points * full;
   if (m > 0) {
     // FMA pipes, load ports, and the latency every accumulator chain waits per step.
-    const double per_step = std::max({acc / P_fma, loads / P_ld, L}) + 0.5;
+    const double per_step = std::max({acc / P_fma, loads / P_ld, L,
+                                      l2_lines_per_step * l1.line_bytes / l2_bytes_per_cycle}) +
+                            0.5;
     cycles += fast_points * reduce / reg_points * per_step;
     // Remainder points: one scalar chain each, latency bound.
     cycles += (points - fast_points) * reduce * std::max(L, sp.body_ops);
@@ -244,27 +296,34 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   }
   (void)n_regtiles;
 
-  // Traffic. L2 -> L1: the L1 tile the lowering realises, the innermost S1 axis sweeping its
-  // whole cache tile; when that does not fit L1, the register tile alone is what L1 reuses.
-  const int line = hw_.levels[cost::kLevelL1].line_bytes;
+  // Traffic. L2 -> L1: the innermost S1 axis sweeps its whole cache tile; the operands that do
+  // not move along it are reused from L1 across the sweep (they must fit), the others stream
+  // through it (prefetched; LRU evicts them first). DRAM -> L2: the cache tile and reduce step;
+  // when that overflows L2, the overflowing share of the L1 traffic comes from outside.
+  const int line = l1.line_bytes;
   std::vector<int64_t> l1_tile(d, 1), l2_tile(d, 1);
   for (int a = 0; a < n; ++a) {
     l1_tile[a] = ann.tile_reg[a];
     l2_tile[a] = ann.tile_outer[a];
   }
   for (int r = 0; r < m; ++r) l1_tile[n + r] = l2_tile[n + r] = ann.tile_reduce[r];
-  if (!ann.s1_order.empty()) {
-    const int inner = ann.s1_order.back();
+  if (n > 0) {
+    const int inner = ann.s1_order.empty() ? n - 1 : ann.s1_order.back();
     l1_tile[inner] = ann.tile_outer[inner];
+    double reused = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (!varies_along(*sp.regions, t, inner)) reused += sp.regions->region_bytes(t, l1_tile, line);
+    }
+    if (reused > static_cast<double>(l1.capacity_bytes) * opts_.l1_usable) {
+      l1_tile[inner] = ann.tile_reg[inner];
+    }
   }
-  const double l1_cap = hw_.levels[cost::kLevelL1].capacity_bytes;
-  const double l2_cap = hw_.levels[cost::kLevelL2].capacity_bytes;
-  if (sp.regions->footprint_bytes(l1_tile, line) > l1_cap) {
-    for (int a = 0; a < n; ++a) l1_tile[a] = ann.tile_reg[a];
-  }
+  const double l2_cap = hw_.levels[cost::kLevelL2].capacity_bytes * opts_.l2_usable;
   double q_l1 = sp.regions->traffic(l1_tile, line).total();
-  double q_l2 = sp.regions->traffic(l2_tile, line).total();
-  if (sp.regions->footprint_bytes(l2_tile, line) > l2_cap) q_l2 = std::max(q_l2, q_l1);
+  // The R0 loop runs inside a task: the output block stays in L2 between reduce steps.
+  double q_l2 = sp.regions->traffic(l2_tile, line, true).total();
+  const double f_l2 = sp.regions->footprint_bytes(l2_tile, line);
+  if (l2_cap > 0 && f_l2 > l2_cap) q_l2 += std::min(1.0, (f_l2 - l2_cap) / f_l2) * q_l1;
 
   const double cores = ann.parallel ? std::min<double>(opts_.cores, tasks) : 1.0;
   const double waves = ann.parallel ? ceil_div(tasks, opts_.cores) : tasks;

@@ -11,7 +11,11 @@
 //                   times, at the L2 level, the change of parallel efficiency over the cores
 //                   (tasks / (waves x cores)): the paper has no compute/occupancy term.
 //   cache           Eq. 2: (L_low + S/B_low) / (L_high + S/B_high), S = the current footprint,
-//                   low/high = the current level's memory and the next one inward.
+//                   low = where the current tile's data comes from (DRAM for the L2 tile, L2 for
+//                   the L1 tile), high = the level it is cached in; times the level's utilization
+//                   F(T) / capacity (the paper's "based on the current memory level's
+//                   utilization"; without it the latency-bound ratio of tiny tiles sends every
+//                   chain inward after a step or two).
 //   setVThread      Eq. 3, CPU form: ceil(C / A) / ceil(C / A') with A, A' the independent
 //                   accumulator chains before/after and C = FMA latency x FMA ports, the chains
 //                   needed to keep the FMA pipes busy (the paper's x / (V W) bank-conflict ratio).

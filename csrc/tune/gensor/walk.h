@@ -26,7 +26,7 @@ namespace tessera::tune::gensor {
 
 struct WalkOptions {
   double t0 = 1.0;
-  int iterations = 48;  // threshold = t0 / 2^iterations
+  int iterations = 80;  // threshold = t0 / 2^iterations
   int chains = 8;
   bool interleave = true;  // allow setVThread
   uint64_t seed = 0;

@@ -1,0 +1,75 @@
+"""The torch.compile entry point: backend="tessera".
+
+Dynamo calls tessera_backend(gm, example_inputs, mode=..., options=...). The options are read
+here, before aot_autograd (which would drop them), and bound into the forward/backward
+compilers it calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import torch
+import torch.fx as fx
+
+from .decompositions import decomposition_table
+from .graph import CompiledGraph
+from .log import log_once
+from .options import Options, parse_options
+
+
+def _compiler(kind: str, options: Options):
+    def compile_graph(gm: fx.GraphModule, example_inputs: List[Any]):
+        return CompiledGraph(gm, options, kind)
+    compile_graph.__name__ = f"tessera_{kind}_compiler"
+    return compile_graph
+
+
+def _note_unwired(options: Options) -> None:
+    if options.tune != "default":
+        log_once(f"tune:{options.tune}",
+                 f"tessera: tune={options.tune!r} is not wired into the backend yet; "
+                 f"kernels use the default schedules")
+    if options.records_db is not None:
+        log_once(f"records_db:{options.records_db}",
+                 "tessera: records_db is not wired into the backend yet; no records are read")
+
+
+def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optional[str] = None,
+                    options: Optional[dict] = None):
+    """torch.compile backend: aot_autograd + core ATen decompositions + Tessera kernels."""
+    opts = parse_options(mode, options)
+    _note_unwired(opts)
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(
+        fw_compiler=_compiler("forward", opts),
+        bw_compiler=_compiler("backward", opts),
+        inference_compiler=_compiler("inference", opts),
+        decompositions=decomposition_table(),
+        partition_fn=min_cut_rematerialization_partition,
+    )
+    return backend(gm, example_inputs)
+
+
+def _has_entry_point() -> bool:
+    from importlib.metadata import entry_points
+    try:
+        return any(ep.name == "tessera" for ep in entry_points(group="torch_dynamo_backends"))
+    except Exception:
+        return False
+
+
+def register() -> None:
+    """Registers backend="tessera" with dynamo, unless the installed entry point does it.
+
+    With the torch_dynamo_backends entry point installed, dynamo imports this module while it
+    registers the backend itself, and a registration from here would collide with it."""
+    from torch._dynamo.backends import registry
+    if "tessera" in registry._COMPILER_FNS or _has_entry_point():
+        return
+    registry.register_backend(compiler_fn=tessera_backend, name="tessera")
+
+
+__all__ = ["tessera_backend", "register"]

@@ -1,0 +1,108 @@
+"""A compiled FX graph: specialised per input signature on first use, then a generated runner.
+
+aot_autograd hands the backend forward and backward ATen graphs with fake example inputs. The
+real work happens on the first call with real tensors: the graph runs eagerly once (recording
+every value's shape, strides and dtype; its results are that call's results), then partitions
+are compiled and the runner replaces the graph. Graphs traced with dynamic shapes keep one runner
+per distinct input signature (recompiling per shape; kernels are cached by structure and shape
+across graphs, so a shape seen before costs only planning).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+import torch.fx as fx
+
+from .log import log_once, logger
+from .meta import record
+from .options import Options
+from .plan import Summary, build_plan
+
+_registry: "weakref.WeakSet[CompiledGraph]" = weakref.WeakSet()
+
+
+def _is_dynamic(gm: fx.GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        if isinstance(v, torch.SymInt):
+            return True
+        if isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in v.shape):
+            return True
+    return False
+
+
+def _signature(args) -> tuple:
+    return tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
+                 for a in args)
+
+
+class CompiledGraph:
+    """Callable with aot_autograd's boxed convention (takes the list of graph inputs)."""
+
+    _boxed_call = True
+
+    def __init__(self, gm: fx.GraphModule, options: Options, kind: str):
+        self.gm = gm
+        self.options = options
+        self.kind = kind  # "forward" | "backward" | "inference"
+        self.dynamic = _is_dynamic(gm)
+        self._runners: Dict[Any, Callable] = {}
+        self.summaries: Dict[Any, Summary] = {}
+        self.compile_s = 0.0
+        self._lock = threading.Lock()
+        _registry.add(self)
+
+    def __call__(self, *args: Any) -> Any:
+        # Boxed (one list of inputs, which the runner empties) or, where a wrapper dropped the
+        # _boxed_call marker (aot_autograd's backward), the inputs as positional arguments.
+        # Graph inputs are tensors and scalars, never lists, so the two cannot be confused.
+        if len(args) == 1 and type(args[0]) is list:
+            args = args[0]
+        key = _signature(args) if self.dynamic else None
+        runner = self._runners.get(key)
+        if runner is not None:
+            return runner(args)
+        return self._first_call(args, key)
+
+    def _first_call(self, args: List[Any], key) -> Any:
+        args = list(args)
+        outs, metas = record(self.gm, args)
+        t0 = time.perf_counter()
+        try:
+            runner, summary = build_plan(self.gm, metas, self.options)
+        except Exception as e:
+            if not self.options.fallback:
+                raise
+            log_once(f"graph-fallback:{type(e).__name__}:{e}",
+                     f"tessera: compiling a {self.kind} graph failed, it runs eagerly "
+                     f"({type(e).__name__}: {e})", level=logging.WARNING)
+            runner, summary = self._eager_runner(), Summary(failures=[f"graph: {e}"])
+        self.compile_s += time.perf_counter() - t0
+        with self._lock:
+            self._runners[key] = runner
+            self.summaries[key] = summary
+        return outs
+
+    def _eager_runner(self) -> Callable:
+        gm = self.gm
+
+        def run(args):
+            a = list(args)
+            if type(args) is list:
+                args.clear()
+            return gm(*a)
+        run._boxed_call = True
+        return run
+
+
+def compiled_graphs() -> List[CompiledGraph]:
+    """Graphs compiled in this process that are still alive (for explain and tests)."""
+    return list(_registry)

@@ -1,0 +1,293 @@
+"""One partition -> one Tessera kernel: tensor-expression graph, layouts at the boundary, cache.
+
+Inputs are read where they lie: an input whose strides are a permutation of a dense layout
+(a transposed weight, a channels_last activation) or a broadcast (stride 0) is passed without a
+copy, and the permutation / broadcast becomes index arithmetic inside the kernel. Only inputs
+with gaps (strided slices) are copied. Outputs take the layout eager would give them when it is
+a permutation of a dense layout (free: the kernel writes in that order).
+
+Kernels are cached in-process by a structural key (the lowered operators with their arguments
+and shapes, independent of node names), so repeated blocks of a model compile once.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+
+from .. import _C
+from .lowering import LowerCtx, identity, is_te, ops, te_dtype
+from .meta import TensorMeta, contiguous_strides
+from .partition import Classifier, _op_name, input_nodes, is_getitem
+
+
+# ---- layouts ------------------------------------------------------------------------------
+
+def dense_permutation(shape, stride) -> Optional[List[int]]:
+    """The dim order (outermost first) in which a tensor with these strides is dense, or None
+    when it has gaps or overlaps. Size-1 dims carry no offset and go last."""
+    big = [d for d in range(len(shape)) if shape[d] != 1]
+    order = sorted(big, key=lambda d: (-stride[d], d))
+    expect = 1
+    for d in reversed(order):
+        if stride[d] != expect:
+            return None
+        expect *= shape[d]
+    return order + [d for d in range(len(shape)) if shape[d] == 1]
+
+
+def _is_identity_order(perm, shape) -> bool:
+    """True when the order only moves size-1 dims: the same memory order as contiguous."""
+    big = [d for d in perm if shape[d] != 1]
+    return big == sorted(big)
+
+
+class InputPrep:
+    """How a kernel input is turned into the contiguous buffer the kernel reads."""
+    __slots__ = ("index", "perm")
+
+    def __init__(self, index, perm):
+        self.index = index  # tuple of slices selecting one element along broadcast dims, or None
+        self.perm = perm    # dims order of the physical buffer, or None
+
+
+class OutputSpec:
+    __slots__ = ("shape", "dtype", "inv_perm", "restride")
+
+    def __init__(self, shape, dtype, inv_perm, restride):
+        self.shape = shape        # physical (buffer) shape
+        self.dtype = dtype
+        self.inv_perm = inv_perm  # view the buffer as the logical tensor, or None
+        self.restride = restride  # (shape, stride) eager gives and that must be reproduced
+
+
+# ---- the runtime object -------------------------------------------------------------------
+
+class KernelCall:
+    """A compiled kernel called with torch tensors; returns a tensor or a tuple of tensors."""
+
+    def __init__(self, kernel, in_preps: List[Optional[InputPrep]], out_specs: List[OutputSpec],
+                 name: str):
+        self.kernel = kernel
+        self.name = name
+        self._run = kernel.run
+        self._in_preps = in_preps
+        self._out_specs = out_specs
+        self._plain_inputs = all(p is None for p in in_preps)
+        self._plain_outputs = all(s.inv_perm is None and s.restride is None for s in out_specs)
+        self._single = len(out_specs) == 1
+
+    def __call__(self, *inputs):
+        if self._plain_inputs:
+            keep = [t if t.is_contiguous() else t.contiguous() for t in inputs]
+        else:
+            keep = [self._prepare(t, p) for t, p in zip(inputs, self._in_preps)]
+        outs = [torch.empty(s.shape, dtype=s.dtype) for s in self._out_specs]
+        self._run([t.data_ptr() for t in keep] + [o.data_ptr() for o in outs], [])
+        if not self._plain_outputs:
+            outs = [self._finish(o, s) for o, s in zip(outs, self._out_specs)]
+        return outs[0] if self._single else tuple(outs)
+
+    @staticmethod
+    def _prepare(t: torch.Tensor, prep: Optional[InputPrep]) -> torch.Tensor:
+        if prep is not None:
+            if prep.index is not None:
+                t = t[prep.index]
+            if prep.perm is not None:
+                t = t.permute(prep.perm)
+        return t if t.is_contiguous() else t.contiguous()
+
+    @staticmethod
+    def _finish(o: torch.Tensor, spec: OutputSpec) -> torch.Tensor:
+        if spec.inv_perm is not None:
+            o = o.permute(spec.inv_perm)
+        if spec.restride is not None:
+            shape, stride = spec.restride
+            r = torch.empty_strided(shape, stride, dtype=o.dtype)
+            r.copy_(o)
+            o = r
+        return o
+
+
+# ---- building -----------------------------------------------------------------------------
+
+class KernelSpec:
+    """The tensor-expression graph of one partition and how to call it."""
+
+    def __init__(self):
+        self.members: List[fx.Node] = []
+        self.inputs: List[fx.Node] = []     # FX values read (kernel inputs, in ABI order)
+        self.outputs: List[fx.Node] = []    # FX values produced (members or getitems of them)
+        self.te_inputs: List[Any] = []
+        self.te_outputs: List[Any] = []
+        self.in_preps: List[Optional[InputPrep]] = []
+        self.out_specs: List[OutputSpec] = []
+        self.key: str = ""
+        self.name: str = "kernel"
+
+
+class _Builder:
+    def __init__(self, members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifier,
+                 outputs: List[fx.Node], keep_layout: set):
+        self.member_set = set(members)
+        self.members = members
+        self.metas = metas
+        self.cls = cls
+        self.ctx = LowerCtx(metas)
+        self.spec = KernelSpec()
+        self.spec.members = members
+        self.spec.outputs = outputs
+        self.keep_layout = keep_layout
+        self.local: Dict[fx.Node, str] = {}
+        self.key_parts: List[str] = []
+
+    def root(self, n: fx.Node) -> fx.Node:
+        while self.cls.kind(n) == "view":
+            n = n.args[0]
+        return n
+
+    def pulled(self, n: fx.Node) -> bool:
+        """Computed inside this kernel although not a member: views of members, sources."""
+        kind = self.cls.kind(n)
+        if kind == "source":
+            return True
+        if kind != "view":
+            return False
+        r = self.root(n)
+        return r in self.member_set or self.cls.kind(r) == "source"
+
+    def _arg_repr(self, a: Any) -> str:
+        if isinstance(a, fx.Node):
+            if a in self.local:
+                return self.local[a]
+            return "c" + repr(self.metas.get(a))
+        if isinstance(a, (list, tuple)):
+            return "[" + ",".join(self._arg_repr(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ",".join(f"{k}={self._arg_repr(v)}" for k, v in sorted(a.items())) + "}"
+        return repr(a)
+
+    def _meta_repr(self, m: Any) -> str:
+        if isinstance(m, TensorMeta):
+            return f"{m.dtype}{list(m.shape)}"
+        if isinstance(m, (list, tuple)):
+            return "(" + ",".join(self._meta_repr(x) for x in m) + ")"
+        return repr(m)
+
+    def add_input(self, n: fx.Node) -> None:
+        m: TensorMeta = self.metas[n]
+        i = len(self.spec.inputs)
+        bdims = [d for d in range(m.ndim) if m.stride[d] == 0 and m.shape[d] > 1]
+        base_shape = [1 if d in bdims else s for d, s in enumerate(m.shape)]
+        base_stride = list(m.stride)
+        perm = dense_permutation(base_shape, base_stride)
+        if perm is not None and _is_identity_order(perm, base_shape):
+            perm = None
+        phys_shape = [base_shape[d] for d in perm] if perm else base_shape
+        p = _C.placeholder(f"in{i}", phys_shape, te_dtype(m.dtype))
+        t = p
+        if perm:
+            inv = [0] * len(perm)
+            for j, d in enumerate(perm):
+                inv[d] = j
+            t = ops.permute(p, inv)
+            if not bdims:
+                self.ctx.physical[n] = (p, perm)
+        if bdims:
+            t = ops.broadcast_to(t, list(m.shape))
+        index = tuple(slice(0, 1) if d in bdims else slice(None) for d in range(m.ndim)) \
+            if bdims else None
+        self.spec.inputs.append(n)
+        self.spec.te_inputs.append(p)
+        self.spec.in_preps.append(InputPrep(index, perm) if (index or perm) else None)
+        self.ctx.env[n] = t
+        self.local[n] = f"in{i}"
+        self.key_parts.append(f"in{i}:{m.dtype}{list(m.shape)}b{bdims}p{perm}")
+
+    def ensure(self, n: fx.Node) -> None:
+        """Makes the Tessera value of FX node n available (input, pulled view, or member)."""
+        if n in self.ctx.env:
+            return
+        m = self.metas.get(n)
+        if not isinstance(m, TensorMeta) and n not in self.member_set and not self.pulled(n):
+            return  # a folded scalar: the lowering reads its recorded value
+        if n in self.member_set or self.pulled(n):
+            if self.cls.kind(n) != "source":
+                for a in input_nodes(n):
+                    self.ensure(a)
+            self.ctx.lower(n)
+            self.local[n] = f"x{len(self.local)}"
+            self.key_parts.append(f"{self.local[n]}={_op_name(n.target)}"
+                                  f"({self._arg_repr(n.args)};{self._arg_repr(n.kwargs)})"
+                                  f"->{self._meta_repr(m)}")
+            return
+        self.add_input(n)
+
+    def build(self) -> KernelSpec:
+        for n in self.members:
+            self.ensure(n)
+        for o in self.spec.outputs:
+            self.ensure(o)
+            t = self.ctx.env[o]
+            if not is_te(t):
+                raise RuntimeError(f"internal: output {o.name} has no tensor value")
+            m: TensorMeta = self.metas[o]
+            if any(t is p for p in self.spec.te_inputs):
+                t = identity(t)  # an output must be computed, even when it equals an input
+            perm = dense_permutation(m.shape, m.stride)
+            restride = None
+            inv = None
+            if perm is not None and not _is_identity_order(perm, m.shape):
+                t = ops.permute(t, perm)
+                inv = [0] * len(perm)
+                for j, d in enumerate(perm):
+                    inv[d] = j
+                phys = [m.shape[d] for d in perm]
+            else:
+                phys = list(m.shape)
+                if perm is None and o in self.keep_layout:
+                    restride = (tuple(m.shape), tuple(m.stride))
+            self.spec.te_outputs.append(t)
+            self.spec.out_specs.append(OutputSpec(phys, m.dtype, inv, restride))
+            self.key_parts.append(f"out:{self.local[o]}:{inv}:{restride}")
+        self.spec.key = "|".join(self.key_parts)
+        names = [_op_name(n.target).replace("aten.", "").split(".")[0] for n in self.members]
+        self.spec.name = "_".join(dict.fromkeys(names))[:60] or "kernel"
+        return self.spec
+
+
+def build_spec(members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifier,
+               outputs: List[fx.Node], keep_layout: set) -> KernelSpec:
+    return _Builder(members, metas, cls, outputs, keep_layout).build()
+
+
+_cache: Dict[str, Any] = {}
+_cache_lock = threading.Lock()
+stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0}
+
+
+def compile_spec(spec: KernelSpec, schedule: Optional[str] = None) -> KernelCall:
+    """Compiles (or reuses) the kernel of a spec."""
+    with _cache_lock:
+        kernel = _cache.get(spec.key)
+    if kernel is None:
+        kernel = _C.build(spec.te_outputs, spec.te_inputs, schedule, spec.name)
+        stats["compiled"] += 1
+        stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
+        with _cache_lock:
+            _cache[spec.key] = kernel
+    else:
+        stats["cache_hits"] += 1
+    return KernelCall(kernel, spec.in_preps, spec.out_specs, spec.name)
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+__all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec", "dense_permutation",
+           "contiguous_strides", "is_getitem"]

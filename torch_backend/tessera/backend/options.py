@@ -1,0 +1,81 @@
+"""Options of the torch.compile backend: `mode` and `options` as the user passed them.
+
+    torch.compile(model, backend="tessera", mode="max-autotune",
+                  options={"verbose": True, "anchor_measure": True})
+
+Every option is validated here, so a typo is a clear error at torch.compile time instead of a
+silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional
+
+TUNE_MODES = ("default", "construct", "search")
+
+# torch.compile modes and what they mean for Tessera. Modes that only concern CUDA graphs
+# ("reduce-overhead") keep the default tuning.
+MODES = {
+    None: None,
+    "default": None,
+    "reduce-overhead": None,
+    "max-autotune": "search",
+    "max-autotune-no-cudagraphs": "search",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    tune: str = "default"          # schedule source: default heuristics | construct | search
+    verbose: bool = False          # log each compiled graph's partitions and choices
+    fallback: bool = True          # run the graph eagerly (logged) if compiling it fails
+    anchor_measure: bool = True    # matmul/conv: keep Tessera's fused kernel only if faster
+    records_db: Optional[str] = None  # tuning-record database path (None: the default place)
+
+
+_DESCRIPTIONS = {
+    "tune": "'default' | 'construct' | 'search'",
+    "verbose": "bool",
+    "fallback": "bool",
+    "anchor_measure": "bool",
+    "records_db": "path or None",
+}
+VALID_OPTIONS = tuple(_DESCRIPTIONS)
+
+
+def _valid_list() -> str:
+    return ", ".join(f"{k} ({v})" for k, v in _DESCRIPTIONS.items())
+
+
+def parse_options(mode: Optional[str] = None,
+                  options: Optional[Mapping[str, Any]] = None) -> Options:
+    """Validates torch.compile's `mode` and `options` and returns the backend's Options."""
+    if mode not in MODES:
+        raise ValueError(f"tessera: unknown mode {mode!r}; valid modes: "
+                         f"{', '.join(repr(m) for m in MODES if m is not None)}")
+    values = {}
+    if MODES[mode] is not None:
+        values["tune"] = MODES[mode]
+    if options is None:
+        options = {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"tessera: options must be a dict, got {type(options).__name__}")
+    unknown = sorted(set(options) - set(VALID_OPTIONS))
+    if unknown:
+        raise TypeError(f"tessera: unknown option(s) {', '.join(map(repr, unknown))}; "
+                        f"valid options: {_valid_list()}")
+    for key, value in options.items():
+        if key == "tune":
+            if value not in TUNE_MODES:
+                raise ValueError(f"tessera: option 'tune' must be one of {TUNE_MODES}, "
+                                 f"got {value!r}")
+        elif key == "records_db":
+            if value is not None and not isinstance(value, (str, bytes)) and \
+                    not hasattr(value, "__fspath__"):
+                raise ValueError(f"tessera: option 'records_db' must be a path, got {value!r}")
+            value = None if value is None else str(value)
+        elif not isinstance(value, bool):
+            raise ValueError(f"tessera: option {key!r} must be a bool, got {value!r}")
+        values[key] = value
+    return Options(**values)

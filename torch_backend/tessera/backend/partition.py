@@ -1,0 +1,228 @@
+"""Partitioning an ATen FX graph into Tessera kernels.
+
+Walks the graph in order and grows groups (one group = one fused kernel):
+  * an anchor (matmul, conv) starts a new group: its operands are kernel inputs, never
+    recomputed inside its reduction loop;
+  * an elementwise op or a reduction joins the group of one of its producers (seen through
+    view chains) when that creates no cycle between groups, otherwise it starts a new group;
+  * views and sources never start groups: a group computes them inline when it needs them,
+    and ATen computes them (free views) for everyone else;
+  * unsupported ops run through ATen, logged once per operator.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import torch
+import torch.fx as fx
+
+from .log import log_once, logger
+from .lowering import LOWERINGS, te_dtype
+from .meta import TensorMeta
+
+MAX_GROUP_SIZE = 48  # members per fused kernel: keeps JIT time and register pressure sane
+
+# Shape-only queries: their values are functions of the input shapes, which every compiled plan
+# is specialised on.
+_SIZE_QUERIES = {
+    torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_storage_offset.default,
+}
+# Operators that run through ATen by design (mutations, no data): never reported as missing.
+_ATEN_BY_DESIGN = {torch.ops.aten.copy_.default, torch.ops.aten.copy.default}
+
+
+def _flat_metas(m: Any):
+    if isinstance(m, TensorMeta):
+        yield m
+    elif isinstance(m, (list, tuple)):
+        for x in m:
+            yield from _flat_metas(x)
+
+
+def _flat_nodes(a: Any):
+    if isinstance(a, fx.Node):
+        yield a
+    elif isinstance(a, (list, tuple)):
+        for x in a:
+            yield from _flat_nodes(x)
+    elif isinstance(a, dict):
+        for x in a.values():
+            yield from _flat_nodes(x)
+
+
+def input_nodes(node: fx.Node) -> List[fx.Node]:
+    """Distinct FX nodes among a node's arguments, in order."""
+    seen, out = set(), []
+    for n in list(_flat_nodes(node.args)) + list(_flat_nodes(node.kwargs)):
+        if n not in seen:
+            seen.add(n)
+            out.append(n)
+    return out
+
+
+def foldable_scalars(graph: fx.Graph, metas: Dict[fx.Node, Any]) -> Set[fx.Node]:
+    """Nodes with a non-tensor value that depends only on shapes (and int inputs): a plan
+    specialised on those can use their recorded values as constants."""
+    out: Set[fx.Node] = set()
+    for n in graph.nodes:
+        m = metas.get(n)
+        if n.op == "output" or not isinstance(m, (int, float, bool)) or m is None:
+            continue
+        if n.op == "placeholder":
+            out.add(n)
+        elif n.op == "call_function":
+            args = input_nodes(n)
+            if n.target in _SIZE_QUERIES or (
+                    not isinstance(n.target, torch._ops.OpOverload)
+                    and all(a in out for a in args)):
+                out.add(n)
+    return out
+
+
+class Classifier:
+    """Kind of every node ('anchor', 'reduce', 'elementwise', 'view', 'source' or None = ATen),
+    with the reason an operator is not supported logged once per operator."""
+
+    def __init__(self, metas: Dict[fx.Node, Any], folded: Set[fx.Node]):
+        self.metas = metas
+        self.folded = folded
+        self.kinds: Dict[fx.Node, Optional[str]] = {}
+
+    def kind(self, node: fx.Node) -> Optional[str]:
+        if node not in self.kinds:
+            kind, reason = self._classify(node)
+            self.kinds[node] = kind
+            if kind is None and reason:
+                name = _op_name(node.target)
+                log_once(f"unsupported:{name}:{reason}",
+                         f"tessera: {name} runs through ATen ({reason})")
+        return self.kinds[node]
+
+    def _classify(self, node: fx.Node) -> Tuple[Optional[str], Optional[str]]:
+        if node.op != "call_function":
+            return None, None
+        m = self.metas.get(node)
+        if not any(True for _ in _flat_metas(m)):
+            return None, None  # scalar arithmetic on sizes, or no output
+        if node.target in _ATEN_BY_DESIGN:
+            return None, None
+        low = LOWERINGS.get(node.target)
+        if low is None:
+            return None, "no Tessera lowering"
+        for a in input_nodes(node):
+            am = self.metas.get(a)
+            if not isinstance(am, TensorMeta) and not any(True for _ in _flat_metas(am)):
+                if a not in self.folded:
+                    return None, "data-dependent scalar argument"
+        for t in list(_flat_metas(m)) + [x for a in input_nodes(node)
+                                         for x in _flat_metas(self.metas.get(a))]:
+            if t.device.type != "cpu":
+                return None, f"device {t.device}"
+            try:
+                te_dtype(t.dtype)
+            except KeyError:
+                return None, f"dtype {t.dtype}"
+        if low.check is not None:
+            reason = low.check(node, self.metas)
+            if reason:
+                return None, reason
+        return low.kind, None
+
+
+def _op_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return f"aten.{target.__name__}" if target.namespace == "aten" else str(target)
+    return getattr(target, "__name__", str(target))
+
+
+class Partitioner:
+    def __init__(self, graph: fx.Graph, classifier: Classifier):
+        self.graph = graph
+        self.cls = classifier
+        self.nodes = list(graph.nodes)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        self.group_of: Dict[fx.Node, int] = {}
+        self.groups: List[List[fx.Node]] = []
+        self.group_min: List[int] = []
+        self.group_anchor: List[Optional[fx.Node]] = []
+
+    # A view chain's root: the first node up the chain that is not a view.
+    def root(self, n: fx.Node) -> fx.Node:
+        while self.cls.kind(n) == "view":
+            n = n.args[0]
+        return n
+
+    def _depends_on(self, starts: List[fx.Node], g: int) -> bool:
+        """Does any start node depend on group g, treating every group as one unit?"""
+        lo = self.group_min[g]
+        stack, seen = list(starts), set()
+        while stack:
+            x = stack.pop()
+            if x in seen or self.index[x] < lo:
+                continue
+            seen.add(x)
+            h = self.group_of.get(x)
+            if h == g:
+                return True
+            if h is not None:
+                for member in self.groups[h]:
+                    stack.extend(input_nodes(member))
+            else:
+                stack.extend(input_nodes(x))
+        return False
+
+    def _can_join(self, n: fx.Node, g: int) -> bool:
+        if len(self.groups[g]) >= MAX_GROUP_SIZE:
+            return False
+        # Arguments reached through views of the group are computed inside it; sources read no
+        # data (full_like only looks at its argument's shape), so neither orders the groups.
+        outside = [a for a in input_nodes(n)
+                   if self.group_of.get(self.root(a)) != g and self.cls.kind(self.root(a)) != "source"]
+        return not self._depends_on(outside, g)
+
+    def _new_group(self, n: fx.Node, anchor: bool) -> None:
+        self.group_of[n] = len(self.groups)
+        self.groups.append([n])
+        self.group_min.append(self.index[n])
+        self.group_anchor.append(n if anchor else None)
+
+    def run(self) -> List[List[fx.Node]]:
+        for n in self.nodes:
+            kind = self.cls.kind(n)
+            if kind in (None, "view", "source"):
+                continue
+            if kind == "anchor":
+                self._new_group(n, anchor=True)
+                continue
+            cands = []
+            for a in input_nodes(n):
+                g = self.group_of.get(self.root(a))
+                if g is not None and g not in cands:
+                    cands.append(g)
+            chosen = None
+            for g in sorted(cands, reverse=True):  # the most recent producer group first
+                if self._can_join(n, g):
+                    chosen = g
+                    break
+            if chosen is None:
+                self._new_group(n, anchor=False)
+            else:
+                self.group_of[n] = chosen
+                self.groups[chosen].append(n)
+        return self.groups
+
+
+def partition(graph: fx.Graph, classifier: Classifier) -> List[List[fx.Node]]:
+    groups = Partitioner(graph, classifier).run()
+    if logger.isEnabledFor(logging.DEBUG):
+        for i, g in enumerate(groups):
+            logger.debug("tessera: group %d: %s", i, ", ".join(n.name for n in g))
+    return groups
+
+
+def is_getitem(n: fx.Node) -> bool:
+    return n.op == "call_function" and n.target is operator.getitem

@@ -1,0 +1,330 @@
+"""Planning one specialised graph: partitions -> kernels or ATen steps -> ordered runner.
+
+Input: an ATen FX graph and the recorded meta of every node (shapes of this call). Output: the
+generated runner (runner.py) plus a summary of what was done (kernels, ATen ops, choices).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import operator
+from typing import Any, Callable, Dict, List, Optional, Set
+
+import torch
+import torch.fx as fx
+
+from . import anchor as anchor_choice
+from .kernel_build import KernelSpec, build_spec, compile_spec
+from .log import log_once, logger
+from .meta import TensorMeta
+from .options import Options
+from .partition import Classifier, _op_name, foldable_scalars, input_nodes, partition
+from .runner import Step, _nodes_in, generate
+
+# ATen operators whose result depends on their inputs' exact strides.
+_STRIDE_SENSITIVE = {torch.ops.aten.as_strided.default}
+
+
+@dataclasses.dataclass
+class Summary:
+    """What the compiler did with one graph (for verbose logs, explain and benchmarks)."""
+    kernels: int = 0
+    aten_ops: Dict[str, int] = dataclasses.field(default_factory=dict)  # unsupported op -> count
+    anchors: List[dict] = dataclasses.field(default_factory=list)       # per anchor partition
+    failures: List[str] = dataclasses.field(default_factory=list)       # partitions left to ATen
+    source: str = ""
+    steps: List[Step] = dataclasses.field(default_factory=list, repr=False)
+
+    def describe(self) -> str:
+        lines = [f"{self.kernels} Tessera kernels"]
+        if self.aten_ops:
+            lines.append("ATen: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.aten_ops.items())))
+        for a in self.anchors:
+            lines.append(f"anchor {a['op']}: {a['choice']} (tessera {a['tessera_ms']:.3f} ms, "
+                         f"aten {a['aten_ms']:.3f} ms)")
+        lines += [f"left to ATen: {f}" for f in self.failures]
+        return "\n".join(lines)
+
+
+class _Unit:
+    """A kernel or one ATen node, as scheduled."""
+
+    def __init__(self, step: Step, order: int):
+        self.step = step
+        self.order = order
+
+
+class Planner:
+    def __init__(self, gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options):
+        self.gm = gm
+        self.graph = gm.graph
+        self.metas = metas
+        self.options = options
+        self.nodes = list(self.graph.nodes)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        self.folded = foldable_scalars(self.graph, metas)
+        self.cls = Classifier(metas, self.folded)
+        out = [n for n in self.nodes if n.op == "output"][0]
+        self.output_args = out.args[0]
+        self.graph_outputs: Set[fx.Node] = set(_nodes_in(self.output_args))
+        self.summary = Summary()
+        self.kernel_steps: List[_Unit] = []
+        self.member_of: Dict[fx.Node, Step] = {}   # member node -> its kernel step
+        self.produced: Dict[fx.Node, Step] = {}    # value node -> defining step
+
+    # ---- partition analysis ------------------------------------------------------------------
+
+    def root(self, n: fx.Node) -> fx.Node:
+        while self.cls.kind(n) == "view":
+            n = n.args[0]
+        return n
+
+    def _needed(self, x: fx.Node, members: Set[fx.Node]) -> bool:
+        """Is the value of x (a member's value or a view of one) used outside the kernel?"""
+        if x in self.graph_outputs:
+            return True
+        for u in x.users:
+            if u in members:
+                continue
+            if self.cls.kind(u) == "view" and self.root(u) in members:
+                if self._needed(u, members):
+                    return True
+                continue
+            return True
+        return False
+
+    def _value_nodes(self, m: fx.Node) -> Optional[List[fx.Node]]:
+        meta = self.metas[m]
+        if isinstance(meta, TensorMeta):
+            return [m]
+        out = []
+        for u in m.users:
+            if u.op == "call_function" and u.target is operator.getitem:
+                if isinstance(self.metas.get(u), TensorMeta):
+                    out.append(u)
+            else:
+                return None  # the tuple itself escapes: not expressible as kernel outputs
+        return out
+
+    def _spec_for(self, members: List[fx.Node]) -> KernelSpec:
+        mset = set(members)
+        outputs = []
+        for m in members:
+            values = self._value_nodes(m)
+            if values is None:
+                raise RuntimeError(f"{m.name} returns a tuple used as a whole")
+            outputs += [v for v in values if self._needed(v, mset)]
+        if not outputs:
+            raise RuntimeError("partition has no used output")
+        keep_layout = set(self.graph_outputs)
+        for o in outputs:
+            if any(u.target in _STRIDE_SENSITIVE for u in o.users if u.op == "call_function"):
+                keep_layout.add(o)
+        spec = build_spec(members, self.metas, self.cls, outputs, keep_layout)
+        for n in list(spec.inputs) + list(spec.outputs):
+            if self.metas[n].numel == 0:
+                raise _ZeroSize()
+        for m in members:
+            meta = self.metas[m]
+            if isinstance(meta, TensorMeta) and meta.numel == 0:
+                raise _ZeroSize()
+        return spec
+
+    # ---- decisions --------------------------------------------------------------------------
+
+    def _add_kernel(self, spec: KernelSpec, call) -> None:
+        step = Step("kernel", list(spec.outputs), list(spec.inputs), call=call)
+        unit = _Unit(step, min(self.index[m] for m in spec.members))
+        self.kernel_steps.append(unit)
+        for m in spec.members:
+            self.member_of[m] = step
+        for o in spec.outputs:
+            self.produced[o] = step
+        self.summary.kernels += 1
+
+    def _plan_group(self, members: List[fx.Node]) -> None:
+        anchor = members[0] if self.cls.kind(members[0]) == "anchor" else None
+        try:
+            spec = self._spec_for(members)
+            if anchor is not None:
+                self._plan_anchor_group(anchor, members, spec)
+            else:
+                self._add_kernel(spec, compile_spec(spec))
+        except _ZeroSize:
+            pass  # zero-size tensors: ATen handles every corner case; nothing to gain
+        except Exception as e:  # a partition that fails to compile runs through ATen
+            names = ", ".join(dict.fromkeys(_op_name(m.target) for m in members))
+            msg = f"{names}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            self.summary.failures.append(msg)
+            log_once("compile-failure:" + msg, f"tessera: partition left to ATen ({msg})",
+                     level=30)
+
+    def _plan_anchor_group(self, anchor: fx.Node, members: List[fx.Node],
+                           spec: KernelSpec) -> None:
+        rest_members = members[1:]
+        rest_spec = self._spec_for(rest_members) if rest_members else None
+        fused = compile_spec(spec)
+        if not self.options.anchor_measure:
+            self._add_kernel(spec, fused)
+            return
+        rest_call = compile_spec(rest_spec) if rest_spec is not None else None
+        run_t, run_a = self._candidates(anchor, spec, fused, rest_spec, rest_call)
+        choice, t_ms, a_ms = anchor_choice.decide(spec.key, run_t, run_a)
+        self.summary.anchors.append({"op": _op_name(anchor.target), "choice": choice,
+                                     "tessera_ms": t_ms, "aten_ms": a_ms,
+                                     "shape": list(self.metas[anchor].shape)})
+        if choice == "tessera":
+            self._add_kernel(spec, fused)
+        elif rest_spec is not None:
+            self._add_kernel(rest_spec, rest_call)
+
+    def _candidates(self, anchor, spec, fused, rest_spec, rest_call):
+        """Two callables on example inputs of the real shapes: fused kernel vs ATen + rest."""
+        env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
+        t_inputs = [env[n] for n in spec.inputs]
+
+        def run_tessera():
+            return fused(*t_inputs)
+
+        def run_aten():
+            local = dict(env)
+            local[anchor] = self._eval(anchor, local)
+            if rest_call is None:
+                return local[anchor]
+            for n in rest_spec.inputs:
+                if n not in local:
+                    local[n] = self._eval(n, local)
+            return rest_call(*[local[n] for n in rest_spec.inputs])
+        return run_tessera, run_aten
+
+    def _eval(self, n: fx.Node, env: Dict[fx.Node, Any]) -> Any:
+        """Runs node n through ATen on values in env (evaluating missing inputs first)."""
+        if n in env:
+            return env[n]
+        if n in self.folded:
+            return self.metas[n]
+        for a in input_nodes(n):
+            if a not in env and a not in self.folded:
+                env[a] = self._eval(a, env)
+
+        def resolve(a):
+            if isinstance(a, fx.Node):
+                return env[a] if a in env else self.metas[a]
+            if isinstance(a, (list, tuple)):
+                return type(a)(resolve(x) for x in a)
+            if isinstance(a, dict):
+                return {k: resolve(v) for k, v in a.items()}
+            return a
+        env[n] = n.target(*resolve(n.args), **resolve(n.kwargs))
+        return env[n]
+
+    # ---- ATen steps and order -----------------------------------------------------------------
+
+    def _aten_needed(self) -> Set[fx.Node]:
+        """Non-member call nodes that must run through ATen."""
+        kernel_inputs: Dict[Step, Set[fx.Node]] = {}
+        for u in self.kernel_steps:
+            kernel_inputs[u.step] = set(u.step.inputs)
+        needed: Set[fx.Node] = set()
+        for n in reversed(self.nodes):
+            if n.op != "call_function" or n in self.member_of or n in self.produced:
+                continue
+            if n in self.folded:
+                continue
+            kind = self.cls.kind(n)
+            if kind not in ("view", "source"):
+                needed.add(n)  # unsupported, or its partition was left to ATen
+                continue
+            if n in self.graph_outputs:
+                needed.add(n)
+                continue
+            for u in n.users:
+                if u.op == "output" or u in needed:
+                    needed.add(n)
+                    break
+                step = self.member_of.get(u)
+                if step is not None and n in kernel_inputs[step]:
+                    needed.add(n)
+                    break
+        return needed
+
+    def _count_aten(self, needed: Set[fx.Node]) -> None:
+        for n in needed:
+            kind = self.cls.kind(n)
+            if kind is None and n.target is not operator.getitem:
+                name = _op_name(n.target)
+                self.summary.aten_ops[name] = self.summary.aten_ops.get(name, 0) + 1
+
+    def _order(self, units: List[_Unit]) -> List[Step]:
+        """Topological order of the steps, following the graph's order where free to."""
+        producer: Dict[fx.Node, _Unit] = {}
+        for u in units:
+            for o in u.step.outputs:
+                producer[o] = u
+        deps: Dict[int, Set[int]] = {}
+        users: Dict[int, List[int]] = {i: [] for i in range(len(units))}
+        uid = {id(u): i for i, u in enumerate(units)}
+        for i, u in enumerate(units):
+            reads = u.step.inputs
+            d = set()
+            for n in reads:
+                p = producer.get(n)
+                if p is not None and p is not u:
+                    d.add(uid[id(p)])
+            if u.step.kind == "aten" and _mutates(u.step.node):
+                # A mutation runs after every step that precedes it in the graph.
+                d |= {j for j, v in enumerate(units) if v.order < u.order}
+            deps[i] = d
+            for j in d:
+                users[j].append(i)
+        ready = [(u.order, i) for i, u in enumerate(units) if not deps[i]]
+        heapq.heapify(ready)
+        remaining = {i: len(d) for i, d in deps.items()}
+        out: List[Step] = []
+        while ready:
+            _, i = heapq.heappop(ready)
+            out.append(units[i].step)
+            for j in users[i]:
+                remaining[j] -= 1
+                if remaining[j] == 0:
+                    heapq.heappush(ready, (units[j].order, j))
+        if len(out) != len(units):
+            raise RuntimeError("internal: the partitioned graph has a cycle")
+        return out
+
+    def build(self) -> Callable:
+        for members in partition(self.graph, self.cls):
+            self._plan_group(members)
+        needed = self._aten_needed()
+        self._count_aten(needed)
+        units = list(self.kernel_steps)
+        for n in needed:
+            reads = [a for a in input_nodes(n) if a not in self.folded]
+            units.append(_Unit(Step("aten", [n], reads, node=n), self.index[n]))
+        steps = self._order(units)
+        placeholders = [n for n in self.nodes if n.op == "placeholder"]
+        constants = {n: self.metas[n] for n in self.folded}
+        fn = generate(placeholders, steps, self.output_args, constants)
+        self.summary.source = fn.source
+        self.summary.steps = steps
+        return fn
+
+
+class _ZeroSize(Exception):
+    pass
+
+
+def _mutates(n: fx.Node) -> bool:
+    schema = getattr(n.target, "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
+
+
+def build_plan(gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options):
+    """The runner for gm specialised on the recorded metas, and its Summary."""
+    planner = Planner(gm, metas, options)
+    fn = planner.build()
+    if options.verbose:
+        logger.info("tessera: compiled graph (%d nodes)\n%s", len(planner.nodes),
+                    planner.summary.describe())
+    return fn, planner.summary

@@ -1,0 +1,123 @@
+"""Executes a compiled graph: an ordered list of steps turned into straight-line Python.
+
+A step is a Tessera kernel call or an ATen call. The runner is generated Python source (one
+local variable per value, `del` right after a value's last use so intermediates are freed
+early), which keeps the per-call overhead to the calls themselves. It is deliberately small and
+separate from planning, so it can be replaced by a C++ executor without touching the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Dict, List, Optional
+
+import torch.fx as fx
+
+
+@dataclasses.dataclass(eq=False)
+class Step:
+    kind: str                       # "kernel" or "aten"
+    outputs: List[fx.Node]          # values this step defines
+    inputs: List[fx.Node]           # values it reads (for kernels, in ABI order)
+    call: Any = None                # KernelCall for kernels
+    node: Optional[fx.Node] = None  # the ATen node
+
+
+class _Emitter:
+    def __init__(self, constants: Dict[fx.Node, Any]):
+        self.constants = constants  # folded scalar values by node
+        self.names: Dict[fx.Node, str] = {}
+        self.globals: Dict[str, Any] = {}
+        self.lines: List[str] = []
+
+    def name(self, n: fx.Node) -> str:
+        if n not in self.names:
+            self.names[n] = f"v{len(self.names)}"
+        return self.names[n]
+
+    def const(self, value: Any) -> str:
+        if value is None or isinstance(value, (bool, int, str)):
+            return repr(value)
+        if isinstance(value, float) and math.isfinite(value):
+            return repr(value)
+        g = f"c{len(self.globals)}"
+        self.globals[g] = value
+        return g
+
+    def expr(self, a: Any) -> str:
+        if isinstance(a, fx.Node):
+            if a in self.constants:
+                return self.const(self.constants[a])
+            return self.name(a)
+        if isinstance(a, list):
+            return "[" + ", ".join(self.expr(x) for x in a) + "]"
+        if isinstance(a, tuple):
+            return "(" + "".join(self.expr(x) + ", " for x in a) + ")"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in a.items()) + "}"
+        return self.const(a)
+
+
+def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
+             constants: Dict[fx.Node, Any], name: str = "compiled_graph") -> Callable:
+    """Python function run(args) executing `steps` (boxed: it empties a list argument so that
+    inputs can be freed as soon as they are dead)."""
+    em = _Emitter(constants)
+    last_use: Dict[fx.Node, int] = {}
+    for i, s in enumerate(steps):
+        reads = s.inputs if s.kind == "kernel" else _nodes_in((s.node.args, s.node.kwargs))
+        for n in reads:
+            last_use[n] = i
+    keep = set(_nodes_in(output_args))
+
+    body = []
+    if placeholders:
+        body.append(", ".join(em.name(p) for p in placeholders) + ", = args")
+    body.append("if type(args) is list: args.clear()")
+    unused = [p for p in placeholders if p not in last_use and p not in keep]
+    if unused:
+        body.append("del " + ", ".join(em.name(p) for p in unused))
+    for i, s in enumerate(steps):
+        if s.kind == "kernel":
+            g = f"k{len(em.globals)}"
+            em.globals[g] = s.call
+            outs = ", ".join(em.name(o) for o in s.outputs)
+            if len(s.outputs) > 1:
+                outs += ","
+            body.append(f"{outs} = {g}({', '.join(em.expr(n) for n in s.inputs)})  "
+                        f"# {s.call.name}")
+        else:
+            n = s.node
+            g = f"f{len(em.globals)}"
+            em.globals[g] = n.target
+            args = [em.expr(a) for a in n.args]
+            args += [f"{k}={em.expr(v)}" for k, v in n.kwargs.items()]
+            body.append(f"{em.name(n)} = {g}({', '.join(args)})")
+        dead = [n for n, j in last_use.items() if j == i and n not in keep and n in em.names]
+        if dead:
+            body.append("del " + ", ".join(em.name(n) for n in dead))
+    body.append(f"return {em.expr(output_args)}")
+    src = f"def {name}(args):\n" + "\n".join("    " + line for line in body) + "\n"
+    scope = dict(em.globals)
+    exec(compile(src, f"<tessera {name}>", "exec"), scope)
+    fn = scope[name]
+    fn._boxed_call = True
+    fn.source = src
+    return fn
+
+
+def _nodes_in(a: Any) -> List[fx.Node]:
+    out: List[fx.Node] = []
+
+    def walk(x):
+        if isinstance(x, fx.Node):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+    walk(a)
+    return out

@@ -1,0 +1,270 @@
+"""Custom operators written as expressions: ``tessera.op("C[i, j] = sum(k) A[i, k] * B[k, j]")``.
+
+The source is a small einsum-like language over the tensor-expression IR (parsed and checked in
+C++, csrc/frontend/). One or more statements, separated by ``;`` or new lines, each define a
+tensor; the last one is the result, earlier ones are intermediates::
+
+    gemm_relu = tessera.op("C[i, j] = relu(sum(k) A[i, k] * B[k, j])")
+    softmax = tessera.op('''
+        M[i] = max(j) X[i, j]
+        E[i, j] = exp(X[i, j] - M[i])
+        Y[i, j] = E[i, j] / sum(k) E[i, k]
+    ''')
+    conv = tessera.op("O[n, y, x] = sum(c, r, s) I[n, c, y + r, x + s] * W[c, r, s]")
+
+Language summary:
+
+- ``T[i, j] = expr`` defines ``T``; its indices are iterator names (``T[]`` for a scalar).
+- Operands: tensor reads ``A[i, k + 1]``, iterators (as numbers), numeric literals.
+- Operators: ``+ - * /`` (``/`` is true division), ``//`` and ``%`` (floor division/modulo),
+  comparisons ``< <= > >= == !=`` combined with ``and``, ``or``, ``not``.
+- Functions: exp, log, sqrt, rsqrt, tanh, erf, sigmoid, abs, relu, gelu, floor, ceil,
+  max(a, b), min(a, b), pow(a, b), where(cond, a, b).
+- Reductions ``sum(k) body``, ``max(k) body``, ``min(k, l) body``: like a sigma in mathematics
+  the body is the product that follows, so ``sum(k) A[i, k] * B[k, j] + b[j]`` adds ``b`` once.
+- Indices are integer expressions of iterators and integer constants (``+ - * // %``,
+  max/min). Every read must be in bounds for every iterator value, also under ``where``:
+  clamp shifted indices, e.g. ``where(i > 0, X[max(i - 1, 0)], 0.0)``.
+
+Extents of iterators come from the input shapes at call time: an iterator used as a plain index
+takes that dim's size (all such uses must agree); one used only in affine index arithmetic takes
+the largest extent that keeps those reads in bounds (``I[y + r]`` gives ``y`` the extent
+``dim - extent(r) + 1``, a "valid" convolution). Anything else -- e.g. an output index the
+right-hand side never uses, or a clamped index like ``X[max(i - 1, 0)]`` -- needs ``shapes=``:
+``{iterator: extent}`` (for that name in every statement) or ``{defined_tensor: [sizes]}``.
+
+The returned object is callable with torch tensors (positionally, in order of first appearance
+in the source, or by keyword with the tensor names). Calls run a kernel compiled per distinct
+set of input shapes and dtypes. The op is also registered as ``torch.ops.tessera.<name>`` with
+a fake kernel, so it works under ``torch.compile(fullgraph=True)`` (dynamic shapes included)
+and passes ``torch.library.opcheck``. It has no autograd formula: backward raises.
+
+Mistakes in the source raise ``ExpressionError`` (a ``ValueError``) whose message shows the
+source line with a caret under the offending column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import keyword
+import operator
+import threading
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _C
+from .kernel import _DTYPES, Kernel
+
+ExpressionError = _C.ExpressionError
+
+_NAMESPACE = "tessera"
+_DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
+# Registered ops by name: a second op() with the same name must mean the same expression.
+_REGISTRY: Dict[str, "ExpressionOp"] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+ShapesArg = Optional[Mapping[str, Union[int, Sequence[int]]]]
+
+
+def _as_int(value, what: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    try:
+        return operator.index(value)  # ints, numpy integers, 0-d integer tensors
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {value!r}") from None
+
+
+def _normalize_shapes(shapes: ShapesArg) -> Dict[str, Union[int, list]]:
+    out: Dict[str, Union[int, list]] = {}
+    for key, value in (shapes or {}).items():
+        if not isinstance(key, str):
+            raise TypeError(f"shapes keys are iterator or tensor names, got {key!r}")
+        if isinstance(value, (list, tuple, torch.Size)):
+            out[key] = [_as_int(v, f"shapes[{key!r}] entries") for v in value]
+        else:
+            out[key] = _as_int(value, f"shapes[{key!r}] (an iterator extent or a list of sizes)")
+    return out
+
+
+def _default_name(output: str, source: str, shapes: Dict[str, Union[int, list]]) -> str:
+    digest = hashlib.sha1(f"{source}\0{sorted(shapes.items())!r}".encode()).hexdigest()[:8]
+    return f"{output}_{digest}"
+
+
+def _dtype_name(t: torch.Tensor, input_name: str) -> str:
+    name = _DTYPE_NAMES.get(t.dtype)
+    if name is None:
+        supported = ", ".join(str(d) for d in _DTYPES.values())
+        raise TypeError(f"input {input_name} has dtype {t.dtype}; supported: {supported}")
+    return name
+
+
+def _eval_formula(f, tensors: Sequence[torch.Tensor]):
+    """Evaluates a shape formula from _C.expression_signature on (possibly symbolic) sizes."""
+    if isinstance(f, int):
+        return f
+    op = f[0]
+    if op == "dim":
+        return tensors[f[1]].shape[f[2]]
+    a, b = _eval_formula(f[1], tensors), _eval_formula(f[2], tensors)
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "floordiv":
+        return a // b
+    if op == "mod":
+        return a % b
+    if op == "min":
+        return torch.sym_min(a, b)
+    if op == "max":
+        return torch.sym_max(a, b)
+    raise AssertionError(f"unknown shape formula node {op!r}")
+
+
+class ExpressionOp:
+    """A compiled-on-demand operator defined by an expression (see the module docstring)."""
+
+    def __init__(self, source: str, name: Optional[str] = None, shapes: ShapesArg = None):
+        if not isinstance(source, str):
+            raise TypeError("tessera.op takes the expression source as a string")
+        self._shapes = _normalize_shapes(shapes)
+        info = _C.parse_expression(source, self._shapes)  # raises ExpressionError
+        self.source = source
+        self.inputs: Tuple[str, ...] = tuple(info["inputs"])
+        self.output: str = info["output"]
+        self.intermediates: Tuple[str, ...] = tuple(info["intermediates"])
+        if name is None:
+            name = _default_name(self.output, source, self._shapes)
+        elif not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"op name must be a valid identifier, got {name!r}")
+        self.name = name
+        self._kernels: Dict[tuple, Kernel] = {}
+        self._signatures: Dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
+        self._overload = self._register()
+
+    # ---- registration --------------------------------------------------------------------
+    def _same_definition(self, other: "ExpressionOp") -> bool:
+        return other.source == self.source and other._shapes == self._shapes
+
+    def _register(self):
+        with _REGISTRY_LOCK:
+            existing = _REGISTRY.get(self.name)
+            if existing is not None:
+                if not self._same_definition(existing):
+                    raise ValueError(
+                        f"torch.ops.{_NAMESPACE}.{self.name} is already defined by a different "
+                        f"expression ({existing.source!r}); choose another name")
+                # Same definition: share the registered op and its compiled kernels.
+                self._kernels = existing._kernels
+                self._signatures = existing._signatures
+                self._lock = existing._lock
+                return existing._overload
+            # Schema argument names are the tensor names (keywords get a trailing underscore).
+            args = ", ".join(f"Tensor {n}_" if keyword.iskeyword(n) else f"Tensor {n}"
+                             for n in self.inputs)
+            schema = f"({args}) -> Tensor"
+            try:
+                opdef = torch.library.custom_op(f"{_NAMESPACE}::{self.name}", self._eager,
+                                                mutates_args=(), schema=schema)
+            except RuntimeError as e:
+                raise ValueError(f"cannot register torch.ops.{_NAMESPACE}.{self.name}: {e}") from e
+            opdef.register_fake(self._fake)
+            self._opdef = opdef  # keeps the registration alive
+            _REGISTRY[self.name] = self
+            return getattr(getattr(torch.ops, _NAMESPACE), self.name).default
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{_NAMESPACE}::{self.name}"
+
+    @property
+    def torch_op(self):
+        """The registered ``torch.ops.tessera.<name>.default`` overload."""
+        return self._overload
+
+    # ---- calls ---------------------------------------------------------------------------
+    def _bind(self, args, kwargs) -> list:
+        if len(args) > len(self.inputs):
+            raise TypeError(f"{self.name} takes {len(self.inputs)} inputs "
+                            f"({', '.join(self.inputs)}), got {len(args)}")
+        bound = dict(zip(self.inputs, args))
+        for k, v in kwargs.items():
+            if k not in self.inputs:
+                raise TypeError(f"{self.name} has no input {k!r}; inputs: {', '.join(self.inputs)}")
+            if k in bound:
+                raise TypeError(f"{self.name} got input {k!r} twice")
+            bound[k] = v
+        missing = [n for n in self.inputs if n not in bound]
+        if missing:
+            raise TypeError(f"{self.name} is missing input(s) {', '.join(missing)}")
+        tensors = [bound[n] for n in self.inputs]
+        for n, t in zip(self.inputs, tensors):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"input {n} must be a torch.Tensor, got {type(t).__name__}")
+        return tensors
+
+    def __call__(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        return self._overload(*self._bind(args, kwargs))
+
+    def kernel(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> Kernel:
+        """The compiled kernel used for inputs like these (compiles on first use)."""
+        return self._kernel_for(self._bind(args, kwargs))
+
+    def _kernel_for(self, tensors: Sequence[torch.Tensor]) -> Kernel:
+        key = tuple((tuple(t.shape), t.dtype) for t in tensors)
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            return kernel
+        with self._lock:
+            kernel = self._kernels.get(key)
+            if kernel is None:
+                shapes = {n: list(t.shape) for n, t in zip(self.inputs, tensors)}
+                dtypes = {n: _dtype_name(t, n) for n, t in zip(self.inputs, tensors)}
+                outputs, inputs = _C.expression_to_te(self.source, shapes, dtypes, self._shapes)
+                kernel = Kernel(outputs, inputs, name=self.name)
+                self._kernels[key] = kernel
+        return kernel
+
+    def _eager(self, *tensors: torch.Tensor) -> torch.Tensor:
+        for n, t in zip(self.inputs, tensors):
+            if t.device.type != "cpu":
+                raise ValueError(f"input {n} is on {t.device}; tessera.op kernels run on the CPU")
+        return self._kernel_for(tensors)(*tensors)
+
+    def _fake(self, *tensors: torch.Tensor) -> torch.Tensor:
+        key = tuple((t.dim(), t.dtype) for t in tensors)
+        sig = self._signatures.get(key)
+        if sig is None:
+            ranks = {n: t.dim() for n, t in zip(self.inputs, tensors)}
+            dtypes = {n: _dtype_name(t, n) for n, t in zip(self.inputs, tensors)}
+            sig = _C.expression_signature(self.source, ranks, dtypes, self._shapes)
+            self._signatures[key] = sig
+        dtype, formulas = sig
+        shape = [_eval_formula(f, tensors) for f in formulas]
+        if tensors:
+            return tensors[0].new_empty(shape, dtype=_DTYPES[dtype])
+        return torch.empty(shape, dtype=_DTYPES[dtype])
+
+    def __repr__(self) -> str:
+        name = getattr(self, "name", "?")  # repr may run on a half-built op (errors in __init__)
+        return f"<tessera.op {_NAMESPACE}::{name}: {getattr(self, 'source', '').strip()!r}>"
+
+
+def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None) -> ExpressionOp:
+    """Defines an operator from an expression; see the module docstring for the language.
+
+    ``name`` names the registered ``torch.ops.tessera.<name>`` (default: the output tensor's
+    name and a short hash of the source). ``shapes`` gives extents the inputs cannot determine:
+    ``{iterator: extent}`` or ``{defined_tensor: [sizes]}``. Raises ``ExpressionError`` (a
+    ValueError) with a caret under the offending column for mistakes in the source.
+    """
+    return ExpressionOp(source, name=name, shapes=shapes)
+
+
+__all__ = ["op", "ExpressionOp", "ExpressionError"]
