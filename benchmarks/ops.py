@@ -2,7 +2,7 @@
 torch, fp32, all cores.
 
     python benchmarks/ops.py [--json out.json] [--ops gemm2048 conv_res2 ...] [--seeds 5]
-                             [--rounds 3] [--top-k 8] [--no-ablation] [--list]
+                             [--rounds 3] [--top-k 8] [--no-ablation] [--threads N] [--list]
 
 Per op a record
   {"op", "shape", "flops",
@@ -229,11 +229,16 @@ def main() -> None:
     p.add_argument("--ops", nargs="*", help="subset of op names (default: the whole suite)")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--top-k", type=int, default=8)
-    p.add_argument("--eq1", default="corrected", choices=["corrected", "printed"])
+    p.add_argument("--eq1", default="printed", choices=["corrected", "printed"])
     p.add_argument("--min-time-ms", type=float, default=100.0)
     p.add_argument("--no-ablation", dest="ablation", action="store_false")
+    p.add_argument("--threads", type=int, default=0,
+                   help="threads for torch and tessera (default: torch's, i.e. all cores)")
     p.add_argument("--list", action="store_true", help="list the suite and exit")
     args = p.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+        tessera.set_num_threads(args.threads)
     ops = suite()
     if args.list:
         for op in ops:

@@ -26,7 +26,8 @@ int64_t sat_add(int64_t a, int64_t b) {
 }
 int64_t sat_mul(int64_t a, int64_t b) {
   int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) return (a > 0) == (b > 0) ? ir::kNoUpperBound : ir::kNoLowerBound;
+  if (__builtin_mul_overflow(a, b, &r))
+    return (a > 0) == (b > 0) ? ir::kNoUpperBound : ir::kNoLowerBound;
   return r;
 }
 
@@ -128,8 +129,10 @@ void AccessRegions::index_range(const IndexForm& f, const std::vector<int64_t>& 
     for (size_t d = 0; d < f.coef.size(); ++d) {
       if (f.coef[d] == 0) continue;
       int64_t span = sat_mul(f.coef[d], clamp_tile(tile[d], extents_[d]) - 1);
-      if (span > 0) h = sat_add(h, span);
-      else l = sat_add(l, span);
+      if (span > 0)
+        h = sat_add(h, span);
+      else
+        l = sat_add(l, span);
     }
     *lo = l;
     *hi = h;
@@ -145,8 +148,8 @@ void AccessRegions::index_range(const IndexForm& f, const std::vector<int64_t>& 
 }
 
 std::vector<int64_t> AccessRegions::region_shape(size_t t, const std::vector<int64_t>& tile) const {
-  TESSERA_CHECK(tile.size() == iters_.size()) << "tile has " << tile.size() << " sizes for "
-                                              << iters_.size() << " iterators";
+  TESSERA_CHECK(tile.size() == iters_.size())
+      << "tile has " << tile.size() << " sizes for " << iters_.size() << " iterators";
   const TensorAccesses& ta = tensors_[t];
   const Group& g = groups_[t];
   const size_t nd = ta.shape.size();

@@ -11,9 +11,9 @@
 // FMA ports consume (3 operands per FMA), their latency one cycle.
 //
 // Override: a TESSERA_HW_FILE JSON (see cost/hardware.h) may carry a "memory_levels" array of
-// {"name", "capacity_bytes", "line_bytes", "bandwidth_gbs", "latency_ns", "ways"} objects (matched by
-// name; missing fields keep their probed values) and a "compute" object with "fma_latency_cycles",
-// "fma_ports", "load_ports".
+// {"name", "capacity_bytes", "line_bytes", "bandwidth_gbs", "latency_ns", "ways"} objects (matched
+// by name; missing fields keep their probed values) and a "compute" object with
+// "fma_latency_cycles", "fma_ports", "load_ports".
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,8 +37,8 @@ struct MemoryHierarchy {
   int cores = 1;
   int vector_lanes = 16;  // fp32 lanes of one SIMD register
   int num_vector_registers = 32;
-  double fp32_gflops_core = 0;   // measured FMA peak of one core
-  double dram_bw_all_gbs = 0;    // all cores streaming together
+  double fp32_gflops_core = 0;    // measured FMA peak of one core
+  double dram_bw_all_gbs = 0;     // all cores streaming together
   double fma_latency_cycles = 4;  // dependent-FMA latency: independent accumulators needed =
   int fma_ports = 2;              // latency x ports (8 on current x86 cores)
   int load_ports = 2;

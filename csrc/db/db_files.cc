@@ -64,7 +64,8 @@ bool make_parent_dir(const std::string& path, std::string* error) {
   if (parent.empty()) return true;
   std::error_code ec;
   std::filesystem::create_directories(parent, ec);
-  if (ec && !std::filesystem::is_directory(parent)) {
+  std::error_code is_dir_ec;
+  if (ec && !std::filesystem::is_directory(parent, is_dir_ec)) {
     if (error) *error = "cannot create " + parent.string() + ": " + ec.message();
     return false;
   }

@@ -12,9 +12,11 @@
 //   - several processes: WAL journal and a busy timeout; writes are short transactions;
 //   - a damaged file (garbage, truncated): found at open by quick_check, moved aside to
 //     records.db.corrupt-<time>, and a fresh database is started;
-//   - a file locked past the busy timeout: lookups miss, new records are held in memory (and
-//     still found by this process) and written when the lock is gone, for retry_after_ms the file
-//     is not tried again (so a long compile does not wait once per kernel);
+//   - a file locked past the busy timeout: new records are held in memory (still found by this
+//     process) and written with the next put or flush() once the lock is gone; lookups go on
+//     reading (WAL readers do not wait for a writer) unless reading is locked too, then they miss.
+//     After a timeout the locked kind of access is not tried for retry_after_ms, so a long
+//     compile does not wait once per kernel;
 //   - a read-only or missing directory: records are kept in memory for this process (an existing
 //     read-only file is still read);
 //   - a file written by a newer Tessera or that is not a records file: left untouched, memory only.

@@ -53,14 +53,16 @@ void bind_tune(py::module_& m) {
         return d;
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("mode") = "gensor", py::arg("seed") = 0,
-      py::arg("top_k") = 8, py::arg("predict_only") = false, py::arg("eq1") = "corrected",
-      py::arg("interleave") = true, py::arg("iterations") = 80, py::arg("chains") = 8,
+      py::arg("top_k") = 8, py::arg("predict_only") = false, py::arg("eq1") = "printed",
+      py::arg("interleave") = true, py::arg("iterations") = 80, py::arg("chains") = 32,
       "Construct mode (Gensor, or the Roller baseline) for the kernel of `outputs`: returns "
       "{schedule (JSON), construct_s, search_s, measure_s, predicted (ms, top-k in rank order), "
       "measured (ms, -1 = not measured or rejected), chosen, candidates, metadata}.");
   m.def(
       "memory_hierarchy",
-      [](bool refresh) { return cost::memory_hierarchy_to_json(cost::host_memory_hierarchy(refresh)).dump(); },
+      [](bool refresh) {
+        return cost::memory_hierarchy_to_json(cost::host_memory_hierarchy(refresh)).dump();
+      },
       py::arg("refresh") = false,
       "Per-level capacities, bandwidths and latencies the analytic models use (JSON; probed once, "
       "cached on disk).");

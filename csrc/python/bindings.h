@@ -19,5 +19,6 @@ void bind_ops(pybind11::module_& m);
 void bind_kernel(pybind11::module_& m);
 void bind_runtime(pybind11::module_& m);
 void bind_frontend(pybind11::module_& m);
+void bind_db(pybind11::module_& m);
 
 }  // namespace tessera::python

@@ -95,19 +95,22 @@ RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const 
   double best_cost = 1e30;
   for (int64_t nv = 1; nv <= 4; ++nv) {
     if (nv > 1 && nv * vl > round_up(vec_extent, vl)) break;
-    for (int64_t mr = 1; mr <= 16; ++mr) {
+    // At most 8 rows: each row of the broadcast operand is its own memory stream, and more
+    // streams than that defeat the hardware prefetchers.
+    for (int64_t mr = 1; mr <= 8; ++mr) {
       if (mr > 1 && mr > row_extent) break;
       // Registers: accumulators + one register per loaded vector + one broadcast.
       if (mr * nv + nv + 1 > target.num_vector_registers) continue;
-      // Cycles per k step: two FMA pipes, two load ports, and the FMA latency (4 cycles) that
-      // mr*nv independent accumulators must cover.
-      double cycles = std::max({mr * nv / 2.0, (mr + nv) / 2.0, 4.0});
+      // Cycles per k step: two FMA pipes, two load ports, the FMA latency (4 cycles) that
+      // mr*nv independent accumulators must cover, plus one cycle of loop overhead.
+      double cycles = std::max({mr * nv / 2.0, (mr + nv) / 2.0, 4.0}) + 1.0;
       double fast_cost = cycles / static_cast<double>(mr * nv * vl);
-      // Points outside full tiles run in scalar loops: about one cycle per point and k step.
-      double fast_rows = static_cast<double>(row_extent - row_extent % mr);
-      double fast_cols = static_cast<double>(vec_extent - vec_extent % (nv * vl));
-      double fast_frac = fast_rows * fast_cols / static_cast<double>(row_extent * vec_extent);
-      double cost = fast_frac * fast_cost + (1.0 - fast_frac) * 1.0;
+      // Tiles cut along rows keep vector code but accumulate in memory (about 3x slower);
+      // tiles cut along the vector axis run scalar loops (about one cycle per point and k).
+      double rows_frac = static_cast<double>(row_extent - row_extent % mr) / row_extent;
+      double cols_frac = static_cast<double>(vec_extent - vec_extent % (nv * vl)) / vec_extent;
+      double cost = cols_frac * (rows_frac * fast_cost + (1.0 - rows_frac) * 3.0 * fast_cost) +
+                    (1.0 - cols_frac) * 1.0;
       // Ties go to the larger tile (more latency hiding), then to more vectors.
       cost -= 1e-9 * static_cast<double>(mr * nv * 4 + nv);
       if (cost < best_cost) {

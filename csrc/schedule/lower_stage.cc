@@ -198,7 +198,10 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     acc_index = acc_index * ir::int_imm(ann.tile_reg[vaxis]) + unroll_v * ir::int_imm(vl) + lane;
     acc_size *= ann.tile_reg[vaxis];
   }
-  auto wrap_s2 = [&](Stmt body) {
+  // The register tile loops. With `partial_rows`, the non-vector axes run serially over what is
+  // left of the tile (the vector axis is still full): the accumulators then live in memory, but
+  // the inner loop keeps its vector code, so edge tiles along rows stay fast.
+  auto wrap_s2 = [&](Stmt body, bool partial_rows) {
     if (vaxis >= 0) {
       body = loop::make_for(lane, ir::int_imm(0), ir::int_imm(vl),
                             vl > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
@@ -207,30 +210,35 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     }
     for (size_t a = n; a-- > 0;) {
       if (static_cast<int>(a) == vaxis) continue;
-      body = loop::make_for(s2[a], ir::int_imm(0), ir::int_imm(ann.tile_reg[a]),
-                            ForKind::kUnrolled, body);
+      if (partial_rows) {
+        Expr ext = ir::min(ir::int_imm(ann.tile_reg[a]), extent[a] - base1[a]);
+        body = loop::make_for(s2[a], ir::int_imm(0), ext, ForKind::kSerial, body);
+      } else {
+        body = loop::make_for(s2[a], ir::int_imm(0), ir::int_imm(ann.tile_reg[a]),
+                              ForKind::kUnrolled, body);
+      }
     }
     return body;
   };
 
-  Stmt fast;
-  if (reduce) {
+  auto register_tile = [&](bool partial_rows) {
+    auto w = [&](Stmt b) { return wrap_s2(b, partial_rows); };
+    if (!reduce) return w(pw.store_out(point, pw.value(point, {})));
     ir::Buffer acc = ir::make_buffer("acc", sb.dtype, {ir::int_imm(acc_size)},
                                      ir::MemScope::kRegister);
     Expr acc_val = ir::load(acc, acc_index);
     Stmt init = loop::make_if(
-        first, wrap_s2(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
-        wrap_s2(loop::make_store(acc, acc_index, pw.load_out(point))));
-    Stmt update = wrap_r1(wrap_s2(loop::make_store(
+        first, w(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
+        w(loop::make_store(acc, acc_index, pw.load_out(point))));
+    Stmt update = wrap_r1(w(loop::make_store(
         acc, acc_index, ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval)))));
     Stmt write = sb.epilogue.defined()
-                     ? loop::make_if(last, wrap_s2(pw.store_out(point, pw.finish(point, acc_val))),
-                                     wrap_s2(pw.store_out(point, acc_val)))
-                     : wrap_s2(pw.store_out(point, acc_val));
-    fast = loop::make_allocate(acc, loop::make_seq({init, update, write}));
-  } else {
-    fast = wrap_s2(pw.store_out(point, pw.value(point, {})));
-  }
+                     ? loop::make_if(last, w(pw.store_out(point, pw.finish(point, acc_val))),
+                                     w(pw.store_out(point, acc_val)))
+                     : w(pw.store_out(point, acc_val));
+    return loop::make_allocate(acc, loop::make_seq({init, update, write}));
+  };
+  Stmt fast = register_tile(false);
 
   // ---- partial register tiles: plain loops over what is left ------------------------------
   std::vector<Var> pv(n);
@@ -271,12 +279,23 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
   }
 
   // ---- S1 loops with the full/partial split ----------------------------------------------
-  std::vector<Expr> exists_c, full_c;
+  std::vector<Expr> exists_c, full_rows_c;
+  Expr full_vec = ir::bool_imm(true);
   for (size_t a = 0; a < n; ++a) {
     exists_c.push_back(ir::lt(base1[a], extent[a]));
-    full_c.push_back(ir::le(base1[a] + ir::int_imm(ann.tile_reg[a]), extent[a]));
+    Expr full = ir::le(base1[a] + ir::int_imm(ann.tile_reg[a]), extent[a]);
+    if (static_cast<int>(a) == vaxis) {
+      full_vec = full;
+    } else {
+      full_rows_c.push_back(full);
+    }
   }
-  Stmt tile_body = loop::make_if(all_of(exists_c), loop::make_if(all_of(full_c), fast, slow));
+  // Full tiles take the register-blocked path; tiles cut only along rows keep vector code;
+  // tiles cut along the vector axis fall back to scalar loops.
+  Stmt partial = vaxis >= 0 ? loop::make_if(full_vec, register_tile(true), slow) : slow;
+  Stmt tile_body = loop::make_if(
+      all_of(exists_c),
+      loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
   std::vector<int> order = ann.s1_order;
   if (order.empty()) {
     for (size_t a = 0; a < n; ++a) order.push_back(static_cast<int>(a));

@@ -88,10 +88,12 @@ double Task::iteration_points() const {
   for (const schedule::Stage& s : plan.stages) {
     double p = 1;
     for (const ir::IterVar& iv : s.op->op->axes) {
-      p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value) : kSymbolicSizeGuess;
+      p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value)
+                                     : kSymbolicSizeGuess;
     }
     for (const ir::IterVar& iv : s.op->op->reduce_axes) {
-      p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value) : kSymbolicSizeGuess;
+      p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value)
+                                     : kSymbolicSizeGuess;
     }
     total += p;
   }
@@ -127,7 +129,8 @@ void CandidateMeasurer::prepare() {
     return s;
   };
   for (size_t i = 0; i < task_.inputs.size(); ++i) {
-    inputs_.push_back(random_array(task_.inputs[i]->dtype, shape_of(task_.inputs[i]), config_.seed + i));
+    inputs_.push_back(
+        random_array(task_.inputs[i]->dtype, shape_of(task_.inputs[i]), config_.seed + i));
   }
   for (const ir::Tensor& o : task_.outputs) {
     expected_.emplace_back(o->dtype, shape_of(o));
@@ -188,8 +191,8 @@ std::unique_ptr<CandidateMeasurer::Prepared> CandidateMeasurer::build_and_verify
   for (size_t i = 0; i < outputs_.size(); ++i) {
     runtime::CompareResult c = compare(outputs_[i], expected_[i], config_.rtol, atol_[i]);
     if (!c.ok) {
-      res->error = "output " + task_.outputs[i]->name +
-                   " differs from the default schedule's: " + c.message;
+      res->error =
+          "output " + task_.outputs[i]->name + " differs from the default schedule's: " + c.message;
       return nullptr;
     }
   }
@@ -233,7 +236,9 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
       prepared[c].reset();  // keeps its single run as its time
     }
   }
+  const auto timing_start = std::chrono::steady_clock::now();
   for (int r = 0; r < std::max(1, config_.rounds); ++r) {
+    if (r > 0 && ms_since(timing_start) > config_.timing_budget_ms) break;
     for (size_t c = 0; c < n; ++c) {
       if (!prepared[c]) continue;
       std::vector<double> samples;

@@ -59,6 +59,9 @@ struct MeasureConfig {
   // candidate only.
   int rounds = 3;
   double round_ms = 5;
+  // Rounds after the first stop once the timing rounds used this much time in all (slow kernels
+  // get fewer rounds; construct mode is meant to take seconds).
+  double timing_budget_ms = 600;
   // A candidate whose verification run is slower than this factor times the fastest
   // verification run is not timed further (its single run is its time). 0 disables.
   double abandon_factor = 2.0;
@@ -86,7 +89,8 @@ class CandidateMeasurer {
   CandidateMeasurer& operator=(const CandidateMeasurer&) = delete;
 
   // Builds, verifies and times one candidate. Never throws for a bad candidate (ok = false).
-  CandidateResult measure(const schedule::KernelSchedule& schedule, const std::string& name = "cand");
+  CandidateResult measure(const schedule::KernelSchedule& schedule,
+                          const std::string& name = "cand");
   // Builds and verifies every candidate, then times the survivors interleaved (see MeasureConfig).
   std::vector<CandidateResult> measure_all(const std::vector<schedule::KernelSchedule>& schedules);
 

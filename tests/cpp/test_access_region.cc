@@ -116,7 +116,8 @@ TEST(AccessRegion, MatmulTrafficByHand) {
 
 TEST(AccessRegion, StridedDilatedConvByHand) {
   // X[1, 8, 33, 33], W[16, 8, 3, 3], stride 2, dilation 2, no padding: one reduce stage.
-  Tensor x = ir::placeholder("X", dims({1, 8, 33, 33})), w = ir::placeholder("W", dims({16, 8, 3, 3}));
+  Tensor x = ir::placeholder("X", dims({1, 8, 33, 33})),
+         w = ir::placeholder("W", dims({16, 8, 3, 3}));
   Tensor y = ops::conv2d(x, w, nullptr, {2, 2}, {0, 0}, {2, 2});
   AccessRegions ar = regions_of(y, {x, w});
   ASSERT_EQ(ar.num_iters(), 7);  // n, o, y, x, rc, ry, rx
@@ -134,12 +135,13 @@ TEST(AccessRegion, PaddedConvThroughInlinedPadMatchesBruteForce) {
   Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {1, 1});
   schedule::StagePlan plan = schedule::plan_stages({y}, {x, w});
   const schedule::Stage& s = plan.stages.back();
-  AccessRegions ar = AccessRegions::for_compute(*s.op->op, schedule::inline_body(s.op, plan.inlined),
-                                                s.written().get());
+  AccessRegions ar = AccessRegions::for_compute(
+      *s.op->op, schedule::inline_body(s.op, plan.inlined), s.written().get());
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 20; ++trial) {
     std::vector<int64_t> tile;
-    for (int64_t e : ar.extents()) tile.push_back(std::uniform_int_distribution<int64_t>(1, e)(rng));
+    for (int64_t e : ar.extents())
+      tile.push_back(std::uniform_int_distribution<int64_t>(1, e)(rng));
     for (size_t t = 0; t < ar.tensors().size(); ++t) {
       EXPECT_EQ(ar.region_shape(t, tile), brute_force_region(ar, *s.op->op, t, tile))
           << ar.tensors()[t].name;
@@ -153,8 +155,8 @@ TEST(AccessRegion, GroupedConvNonAffineIndexMatchesBruteForce) {
   Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {0, 0}, {1, 1}, 2);
   schedule::StagePlan plan = schedule::plan_stages({y}, {x, w});
   const schedule::Stage& s = plan.stages.back();
-  AccessRegions ar = AccessRegions::for_compute(*s.op->op, schedule::inline_body(s.op, plan.inlined),
-                                                s.written().get());
+  AccessRegions ar = AccessRegions::for_compute(
+      *s.op->op, schedule::inline_body(s.op, plan.inlined), s.written().get());
   const size_t xi = index_of(ar, "X");
   // A tile of 3 output channels starting at 0 stays in group 0: 4 input channels.
   std::vector<int64_t> tile = {1, 3, 2, 2, 4, 3, 3};
@@ -189,8 +191,9 @@ TEST(AccessRegion, PoolingAndEpilogueReads) {
   for (size_t a = 0; a < s.op->op->axes.size(); ++a) {
     vm[s.epilogue->op->axes[a].var.get()] = s.op->op->axes[a].var;
   }
-  AccessRegions ad = AccessRegions::for_compute(*s.op->op, schedule::inline_body(s.op, plan.inlined),
-                                                s.written().get(), ir::substitute(epi, vm));
+  AccessRegions ad =
+      AccessRegions::for_compute(*s.op->op, schedule::inline_body(s.op, plan.inlined),
+                                 s.written().get(), ir::substitute(epi, vm));
   const size_t bi = index_of(ad, "bias");
   EXPECT_TRUE(ad.tensors()[bi].epilogue);
   EXPECT_EQ(ad.region_shape(bi, {4, 8, 16}), (std::vector<int64_t>{8}));

@@ -23,7 +23,7 @@ void check_both(const Graph& g, Tolerance tol = {}) {
 
 TEST(E2EOps, MatmulShapes) {
   for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {13, 37, 21}, {64, 64, 64}, {96, 130, 257}, {3, 200, 5}}) {
+           {1, 1, 1}, {13, 37, 21}, {64, 64, 64}, {96, 130, 257}, {3, 200, 5}, {14, 64, 33}, {100, 128, 70}}) {
     Tensor a = placeholder("A", dims({m, k})), b = placeholder("B", dims({k, n}));
     check_graph({{ops::matmul(a, b)}, {a, b}}, std::nullopt, true, {1e-4, 1e-4});
   }

@@ -82,19 +82,23 @@ TEST(GensorConstruct, Matmul) {
 
 TEST(GensorConstruct, Conv2dWithPaddingStage) {
   // Two stages: the pad copy and the convolution (the main stage).
-  Tensor x = ir::placeholder("X", dims({1, 8, 12, 12})), w = ir::placeholder("W", dims({16, 8, 3, 3}));
+  Tensor x = ir::placeholder("X", dims({1, 8, 12, 12})),
+         w = ir::placeholder("W", dims({16, 8, 3, 3}));
   Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {1, 1});
   ASSERT_EQ(schedule::plan_stages({y}, {x, w}).stages.size(), 2u);
   check_construct({{y}, {x, w}}, "conv2d");
 }
 
 TEST(GensorConstruct, StridedConvWithBiasAndDepthwise) {
-  Tensor x = ir::placeholder("X", dims({1, 6, 15, 15})), w = ir::placeholder("W", dims({10, 6, 3, 3}));
+  Tensor x = ir::placeholder("X", dims({1, 6, 15, 15})),
+         w = ir::placeholder("W", dims({10, 6, 3, 3}));
   Tensor bias = ir::placeholder("bias", dims({10}));
   Tensor y = ops::relu(ops::conv2d(x, w, bias, {2, 2}, {1, 1}));
   check_construct({{y}, {x, w, bias}}, "strided conv + bias + relu");
-  Tensor dx = ir::placeholder("DX", dims({1, 16, 14, 14})), dw = ir::placeholder("DW", dims({16, 1, 3, 3}));
-  check_construct({{ops::conv2d(dx, dw, nullptr, {1, 1}, {1, 1}, {1, 1}, 16)}, {dx, dw}}, "depthwise");
+  Tensor dx = ir::placeholder("DX", dims({1, 16, 14, 14})),
+         dw = ir::placeholder("DW", dims({16, 1, 3, 3}));
+  check_construct({{ops::conv2d(dx, dw, nullptr, {1, 1}, {1, 1}, {1, 1}, 16)}, {dx, dw}},
+                  "depthwise");
 }
 
 TEST(GensorConstruct, BatchMatmul) {

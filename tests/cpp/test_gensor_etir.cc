@@ -86,7 +86,8 @@ TEST(GensorEtir, TileAndInvTileRevisitTheSameState) {
   EXPECT_EQ(s2, s0);
   EXPECT_EQ(s2.hash(), s0.hash());
   // Deduplication: a walk tile, invTile, tile, invTile holds two distinct states.
-  std::unordered_set<EtirState, EtirStateHash> seen = {s0, s1, s2, apply_ok(sp, s2, ActionKind::kTile, 0)};
+  std::unordered_set<EtirState, EtirStateHash> seen = {s0, s1, s2,
+                                                       apply_ok(sp, s2, ActionKind::kTile, 0)};
   EXPECT_EQ(seen.size(), 2u);
   // Ladder ends: no invTile below the smallest tile, no tile beyond the extent.
   EtirState out;

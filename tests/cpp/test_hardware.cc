@@ -209,9 +209,8 @@ TEST(PeakProbe, MeasuredNumbersAreSane) {
     EXPECT_TRUE(std::isfinite(v));
     EXPECT_GT(v, 0);
   }
-  // All threads together cannot be much slower than one (generous: shared CI machines are noisy).
-  EXPECT_GE(p.fp32_gflops_all, 0.5 * p.fp32_gflops_1core);
-  EXPECT_GE(p.mem_bw_gbs_all, 0.5 * p.mem_bw_gbs_1core);
+  // No ratio between the one-core and all-core numbers is asserted: tests run concurrently
+  // (ctest -j), so the all-core probe may share its cores with another test.
   std::printf("[ peak     ] %s\n", peak_to_json(p).dump().c_str());
 }
 

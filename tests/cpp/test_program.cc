@@ -31,7 +31,9 @@ TEST(PlanArena, LiveBuffersNeverOverlapAndDeadOnesShare) {
       for (int j = i + 1; j < n; ++j) {
         bool alive_together = life[i].first <= life[j].second && life[j].first <= life[i].second;
         bool disjoint_mem = off[i] + bytes[i] <= off[j] || off[j] + bytes[j] <= off[i];
-        if (alive_together && bytes[i] > 0 && bytes[j] > 0) EXPECT_TRUE(disjoint_mem);
+        if (alive_together && bytes[i] > 0 && bytes[j] > 0) {
+          EXPECT_TRUE(disjoint_mem);
+        }
       }
     }
   }

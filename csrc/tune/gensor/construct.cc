@@ -65,9 +65,10 @@ std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticMod
     index[key] = out.size();
     out.push_back({ann, model.predict(sp, ann)});
   }
-  std::stable_sort(out.begin(), out.end(), [](const RankedAnnotation& a, const RankedAnnotation& b) {
-    return a.prediction.total_ms < b.prediction.total_ms;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const RankedAnnotation& a, const RankedAnnotation& b) {
+                     return a.prediction.total_ms < b.prediction.total_ms;
+                   });
   return out;
 }
 
@@ -79,7 +80,8 @@ std::vector<double> ConstructResult::predicted_ms() const {
 
 std::vector<double> ConstructResult::measured_ms() const {
   std::vector<double> v;
-  for (const auto& c : candidates) v.push_back(c.measured && c.result.ok ? c.result.median_ms : -1.0);
+  for (const auto& c : candidates)
+    v.push_back(c.measured && c.result.ok ? c.result.median_ms : -1.0);
   return v;
 }
 
@@ -100,6 +102,8 @@ util::Json ConstructResult::to_json() const {
   j["states_visited"] = states_visited;
   j["walk_steps"] = walk_steps;
   j["revisits"] = revisits;
+  j["top_results"] = top_results;
+  j["last_state_predicted_ms"] = last_state_predicted_ms;
   j["distinct_schedules"] = distinct_schedules;
   util::Json pred = util::Json::array(), meas = util::Json::array(), errs = util::Json::array();
   util::Json build = util::Json::array();
@@ -136,6 +140,7 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
   TESSERA_CHECK(nstages > 0) << "task " << task.name << " has no stages";
   std::vector<std::vector<RankedAnnotation>> ranked(nstages);
   double max_work = -1;
+  std::vector<double> last_state_ms(nstages, 0);
   for (int i = 0; i < nstages; ++i) {
     StageSpace sp = make_stage_space(task.plan, i, task.target);
     std::vector<EtirState> states;
@@ -146,12 +151,16 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
       w.interleave = options.interleave;
       w.seed = options.seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i);
       WalkResult wr = gensor_walk(sp, model, w);
-      states = std::move(wr.visited);
       res.walk_steps += wr.steps;
       res.revisits += wr.revisits;
+      res.top_results += static_cast<int>(wr.top_results.size());
+      // What the paper returns: the last state of the (first) chain.
+      last_state_ms[i] = model.predict(sp, to_annotation(sp, wr.finals.front())).total_ms;
+      states = std::move(wr.visited);
     } else {
       states = roller_construct(sp, model).path;
       res.walk_steps += static_cast<int>(states.size()) - 1;
+      last_state_ms[i] = model.predict(sp, to_annotation(sp, states.back())).total_ms;
     }
     res.states_visited += static_cast<int>(states.size());
     ranked[i] = rank_stage(sp, model, states);
@@ -162,6 +171,10 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
     }
   }
   res.distinct_schedules = static_cast<int>(ranked[res.main_stage].size());
+  for (int i = 0; i < nstages; ++i) {
+    res.last_state_predicted_ms +=
+        i == res.main_stage ? last_state_ms[i] : ranked[i].front().prediction.total_ms;
+  }
 
   const int k = std::max(1, options.top_k);
   const auto& main = ranked[res.main_stage];

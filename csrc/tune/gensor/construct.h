@@ -34,10 +34,10 @@ struct ConstructOptions {
   uint64_t seed = 0;
   int top_k = 8;
   bool predict_only = false;
-  Eq1Form eq1 = Eq1Form::kCorrected;
-  bool interleave = true;  // Gensor's setVThread action (Roller never interleaves)
-  int iterations = 80;     // per chain: T halves from 1 to 2^-iterations
-  int chains = 8;
+  Eq1Form eq1 = Eq1Form::kPrinted;  // measured better, see benchmarks/ops.py ablation
+  bool interleave = true;           // Gensor's setVThread action (Roller never interleaves)
+  int iterations = 80;              // per chain: T halves from 1 to 2^-iterations
+  int chains = 32;
   MeasureConfig measure;
   // Machine description; host_memory_hierarchy() (probed once, cached on disk) when empty.
   std::optional<cost::MemoryHierarchy> hardware;
@@ -57,17 +57,21 @@ struct ConstructResult {
   std::string eq1;
   bool interleave = true;
   bool predict_only = false;
-  bool fell_back_to_default = false;  // every measured candidate failed verification
-  int chosen = -1;                    // index into candidates (-1: default schedule)
+  bool fell_back_to_default = false;           // every measured candidate failed verification
+  int chosen = -1;                             // index into candidates (-1: default schedule)
   std::vector<ConstructCandidate> candidates;  // ranked by prediction, best first (top-k)
-  double construct_s = 0;  // total wall time of the call
-  double search_s = 0;     // walks + ranking
-  double measure_s = 0;    // reference + candidate builds and timings
+  double construct_s = 0;                      // total wall time of the call
+  double search_s = 0;                         // walks + ranking
+  double measure_s = 0;                        // reference + candidate builds and timings
   int main_stage = 0;
-  int states_visited = 0;       // distinct ETIR states over all stages
+  int states_visited = 0;  // distinct ETIR states over all stages
   int walk_steps = 0;
   int revisits = 0;
-  int distinct_schedules = 0;   // distinct annotations of the main stage
+  int top_results = 0;  // Alg. 1's top_results list length (all chains, all stages)
+  // Predicted time of the state the paper returns (the last state of the walk; Roller: the end
+  // of its path), for comparison with the ranked choice.
+  double last_state_predicted_ms = 0;
+  int distinct_schedules = 0;  // distinct annotations of the main stage
 
   std::vector<double> predicted_ms() const;
   std::vector<double> measured_ms() const;  // -1 where not measured or failed

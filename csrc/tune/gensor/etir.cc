@@ -72,10 +72,14 @@ std::string EtirState::to_string(const StageSpace& sp) const {
 
 const char* action_name(ActionKind k) {
   switch (k) {
-    case ActionKind::kTile: return "tile";
-    case ActionKind::kInvTile: return "invTile";
-    case ActionKind::kCache: return "cache";
-    case ActionKind::kSetVThread: return "setVThread";
+    case ActionKind::kTile:
+      return "tile";
+    case ActionKind::kInvTile:
+      return "invTile";
+    case ActionKind::kCache:
+      return "cache";
+    case ActionKind::kSetVThread:
+      return "setVThread";
   }
   return "?";
 }
@@ -142,7 +146,8 @@ bool apply_action(const StageSpace& sp, const EtirState& s, const Action& a, Eti
         out->tile[l + 1][i] = smallest(sp.ladder[l + 1][i]);
         if (sp.is_reduce(i)) {
           // Reduce tiles: inherited by L1 (one split in the sketch); one step per register tile.
-          out->tile[l + 1][i] = sp.cross_lane() ? sp.extents[i] : (l + 1 == kL1 ? s.tile[kL2][i] : 1);
+          out->tile[l + 1][i] =
+              sp.cross_lane() ? sp.extents[i] : (l + 1 == kL1 ? s.tile[kL2][i] : 1);
         }
       }
       return true;

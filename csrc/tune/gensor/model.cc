@@ -14,9 +14,12 @@ double ceil_div(double a, double b) { return std::ceil(a / b); }
 // Memory level (cost::MemoryHierarchy index) holding one unit of an ETIR level.
 int memory_level_of(int etir_level) {
   switch (etir_level) {
-    case kL2: return cost::kLevelL2;
-    case kL1: return cost::kLevelL1;
-    default: return cost::kLevelReg;
+    case kL2:
+      return cost::kLevelL2;
+    case kL1:
+      return cost::kLevelL1;
+    default:
+      return cost::kLevelReg;
   }
 }
 
@@ -53,7 +56,8 @@ const char* eq1_name(Eq1Form f) { return f == Eq1Form::kPrinted ? "printed" : "c
 
 Eq1Form eq1_from_name(const std::string& name) {
   if (name == "printed") return Eq1Form::kPrinted;
-  TESSERA_CHECK(name == "corrected") << "eq1 must be 'printed' or 'corrected', got '" << name << "'";
+  TESSERA_CHECK(name == "corrected")
+      << "eq1 must be 'printed' or 'corrected', got '" << name << "'";
   return Eq1Form::kCorrected;
 }
 
@@ -96,8 +100,11 @@ double AnalyticModel::accumulators(const StageSpace& sp, const EtirState& s) con
   const int d = sp.num_iters();
   if (sp.cross_lane()) return d > sp.num_spatial ? static_cast<double>(s.vthread[d - 1]) : 1.0;
   double points = 1;
-  for (int a = 0; a < sp.num_spatial; ++a) points *= static_cast<double>(effective_reg_tile(sp, s, a));
-  int vw = sp.vector_axis >= 0 ? vector_width_for(effective_reg_tile(sp, s, sp.vector_axis), sp.lanes) : 1;
+  for (int a = 0; a < sp.num_spatial; ++a)
+    points *= static_cast<double>(effective_reg_tile(sp, s, a));
+  int vw = sp.vector_axis >= 0
+               ? vector_width_for(effective_reg_tile(sp, s, sp.vector_axis), sp.lanes)
+               : 1;
   return points / vw;
 }
 
@@ -122,7 +129,7 @@ int AnalyticModel::registers_needed(const StageSpace& sp, const EtirState& s) co
     } else if (sp.vector_dependent[t]) {
       regs += std::ceil(elems / vw);  // operand vectors live across the register tile
     } else {
-      regs += 1;                      // one broadcast at a time
+      regs += 1;  // one broadcast at a time
     }
   }
   return static_cast<int>(regs);
@@ -140,10 +147,12 @@ bool AnalyticModel::feasible(const StageSpace& sp, const EtirState& s) const {
     if (registers_needed(sp, s) > hw_.num_vector_registers - kSpareRegisters) return false;
     if (!sp.cross_lane()) {
       double points = 1;
-      for (int a = 0; a < sp.num_spatial; ++a) points *= static_cast<double>(effective_reg_tile(sp, s, a));
+      for (int a = 0; a < sp.num_spatial; ++a)
+        points *= static_cast<double>(effective_reg_tile(sp, s, a));
       if (points > 1024) return false;  // the lowering unrolls the register tile fully
     } else if (sp.num_reduce > 0) {
-      if (sp.lanes * s.vthread.back() > std::max<int64_t>(sp.lanes, sp.extents.back())) return false;
+      if (sp.lanes * s.vthread.back() > std::max<int64_t>(sp.lanes, sp.extents.back()))
+        return false;
     }
   }
   return true;
@@ -214,7 +223,8 @@ double AnalyticModel::benefit(const StageSpace& sp, const EtirState& s, const Ac
 
 // ---- time model ------------------------------------------------------------------------------
 
-Prediction AnalyticModel::predict(const StageSpace& sp, const schedule::StageAnnotation& ann) const {
+Prediction AnalyticModel::predict(const StageSpace& sp,
+                                  const schedule::StageAnnotation& ann) const {
   return sp.cross_lane() ? predict_cross_lane(sp, ann) : predict_tiled(sp, ann);
 }
 
@@ -238,7 +248,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   double n_r0 = 1;
   for (int r = 0; r < m; ++r) {
     reduce *= static_cast<double>(sp.extents[n + r]);
-    n_r0 *= ceil_div(static_cast<double>(sp.extents[n + r]), static_cast<double>(ann.tile_reduce[r]));
+    n_r0 *=
+        ceil_div(static_cast<double>(sp.extents[n + r]), static_cast<double>(ann.tile_reduce[r]));
   }
   const double acc = reg_points / vw;
 
@@ -262,7 +273,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   // multiple of the L1 set span (4 KiB on 48 KiB / 12 ways) they all map to a few sets, and more
   // rows than ways evict each other on every step: each read then comes from L2.
   const cost::MemoryLevel& l1 = hw_.levels[cost::kLevelL1];
-  const double set_span = l1.capacity_bytes > 0 ? static_cast<double>(l1.capacity_bytes) / l1.ways : 4096;
+  const double set_span =
+      l1.capacity_bytes > 0 ? static_cast<double>(l1.capacity_bytes) / l1.ways : 4096;
   const double l2_bytes_per_cycle = hw_.levels[cost::kLevelL2].bandwidth_gbs / hw_.ghz();
   double l2_lines_per_step = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -272,7 +284,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
       if (ann.tile_reg[a] <= 1) continue;
       const int64_t stride = sp.regions->element_stride(t, a) * tensors[t].elem_bytes;
       if (stride <= 0 || stride % l1.line_bytes != 0) continue;
-      const double sets = set_span / static_cast<double>(gcd64(stride, static_cast<int64_t>(set_span)));
+      const double sets =
+          set_span / static_cast<double>(gcd64(stride, static_cast<int64_t>(set_span)));
       if (ann.tile_reg[a] > l1.ways * sets) l2_lines_per_step += ann.tile_reg[a];
     }
   }
@@ -312,7 +325,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     l1_tile[inner] = ann.tile_outer[inner];
     double reused = 0;
     for (size_t t = 0; t < tensors.size(); ++t) {
-      if (!varies_along(*sp.regions, t, inner)) reused += sp.regions->region_bytes(t, l1_tile, line);
+      if (!varies_along(*sp.regions, t, inner))
+        reused += sp.regions->region_bytes(t, l1_tile, line);
     }
     if (reused > static_cast<double>(l1.capacity_bytes) * opts_.l1_usable) {
       l1_tile[inner] = ann.tile_reg[inner];
@@ -332,7 +346,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   pr.parallel_efficiency = ann.parallel ? tasks / (waves * opts_.cores) : 1.0 / opts_.cores;
   pr.compute_ms = cycles * per_task_share * cycle_ms();
   pr.l2_ms = q_l1 * per_task_share / (hw_.levels[cost::kLevelL2].bandwidth_gbs * 1e6);
-  const double dram_bw = std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
+  const double dram_bw =
+      std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
   pr.dram_ms = q_l2 / (dram_bw * 1e6);
 
   // Overheads: dispatch of the parallel loop and of each task, operand packing.
@@ -397,7 +412,8 @@ Prediction AnalyticModel::predict_cross_lane(const StageSpace& sp,
   pr.tasks = tasks;
   pr.parallel_efficiency = ann.parallel ? tasks / (waves * opts_.cores) : 1.0 / opts_.cores;
   pr.compute_ms = cycles * (waves / tasks) * cycle_ms();
-  const double dram_bw = std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
+  const double dram_bw =
+      std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
   pr.dram_ms = q_l2 / (dram_bw * 1e6);
   pr.overhead_ms = ann.parallel ? 0.004 + tasks * 0.0002 / cores : 0;
   const double mx = std::max(pr.compute_ms, pr.dram_ms);

@@ -35,20 +35,20 @@ const char* eq1_name(Eq1Form f);
 Eq1Form eq1_from_name(const std::string& name);  // "printed" | "corrected"
 
 struct ModelOptions {
-  Eq1Form eq1 = Eq1Form::kCorrected;
-  int cores = 1;                      // threads the kernel runs on
-  double l2_usable = 1.0;             // fraction of each cache the capacity check allows
+  Eq1Form eq1 = Eq1Form::kPrinted;  // measured better, see benchmarks/ops.py ablation
+  int cores = 1;                    // threads the kernel runs on
+  double l2_usable = 1.0;           // fraction of each cache the capacity check allows
   double l1_usable = 1.0;
 };
 
 // Breakdown of a predicted stage time (ms).
 struct Prediction {
   double total_ms = 0;
-  double compute_ms = 0;  // register-tile FMA/ALU time (with the scalar remainders)
-  double l2_ms = 0;       // L2 -> L1 traffic
-  double dram_ms = 0;     // DRAM -> L2 traffic
-  double overhead_ms = 0; // accumulator init/write-back, tasks, parallel dispatch, packing
-  double tasks = 1;       // parallel tasks
+  double compute_ms = 0;   // register-tile FMA/ALU time (with the scalar remainders)
+  double l2_ms = 0;        // L2 -> L1 traffic
+  double dram_ms = 0;      // DRAM -> L2 traffic
+  double overhead_ms = 0;  // accumulator init/write-back, tasks, parallel dispatch, packing
+  double tasks = 1;        // parallel tasks
   double parallel_efficiency = 1;
 };
 

@@ -28,7 +28,8 @@ RollerResult roller_construct(const StageSpace& sp, const AnalyticModel& model) 
       s = best;
     } else if (l < kReg) {
       EtirState next;
-      if (!apply_action(sp, s, Action{ActionKind::kCache, -1}, &next) || !model.feasible(sp, next)) break;
+      if (!apply_action(sp, s, Action{ActionKind::kCache, -1}, &next) || !model.feasible(sp, next))
+        break;
       s = next;
     } else {
       break;

@@ -66,9 +66,12 @@ double count_ops(const ir::Expr& e) {
 
 const char* level_name(int level) {
   switch (level) {
-    case kL2: return "L2";
-    case kL1: return "L1";
-    case kReg: return "reg";
+    case kL2:
+      return "L2";
+    case kL1:
+      return "L1";
+    case kReg:
+      return "reg";
   }
   return "?";
 }
@@ -135,7 +138,8 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
     std::vector<int64_t> unit(sp.num_iters(), 1), two(sp.num_iters(), 1);
     two[sp.vector_axis] = std::min<int64_t>(2, sp.extents[sp.vector_axis]);
     for (int t = 0; t < nt; ++t) {
-      std::vector<int64_t> a = sp.regions->region_shape(t, unit), b = sp.regions->region_shape(t, two);
+      std::vector<int64_t> a = sp.regions->region_shape(t, unit),
+                           b = sp.regions->region_shape(t, two);
       bool dep = a != b;
       sp.vector_dependent[t] = dep;
       if (dep && !b.empty()) {

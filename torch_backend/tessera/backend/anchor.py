@@ -1,11 +1,13 @@
-"""Choosing between Tessera's fused kernel and ATen for anchor partitions, by measurement.
+"""Choosing each partition's implementation by measurement.
 
-For a partition around a matmul or convolution there are two candidates:
-  tessera  one fused kernel (the anchor with its epilogue and the rest of the partition)
-  aten     the ATen kernel for the anchor, then one Tessera kernel for the rest
-Both run on inputs of the partition's real shapes and strides, interleaved, a few times; the
-fused kernel is kept only if its median is faster by a margin (noise must not flip a choice
-towards the riskier candidate). Decisions are cached per partition structure and shapes.
+Candidates for a partition:
+  tessera  one fused Tessera kernel for the whole partition
+  split    (anchor partitions) ATen's matmul/conv kernel, then one Tessera kernel for the rest
+  aten     every operator through ATen, as eager would run it
+All run on inputs with the partition's real shapes, strides and dtypes, interleaved round by
+round; the median wins. A Tessera candidate must beat the ATen one by a margin (timing noise
+must not flip a choice towards the riskier candidate), so a compiled model is not slower than
+eager because of a kernel choice. Decisions are cached per partition structure and shapes.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import threading
 import time
 from typing import Callable, Dict, Tuple
 
-MARGIN = 0.97          # tessera must take < 97% of aten's time
-TARGET_MS = 40.0       # measurement budget per candidate
-MIN_ROUNDS, MAX_ROUNDS = 3, 15
+MARGIN = 0.97          # a Tessera candidate must take < 97% of the ATen candidate's time
+TARGET_MS = 30.0       # measurement budget per candidate
+MIN_ROUNDS, MAX_ROUNDS = 3, 12
+HOPELESS = 2.0         # a candidate this many times slower than the best after one round is out
 
-_decisions: Dict[str, Tuple[str, float, float]] = {}
+_decisions: Dict[str, Tuple[str, Dict[str, float]]] = {}
 _lock = threading.Lock()
 
 
@@ -29,32 +32,40 @@ def _once_ms(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def measure_pair(run_tessera: Callable[[], object],
-                 run_aten: Callable[[], object]) -> Tuple[float, float]:
-    """Median ms of each candidate, interleaved round by round after one warm-up each."""
-    first_t = _once_ms(run_tessera)
-    first_a = _once_ms(run_aten)
-    per_round = max(min(first_t, first_a), 1e-3)
-    rounds = int(min(max(TARGET_MS / per_round, MIN_ROUNDS), MAX_ROUNDS))
-    ts, as_ = [], []
-    for _ in range(rounds):
-        ts.append(_once_ms(run_tessera))
-        as_.append(_once_ms(run_aten))
-    return statistics.median(ts), statistics.median(as_)
+def measure(candidates: Dict[str, Callable[[], object]]) -> Dict[str, float]:
+    """Median ms per candidate: one warm-up each, then interleaved rounds; candidates that are
+    hopeless after the first round stop being timed (their first time is reported)."""
+    for fn in candidates.values():
+        fn()
+    samples = {k: [_once_ms(fn)] for k, fn in candidates.items()}
+    best = min(s[0] for s in samples.values())
+    alive = [k for k in candidates if samples[k][0] <= best * HOPELESS]
+    rounds = int(min(max(TARGET_MS / max(best, 1e-3), MIN_ROUNDS), MAX_ROUNDS))
+    for _ in range(rounds - 1):
+        for k in alive:
+            samples[k].append(_once_ms(candidates[k]))
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def decide(key: str, run_tessera: Callable[[], object],
-           run_aten: Callable[[], object]) -> Tuple[str, float, float]:
-    """('tessera' | 'aten', tessera_ms, aten_ms) for a partition, cached by its key."""
+def choose(times: Dict[str, float]) -> str:
+    """The fastest candidate; Tessera candidates must beat 'aten' by MARGIN."""
+    best = min(times, key=times.get)
+    if best != "aten" and "aten" in times and times[best] >= times["aten"] * MARGIN:
+        return "aten"
+    return best
+
+
+def decide(key: str, candidates: Dict[str, Callable[[], object]]) -> Tuple[str, Dict[str, float]]:
+    """(choice, times in ms) for a partition, cached by its structural key."""
     with _lock:
         hit = _decisions.get(key)
     if hit is not None:
         return hit
-    t_ms, a_ms = measure_pair(run_tessera, run_aten)
-    choice = ("tessera" if t_ms < a_ms * MARGIN else "aten", t_ms, a_ms)
+    times = measure(candidates)
+    result = (choose(times), times)
     with _lock:
-        _decisions[key] = choice
-    return choice
+        _decisions[key] = result
+    return result
 
 
 def clear_decisions() -> None:

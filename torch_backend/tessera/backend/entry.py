@@ -43,11 +43,13 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
+    training = torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
     backend = aot_autograd(
         fw_compiler=_compiler("forward", opts),
         bw_compiler=_compiler("backward", opts),
         inference_compiler=_compiler("inference", opts),
-        decompositions=decomposition_table(),
+        decompositions=decomposition_table(training),
         partition_fn=min_cut_rematerialization_partition,
     )
     return backend(gm, example_inputs)

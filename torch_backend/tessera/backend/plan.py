@@ -31,7 +31,8 @@ class Summary:
     """What the compiler did with one graph (for verbose logs, explain and benchmarks)."""
     kernels: int = 0
     aten_ops: Dict[str, int] = dataclasses.field(default_factory=dict)  # unsupported op -> count
-    anchors: List[dict] = dataclasses.field(default_factory=list)       # per anchor partition
+    anchors: List[dict] = dataclasses.field(default_factory=list)       # anchor partitions
+    choices: List[dict] = dataclasses.field(default_factory=list)       # every measured one
     failures: List[str] = dataclasses.field(default_factory=list)       # partitions left to ATen
     source: str = ""
     steps: List[Step] = dataclasses.field(default_factory=list, repr=False)
@@ -40,9 +41,10 @@ class Summary:
         lines = [f"{self.kernels} Tessera kernels"]
         if self.aten_ops:
             lines.append("ATen: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.aten_ops.items())))
-        for a in self.anchors:
-            lines.append(f"anchor {a['op']}: {a['choice']} (tessera {a['tessera_ms']:.3f} ms, "
-                         f"aten {a['aten_ms']:.3f} ms)")
+        for c in self.choices:
+            times = ", ".join(f"{k} {v:.3f} ms" for k, v in c["times_ms"].items())
+            lines.append(f"{'+'.join(dict.fromkeys(o.replace('aten.', '').split('.')[0] for o in c['ops']))}: "
+                         f"{c['choice']} ({times})")
         lines += [f"left to ATen: {f}" for f in self.failures]
         return "\n".join(lines)
 
@@ -72,6 +74,7 @@ class Planner:
         self.kernel_steps: List[_Unit] = []
         self.member_of: Dict[fx.Node, Step] = {}   # member node -> its kernel step
         self.produced: Dict[fx.Node, Step] = {}    # value node -> defining step
+        self.constants: Dict[fx.Node, Any] = {}    # values computed at compile time
 
     # ---- partition analysis ------------------------------------------------------------------
 
@@ -134,6 +137,16 @@ class Planner:
     # ---- decisions --------------------------------------------------------------------------
 
     def _add_kernel(self, spec: KernelSpec, call) -> None:
+        if not spec.inputs and not (set(spec.outputs) & self.graph_outputs):
+            # Reads nothing (masks from arange/full): computed once, here, as constants.
+            values = call()
+            values = values if isinstance(values, tuple) else (values,)
+            for o, v in zip(spec.outputs, values):
+                self.constants[o] = v
+                self.produced[o] = None
+            for m in spec.members:
+                self.member_of[m] = None
+            return
         step = Step("kernel", list(spec.outputs), list(spec.inputs), call=call)
         unit = _Unit(step, min(self.index[m] for m in spec.members))
         self.kernel_steps.append(unit)
@@ -147,10 +160,11 @@ class Planner:
         anchor = members[0] if self.cls.kind(members[0]) == "anchor" else None
         try:
             spec = self._spec_for(members)
-            if anchor is not None:
-                self._plan_anchor_group(anchor, members, spec)
-            else:
-                self._add_kernel(spec, compile_spec(spec))
+            fused = compile_spec(spec)
+            if not self.options.anchor_measure:
+                self._add_kernel(spec, fused)
+                return
+            self._choose(anchor, members, spec, fused)
         except _ZeroSize:
             pass  # zero-size tensors: ATen handles every corner case; nothing to gain
         except Exception as e:  # a partition that fails to compile runs through ATen
@@ -160,43 +174,39 @@ class Planner:
             log_once("compile-failure:" + msg, f"tessera: partition left to ATen ({msg})",
                      level=30)
 
-    def _plan_anchor_group(self, anchor: fx.Node, members: List[fx.Node],
-                           spec: KernelSpec) -> None:
-        rest_members = members[1:]
-        rest_spec = self._spec_for(rest_members) if rest_members else None
-        fused = compile_spec(spec)
-        if not self.options.anchor_measure:
-            self._add_kernel(spec, fused)
-            return
-        rest_call = compile_spec(rest_spec) if rest_spec is not None else None
-        run_t, run_a = self._candidates(anchor, spec, fused, rest_spec, rest_call)
-        choice, t_ms, a_ms = anchor_choice.decide(spec.key, run_t, run_a)
-        self.summary.anchors.append({"op": _op_name(anchor.target), "choice": choice,
-                                     "tessera_ms": t_ms, "aten_ms": a_ms,
-                                     "shape": list(self.metas[anchor].shape)})
-        if choice == "tessera":
-            self._add_kernel(spec, fused)
-        elif rest_spec is not None:
-            self._add_kernel(rest_spec, rest_call)
-
-    def _candidates(self, anchor, spec, fused, rest_spec, rest_call):
-        """Two callables on example inputs of the real shapes: fused kernel vs ATen + rest."""
+    def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
+                fused) -> None:
+        """Measures the candidates of a partition (see anchor.py) and plans the winner."""
         env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
         t_inputs = [env[n] for n in spec.inputs]
+        candidates = {"tessera": lambda: fused(*t_inputs)}
+        rest_spec = rest_call = None
+        if anchor is not None and len(members) > 1:
+            rest_spec = self._spec_for(members[1:])
+            rest_call = compile_spec(rest_spec)
 
-        def run_tessera():
-            return fused(*t_inputs)
+            def run_split():
+                local = dict(env)
+                self._eval(anchor, local)
+                return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
+            candidates["split"] = run_split
 
         def run_aten():
             local = dict(env)
-            local[anchor] = self._eval(anchor, local)
-            if rest_call is None:
-                return local[anchor]
-            for n in rest_spec.inputs:
-                if n not in local:
-                    local[n] = self._eval(n, local)
-            return rest_call(*[local[n] for n in rest_spec.inputs])
-        return run_tessera, run_aten
+            return [self._eval(o, local) for o in spec.outputs]
+        candidates["aten"] = run_aten
+
+        choice, times = anchor_choice.decide(spec.key, candidates)
+        record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
+                  "times_ms": times}
+        if anchor is not None:
+            record["anchor"] = _op_name(anchor.target)
+            self.summary.anchors.append(record)
+        self.summary.choices.append(record)
+        if choice == "tessera":
+            self._add_kernel(spec, fused)
+        elif choice == "split":
+            self._add_kernel(rest_spec, rest_call)
 
     def _eval(self, n: fx.Node, env: Dict[fx.Node, Any]) -> Any:
         """Runs node n through ATen on values in env (evaluating missing inputs first)."""
@@ -204,6 +214,13 @@ class Planner:
             return env[n]
         if n in self.folded:
             return self.metas[n]
+        if n.op == "get_attr":
+            env[n] = _get_attr(self.gm, n.target)
+            return env[n]
+        if n.op == "placeholder":  # read only for its shape (full_like's argument)
+            m = self.metas[n]
+            env[n] = m.example() if isinstance(m, TensorMeta) else m
+            return env[n]
         for a in input_nodes(n):
             if a not in env and a not in self.folded:
                 env[a] = self._eval(a, env)
@@ -244,7 +261,7 @@ class Planner:
                     needed.add(n)
                     break
                 step = self.member_of.get(u)
-                if step is not None and n in kernel_inputs[step]:
+                if step is not None and n in kernel_inputs.get(step, ()):
                     needed.add(n)
                     break
         return needed
@@ -305,6 +322,10 @@ class Planner:
         steps = self._order(units)
         placeholders = [n for n in self.nodes if n.op == "placeholder"]
         constants = {n: self.metas[n] for n in self.folded}
+        constants.update(self.constants)
+        for n in self.nodes:
+            if n.op == "get_attr":
+                constants[n] = _get_attr(self.gm, n.target)
         fn = generate(placeholders, steps, self.output_args, constants)
         self.summary.source = fn.source
         self.summary.steps = steps
@@ -313,6 +334,13 @@ class Planner:
 
 class _ZeroSize(Exception):
     pass
+
+
+def _get_attr(gm: fx.GraphModule, target: str) -> Any:
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _mutates(n: fx.Node) -> bool:
