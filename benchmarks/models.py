@@ -148,14 +148,11 @@ def _first_call_s(fn, x) -> float:
     return time.perf_counter() - t0
 
 
-def _tessera_stats(graphs_before: set):
+def _tessera_stats(since: int):
     kernels, fallbacks = 0, set()
-    for g in tessera.backend.compiled_graphs():
-        if id(g) in graphs_before:
-            continue
-        for s in g.summaries.values():
-            kernels += s.kernels
-            fallbacks |= set(s.aten_ops)
+    for s in tessera.backend.recent_summaries(since):
+        kernels += s.kernels
+        fallbacks |= set(s.aten_ops)
     return kernels, sorted(fallbacks)
 
 
@@ -170,7 +167,7 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> di
     inductor_compile_s = _first_call_s(inductor, x)
 
     torch._dynamo.reset()
-    before = {id(g) for g in tessera.backend.compiled_graphs()}
+    before = tessera.backend.last_serial()
     fast = torch.compile(model, backend="tessera", options=tessera_options)
     compile_s = _first_call_s(fast, x)
     with torch.no_grad():

@@ -23,8 +23,10 @@ BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<
   schedule::Target target = options.target ? *options.target : schedule::Target::host();
   k.schedule_ = options.schedule ? *options.schedule : schedule::default_schedule(k.plan_, target);
   k.func_ = schedule::lower(k.plan_, k.schedule_, options.name);
-  k.lower_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  k.kernel_ = std::make_shared<const runtime::Kernel>(runtime::Kernel::compile(k.func_, options.codegen));
+  k.lower_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  k.kernel_ =
+      std::make_shared<const runtime::Kernel>(runtime::Kernel::compile(k.func_, options.codegen));
   return k;
 }
 

@@ -6,16 +6,19 @@ namespace tessera::ir {
 
 const char* mem_scope_name(MemScope s) {
   switch (s) {
-    case MemScope::kGlobal: return "global";
-    case MemScope::kHeap: return "heap";
-    case MemScope::kStack: return "stack";
-    case MemScope::kRegister: return "register";
+    case MemScope::kGlobal:
+      return "global";
+    case MemScope::kHeap:
+      return "heap";
+    case MemScope::kStack:
+      return "stack";
+    case MemScope::kRegister:
+      return "register";
   }
   return "?";
 }
 
-Buffer make_buffer(const std::string& name, DType dtype, std::vector<Expr> shape,
-                   MemScope scope) {
+Buffer make_buffer(const std::string& name, DType dtype, std::vector<Expr> shape, MemScope scope) {
   auto b = std::make_shared<BufferNode>();
   b->name = name;
   b->dtype = dtype;

@@ -6,26 +6,40 @@ namespace tessera::ir {
 
 int dtype_bytes(DType t) {
   switch (t) {
-    case DType::kBool: return 1;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kFloat16: return 2;
-    case DType::kBFloat16: return 2;
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
+    case DType::kBool:
+      return 1;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kFloat16:
+      return 2;
+    case DType::kBFloat16:
+      return 2;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kBool: return "bool";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
+    case DType::kBool:
+      return "bool";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
   }
   return "?";
 }

@@ -21,17 +21,28 @@ namespace {
 
 double apply_call(CallOp op, double x, double y) {
   switch (op) {
-    case CallOp::kExp: return std::exp(x);
-    case CallOp::kLog: return std::log(x);
-    case CallOp::kSqrt: return std::sqrt(x);
-    case CallOp::kRsqrt: return 1.0 / std::sqrt(x);
-    case CallOp::kTanh: return std::tanh(x);
-    case CallOp::kErf: return std::erf(x);
-    case CallOp::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case CallOp::kAbs: return std::fabs(x);
-    case CallOp::kFloor: return std::floor(x);
-    case CallOp::kCeil: return std::ceil(x);
-    case CallOp::kPow: return std::pow(x, y);
+    case CallOp::kExp:
+      return std::exp(x);
+    case CallOp::kLog:
+      return std::log(x);
+    case CallOp::kSqrt:
+      return std::sqrt(x);
+    case CallOp::kRsqrt:
+      return 1.0 / std::sqrt(x);
+    case CallOp::kTanh:
+      return std::tanh(x);
+    case CallOp::kErf:
+      return std::erf(x);
+    case CallOp::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case CallOp::kAbs:
+      return std::fabs(x);
+    case CallOp::kFloor:
+      return std::floor(x);
+    case CallOp::kCeil:
+      return std::ceil(x);
+    case CallOp::kPow:
+      return std::pow(x, y);
   }
   return 0.0;
 }
@@ -56,17 +67,21 @@ class Evaluator {
   Scalar eval_raw(const Expr& e) {
     const ExprNode& n = *e;
     switch (n.kind) {
-      case ExprKind::kIntImm: return Scalar::of_int(n.int_value);
-      case ExprKind::kFloatImm: return Scalar::of_float(n.float_value);
+      case ExprKind::kIntImm:
+        return Scalar::of_int(n.int_value);
+      case ExprKind::kFloatImm:
+        return Scalar::of_float(n.float_value);
       case ExprKind::kVar: {
         auto it = env_.vars.find(e.get());
         TESSERA_CHECK(it != env_.vars.end()) << "unbound variable " << n.name;
         return it->second;
       }
-      case ExprKind::kNot: return Scalar::of_int(eval(n.operands[0]).i == 0);
+      case ExprKind::kNot:
+        return Scalar::of_int(eval(n.operands[0]).i == 0);
       case ExprKind::kSelect:
         return eval(n.operands[0]).i ? eval(n.operands[1]) : eval(n.operands[2]);
-      case ExprKind::kCast: return cast_to(n.dtype, eval(n.operands[0]));
+      case ExprKind::kCast:
+        return cast_to(n.dtype, eval(n.operands[0]));
       case ExprKind::kCall: {
         double x = eval(n.operands[0]).as_double();
         double y = n.operands.size() > 1 ? eval(n.operands[1]).as_double() : 0.0;
@@ -82,7 +97,8 @@ class Evaluator {
         TESSERA_CHECK(env_.read_buffer) << "no buffer reader for load of " << n.buffer->name;
         return env_.read_buffer(*n.buffer, eval(n.operands[0]).i);
       }
-      default: break;
+      default:
+        break;
     }
     // Short-circuit logic first so guarded expressions do not evaluate their unsafe side.
     if (n.kind == ExprKind::kAnd) {
@@ -111,40 +127,67 @@ class Evaluator {
 
   static Scalar int_binary(ExprKind k, int64_t a, int64_t b) {
     switch (k) {
-      case ExprKind::kAdd: return Scalar::of_int(a + b);
-      case ExprKind::kSub: return Scalar::of_int(a - b);
-      case ExprKind::kMul: return Scalar::of_int(a * b);
+      case ExprKind::kAdd:
+        return Scalar::of_int(a + b);
+      case ExprKind::kSub:
+        return Scalar::of_int(a - b);
+      case ExprKind::kMul:
+        return Scalar::of_int(a * b);
       case ExprKind::kDiv:
-      case ExprKind::kFloorDiv: return Scalar::of_int(floordiv_int(a, b));
-      case ExprKind::kFloorMod: return Scalar::of_int(floormod_int(a, b));
-      case ExprKind::kMin: return Scalar::of_int(a < b ? a : b);
-      case ExprKind::kMax: return Scalar::of_int(a > b ? a : b);
-      case ExprKind::kEQ: return Scalar::of_int(a == b);
-      case ExprKind::kNE: return Scalar::of_int(a != b);
-      case ExprKind::kLT: return Scalar::of_int(a < b);
-      case ExprKind::kLE: return Scalar::of_int(a <= b);
-      case ExprKind::kGT: return Scalar::of_int(a > b);
-      case ExprKind::kGE: return Scalar::of_int(a >= b);
-      default: break;
+      case ExprKind::kFloorDiv:
+        return Scalar::of_int(floordiv_int(a, b));
+      case ExprKind::kFloorMod:
+        return Scalar::of_int(floormod_int(a, b));
+      case ExprKind::kMin:
+        return Scalar::of_int(a < b ? a : b);
+      case ExprKind::kMax:
+        return Scalar::of_int(a > b ? a : b);
+      case ExprKind::kEQ:
+        return Scalar::of_int(a == b);
+      case ExprKind::kNE:
+        return Scalar::of_int(a != b);
+      case ExprKind::kLT:
+        return Scalar::of_int(a < b);
+      case ExprKind::kLE:
+        return Scalar::of_int(a <= b);
+      case ExprKind::kGT:
+        return Scalar::of_int(a > b);
+      case ExprKind::kGE:
+        return Scalar::of_int(a >= b);
+      default:
+        break;
     }
     TESSERA_FAIL() << "cannot evaluate " << expr_kind_name(k) << " on integers";
   }
 
   static Scalar float_binary(ExprKind k, double a, double b) {
     switch (k) {
-      case ExprKind::kAdd: return Scalar::of_float(a + b);
-      case ExprKind::kSub: return Scalar::of_float(a - b);
-      case ExprKind::kMul: return Scalar::of_float(a * b);
-      case ExprKind::kDiv: return Scalar::of_float(a / b);
-      case ExprKind::kMin: return Scalar::of_float(fmin_nan(a, b));
-      case ExprKind::kMax: return Scalar::of_float(fmax_nan(a, b));
-      case ExprKind::kEQ: return Scalar::of_int(a == b);
-      case ExprKind::kNE: return Scalar::of_int(a != b);
-      case ExprKind::kLT: return Scalar::of_int(a < b);
-      case ExprKind::kLE: return Scalar::of_int(a <= b);
-      case ExprKind::kGT: return Scalar::of_int(a > b);
-      case ExprKind::kGE: return Scalar::of_int(a >= b);
-      default: break;
+      case ExprKind::kAdd:
+        return Scalar::of_float(a + b);
+      case ExprKind::kSub:
+        return Scalar::of_float(a - b);
+      case ExprKind::kMul:
+        return Scalar::of_float(a * b);
+      case ExprKind::kDiv:
+        return Scalar::of_float(a / b);
+      case ExprKind::kMin:
+        return Scalar::of_float(fmin_nan(a, b));
+      case ExprKind::kMax:
+        return Scalar::of_float(fmax_nan(a, b));
+      case ExprKind::kEQ:
+        return Scalar::of_int(a == b);
+      case ExprKind::kNE:
+        return Scalar::of_int(a != b);
+      case ExprKind::kLT:
+        return Scalar::of_int(a < b);
+      case ExprKind::kLE:
+        return Scalar::of_int(a <= b);
+      case ExprKind::kGT:
+        return Scalar::of_int(a > b);
+      case ExprKind::kGE:
+        return Scalar::of_int(a >= b);
+      default:
+        break;
     }
     TESSERA_FAIL() << "cannot evaluate " << expr_kind_name(k) << " on floats";
   }

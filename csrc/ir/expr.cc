@@ -35,8 +35,8 @@ void unify_types(Expr& a, Expr& b) {
   } else if (b->kind == ExprKind::kIntImm && is_int(a->dtype)) {
     b = int_imm(b->int_value, a->dtype);
   }
-  TESSERA_CHECK(a->dtype == b->dtype) << "operand types differ: " << dtype_name(a->dtype)
-                                      << " vs " << dtype_name(b->dtype) << " (insert a cast)";
+  TESSERA_CHECK(a->dtype == b->dtype) << "operand types differ: " << dtype_name(a->dtype) << " vs "
+                                      << dtype_name(b->dtype) << " (insert a cast)";
 }
 
 bool both_int_consts(const Expr& a, const Expr& b) {
@@ -66,17 +66,28 @@ Expr::Expr(double value) : Expr(float_imm(value)) {}
 
 const char* call_op_name(CallOp op) {
   switch (op) {
-    case CallOp::kExp: return "exp";
-    case CallOp::kLog: return "log";
-    case CallOp::kSqrt: return "sqrt";
-    case CallOp::kRsqrt: return "rsqrt";
-    case CallOp::kTanh: return "tanh";
-    case CallOp::kErf: return "erf";
-    case CallOp::kSigmoid: return "sigmoid";
-    case CallOp::kAbs: return "abs";
-    case CallOp::kFloor: return "floor";
-    case CallOp::kCeil: return "ceil";
-    case CallOp::kPow: return "pow";
+    case CallOp::kExp:
+      return "exp";
+    case CallOp::kLog:
+      return "log";
+    case CallOp::kSqrt:
+      return "sqrt";
+    case CallOp::kRsqrt:
+      return "rsqrt";
+    case CallOp::kTanh:
+      return "tanh";
+    case CallOp::kErf:
+      return "erf";
+    case CallOp::kSigmoid:
+      return "sigmoid";
+    case CallOp::kAbs:
+      return "abs";
+    case CallOp::kFloor:
+      return "floor";
+    case CallOp::kCeil:
+      return "ceil";
+    case CallOp::kPow:
+      return "pow";
   }
   return "?";
 }
@@ -85,31 +96,56 @@ int call_op_arity(CallOp op) { return op == CallOp::kPow ? 2 : 1; }
 
 const char* expr_kind_name(ExprKind k) {
   switch (k) {
-    case ExprKind::kIntImm: return "IntImm";
-    case ExprKind::kFloatImm: return "FloatImm";
-    case ExprKind::kVar: return "Var";
-    case ExprKind::kAdd: return "Add";
-    case ExprKind::kSub: return "Sub";
-    case ExprKind::kMul: return "Mul";
-    case ExprKind::kDiv: return "Div";
-    case ExprKind::kFloorDiv: return "FloorDiv";
-    case ExprKind::kFloorMod: return "FloorMod";
-    case ExprKind::kMin: return "Min";
-    case ExprKind::kMax: return "Max";
-    case ExprKind::kEQ: return "EQ";
-    case ExprKind::kNE: return "NE";
-    case ExprKind::kLT: return "LT";
-    case ExprKind::kLE: return "LE";
-    case ExprKind::kGT: return "GT";
-    case ExprKind::kGE: return "GE";
-    case ExprKind::kAnd: return "And";
-    case ExprKind::kOr: return "Or";
-    case ExprKind::kNot: return "Not";
-    case ExprKind::kSelect: return "Select";
-    case ExprKind::kCast: return "Cast";
-    case ExprKind::kCall: return "Call";
-    case ExprKind::kAccess: return "Access";
-    case ExprKind::kLoad: return "Load";
+    case ExprKind::kIntImm:
+      return "IntImm";
+    case ExprKind::kFloatImm:
+      return "FloatImm";
+    case ExprKind::kVar:
+      return "Var";
+    case ExprKind::kAdd:
+      return "Add";
+    case ExprKind::kSub:
+      return "Sub";
+    case ExprKind::kMul:
+      return "Mul";
+    case ExprKind::kDiv:
+      return "Div";
+    case ExprKind::kFloorDiv:
+      return "FloorDiv";
+    case ExprKind::kFloorMod:
+      return "FloorMod";
+    case ExprKind::kMin:
+      return "Min";
+    case ExprKind::kMax:
+      return "Max";
+    case ExprKind::kEQ:
+      return "EQ";
+    case ExprKind::kNE:
+      return "NE";
+    case ExprKind::kLT:
+      return "LT";
+    case ExprKind::kLE:
+      return "LE";
+    case ExprKind::kGT:
+      return "GT";
+    case ExprKind::kGE:
+      return "GE";
+    case ExprKind::kAnd:
+      return "And";
+    case ExprKind::kOr:
+      return "Or";
+    case ExprKind::kNot:
+      return "Not";
+    case ExprKind::kSelect:
+      return "Select";
+    case ExprKind::kCast:
+      return "Cast";
+    case ExprKind::kCall:
+      return "Call";
+    case ExprKind::kAccess:
+      return "Access";
+    case ExprKind::kLoad:
+      return "Load";
   }
   return "?";
 }

@@ -11,10 +11,14 @@ namespace tessera::ir {
 
 const char* reduce_kind_name(ReduceKind k) {
   switch (k) {
-    case ReduceKind::kNone: return "none";
-    case ReduceKind::kSum: return "sum";
-    case ReduceKind::kMax: return "max";
-    case ReduceKind::kMin: return "min";
+    case ReduceKind::kNone:
+      return "none";
+    case ReduceKind::kSum:
+      return "sum";
+    case ReduceKind::kMax:
+      return "max";
+    case ReduceKind::kMin:
+      return "min";
   }
   return "?";
 }
@@ -22,22 +26,28 @@ const char* reduce_kind_name(ReduceKind k) {
 Expr reduce_identity(ReduceKind k, DType t) {
   const double inf = std::numeric_limits<double>::infinity();
   switch (k) {
-    case ReduceKind::kSum: return make_const(t, 0.0);
+    case ReduceKind::kSum:
+      return make_const(t, 0.0);
     case ReduceKind::kMax:
       return is_float(t) ? float_imm(-inf, t) : int_imm(std::numeric_limits<int64_t>::min(), t);
     case ReduceKind::kMin:
       return is_float(t) ? float_imm(inf, t) : int_imm(std::numeric_limits<int64_t>::max(), t);
-    case ReduceKind::kNone: break;
+    case ReduceKind::kNone:
+      break;
   }
   TESSERA_FAIL() << "no identity for reduction kind none";
 }
 
 Expr reduce_combine(ReduceKind k, Expr acc, Expr value) {
   switch (k) {
-    case ReduceKind::kSum: return add(std::move(acc), std::move(value));
-    case ReduceKind::kMax: return max(std::move(acc), std::move(value));
-    case ReduceKind::kMin: return min(std::move(acc), std::move(value));
-    case ReduceKind::kNone: break;
+    case ReduceKind::kSum:
+      return add(std::move(acc), std::move(value));
+    case ReduceKind::kMax:
+      return max(std::move(acc), std::move(value));
+    case ReduceKind::kMin:
+      return min(std::move(acc), std::move(value));
+    case ReduceKind::kNone:
+      break;
   }
   TESSERA_FAIL() << "no combiner for reduction kind none";
 }

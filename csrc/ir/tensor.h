@@ -52,8 +52,7 @@ struct TensorNode {
 };
 
 // A graph input.
-Tensor placeholder(const std::string& name, std::vector<Expr> shape,
-                   DType dtype = DType::kFloat32);
+Tensor placeholder(const std::string& name, std::vector<Expr> shape, DType dtype = DType::kFloat32);
 
 // Elementwise/injective compute: out[axes] = f(axes).
 Tensor compute(const std::string& name, std::vector<Expr> shape,

@@ -31,7 +31,8 @@ class Interpreter {
 
   void run(const Stmt& s) {
     switch (s->kind) {
-      case StmtKind::kNop: return;
+      case StmtKind::kNop:
+        return;
       case StmtKind::kSeq:
         for (const Stmt& c : s->seq) run(c);
         return;
@@ -65,7 +66,8 @@ class Interpreter {
         auto storage = std::make_unique<char[]>(
             static_cast<size_t>(std::max<int64_t>(n, 1) * ir::dtype_bytes(s->buffer->dtype)));
         // Fill with NaN-like garbage so reads before writes show up in results.
-        std::memset(storage.get(), 0xff, static_cast<size_t>(n * ir::dtype_bytes(s->buffer->dtype)));
+        std::memset(storage.get(), 0xff,
+                    static_cast<size_t>(n * ir::dtype_bytes(s->buffer->dtype)));
         buffers_[s->buffer.get()] = BoundBuffer{storage.get(), n, s->buffer->dtype};
         run(s->body);
         buffers_.erase(s->buffer.get());
@@ -88,12 +90,18 @@ class Interpreter {
   ir::Scalar read(const ir::BufferNode& b, int64_t i) {
     BoundBuffer& bb = find(b, i);
     switch (bb.dtype) {
-      case ir::DType::kFloat32: return ir::Scalar::of_float(static_cast<float*>(bb.data)[i]);
-      case ir::DType::kFloat64: return ir::Scalar::of_float(static_cast<double*>(bb.data)[i]);
-      case ir::DType::kInt32: return ir::Scalar::of_int(static_cast<int32_t*>(bb.data)[i]);
-      case ir::DType::kInt64: return ir::Scalar::of_int(static_cast<int64_t*>(bb.data)[i]);
-      case ir::DType::kBool: return ir::Scalar::of_int(static_cast<uint8_t*>(bb.data)[i]);
-      default: break;
+      case ir::DType::kFloat32:
+        return ir::Scalar::of_float(static_cast<float*>(bb.data)[i]);
+      case ir::DType::kFloat64:
+        return ir::Scalar::of_float(static_cast<double*>(bb.data)[i]);
+      case ir::DType::kInt32:
+        return ir::Scalar::of_int(static_cast<int32_t*>(bb.data)[i]);
+      case ir::DType::kInt64:
+        return ir::Scalar::of_int(static_cast<int64_t*>(bb.data)[i]);
+      case ir::DType::kBool:
+        return ir::Scalar::of_int(static_cast<uint8_t*>(bb.data)[i]);
+      default:
+        break;
     }
     TESSERA_FAIL() << "interpreter: unsupported dtype " << ir::dtype_name(bb.dtype);
   }
@@ -101,12 +109,23 @@ class Interpreter {
   void write(const ir::BufferNode& b, int64_t i, const ir::Scalar& v) {
     BoundBuffer& bb = find(b, i);
     switch (bb.dtype) {
-      case ir::DType::kFloat32: static_cast<float*>(bb.data)[i] = static_cast<float>(v.as_double()); return;
-      case ir::DType::kFloat64: static_cast<double*>(bb.data)[i] = v.as_double(); return;
-      case ir::DType::kInt32: static_cast<int32_t*>(bb.data)[i] = static_cast<int32_t>(v.i); return;
-      case ir::DType::kInt64: static_cast<int64_t*>(bb.data)[i] = v.i; return;
-      case ir::DType::kBool: static_cast<uint8_t*>(bb.data)[i] = v.i != 0; return;
-      default: break;
+      case ir::DType::kFloat32:
+        static_cast<float*>(bb.data)[i] = static_cast<float>(v.as_double());
+        return;
+      case ir::DType::kFloat64:
+        static_cast<double*>(bb.data)[i] = v.as_double();
+        return;
+      case ir::DType::kInt32:
+        static_cast<int32_t*>(bb.data)[i] = static_cast<int32_t>(v.i);
+        return;
+      case ir::DType::kInt64:
+        static_cast<int64_t*>(bb.data)[i] = v.i;
+        return;
+      case ir::DType::kBool:
+        static_cast<uint8_t*>(bb.data)[i] = v.i != 0;
+        return;
+      default:
+        break;
     }
     TESSERA_FAIL() << "interpreter: unsupported dtype " << ir::dtype_name(bb.dtype);
   }

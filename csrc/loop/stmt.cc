@@ -6,16 +6,26 @@ namespace tessera::loop {
 
 const char* for_kind_name(ForKind k) {
   switch (k) {
-    case ForKind::kSerial: return "serial";
-    case ForKind::kParallel: return "parallel";
-    case ForKind::kVectorized: return "vectorized";
-    case ForKind::kUnrolled: return "unrolled";
-    case ForKind::kGpuBlockX: return "blockIdx.x";
-    case ForKind::kGpuBlockY: return "blockIdx.y";
-    case ForKind::kGpuBlockZ: return "blockIdx.z";
-    case ForKind::kGpuThreadX: return "threadIdx.x";
-    case ForKind::kGpuThreadY: return "threadIdx.y";
-    case ForKind::kGpuThreadZ: return "threadIdx.z";
+    case ForKind::kSerial:
+      return "serial";
+    case ForKind::kParallel:
+      return "parallel";
+    case ForKind::kVectorized:
+      return "vectorized";
+    case ForKind::kUnrolled:
+      return "unrolled";
+    case ForKind::kGpuBlockX:
+      return "blockIdx.x";
+    case ForKind::kGpuBlockY:
+      return "blockIdx.y";
+    case ForKind::kGpuBlockZ:
+      return "blockIdx.z";
+    case ForKind::kGpuThreadX:
+      return "threadIdx.x";
+    case ForKind::kGpuThreadY:
+      return "threadIdx.y";
+    case ForKind::kGpuThreadZ:
+      return "threadIdx.z";
   }
   return "?";
 }

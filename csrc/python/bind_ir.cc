@@ -45,9 +45,7 @@ void bind_ir(py::module_& m) {
                                return out;
                              })
       .def("definition", [](const PyTensor& t) { return ir::to_string(t.tensor); })
-      .def("__repr__", [](const PyTensor& t) {
-        return "<tessera.Tensor " + t.tensor->name + ">";
-      });
+      .def("__repr__", [](const PyTensor& t) { return "<tessera.Tensor " + t.tensor->name + ">"; });
   m.def(
       "size_var",
       [](const std::string& name, int64_t lo, int64_t hi) {

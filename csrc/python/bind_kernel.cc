@@ -56,9 +56,8 @@ struct PyKernel {
     for (size_t i = 0; i < inputs.size(); ++i) {
       for (size_t d = 0; d < inputs[i]->shape.size(); ++d) {
         int64_t want = ir::evaluate(inputs[i]->shape[d], env).i;
-        TESSERA_CHECK(want == shapes[i][d])
-            << "input " << inputs[i]->name << " dim " << d << " is " << shapes[i][d]
-            << ", expected " << want;
+        TESSERA_CHECK(want == shapes[i][d]) << "input " << inputs[i]->name << " dim " << d << " is "
+                                            << shapes[i][d] << ", expected " << want;
       }
     }
     return sizes;
@@ -112,11 +111,12 @@ void bind_kernel(py::module_& m) {
             d["repeats"] = r.repeats;
             return d;
           },
-          py::arg("ptrs"), py::arg("sizes"), py::arg("min_time_ms") = 200.0,
-          py::arg("warmup") = 2, "Times the kernel in C++ (median of repeats).")
+          py::arg("ptrs"), py::arg("sizes"), py::arg("min_time_ms") = 200.0, py::arg("warmup") = 2,
+          "Times the kernel in C++ (median of repeats).")
       .def_property_readonly("jit_ms", [](const PyKernel& k) { return k.built.jit_ms(); })
       .def_property_readonly("lower_ms", [](const PyKernel& k) { return k.built.lower_ms(); })
-      .def_property_readonly("schedule", [](const PyKernel& k) { return k.built.schedule().dump(); })
+      .def_property_readonly("schedule",
+                             [](const PyKernel& k) { return k.built.schedule().dump(); })
       .def_property_readonly("loop_ir",
                              [](const PyKernel& k) { return loop::to_string(k.built.func()); })
       .def_property_readonly("num_inputs",
@@ -129,29 +129,30 @@ void bind_kernel(py::module_& m) {
         return out;
       });
   py::class_<runtime::Program, std::shared_ptr<runtime::Program>>(m, "Program")
-      .def(py::init([](const std::vector<std::tuple<std::string, int, int64_t>>& buffers,
-                       const std::vector<std::tuple<const PyKernel*, std::vector<int>,
-                                                    std::vector<int64_t>>>& steps) {
-             std::vector<runtime::ProgramBuffer> bufs;
-             for (const auto& [kind, io, bytes] : buffers) {
-               runtime::ProgramBuffer b;
-               if (kind == "input") {
-                 b.kind = runtime::ProgramBuffer::Kind::kInput;
-               } else if (kind == "output") {
-                 b.kind = runtime::ProgramBuffer::Kind::kOutput;
-               } else {
-                 TESSERA_CHECK(kind == "temp") << "buffer kind must be input, output or temp";
-               }
-               b.io_index = io;
-               b.bytes = bytes;
-               bufs.push_back(b);
-             }
-             std::vector<runtime::ProgramStep> st;
-             for (const auto& [k, ids, sizes] : steps) {
-               st.push_back(runtime::ProgramStep{k->built.kernel(), ids, sizes});
-             }
-             return std::make_shared<runtime::Program>(std::move(bufs), std::move(st));
-           }),
+      .def(py::init(
+               [](const std::vector<std::tuple<std::string, int, int64_t>>& buffers,
+                  const std::vector<
+                      std::tuple<const PyKernel*, std::vector<int>, std::vector<int64_t>>>& steps) {
+                 std::vector<runtime::ProgramBuffer> bufs;
+                 for (const auto& [kind, io, bytes] : buffers) {
+                   runtime::ProgramBuffer b;
+                   if (kind == "input") {
+                     b.kind = runtime::ProgramBuffer::Kind::kInput;
+                   } else if (kind == "output") {
+                     b.kind = runtime::ProgramBuffer::Kind::kOutput;
+                   } else {
+                     TESSERA_CHECK(kind == "temp") << "buffer kind must be input, output or temp";
+                   }
+                   b.io_index = io;
+                   b.bytes = bytes;
+                   bufs.push_back(b);
+                 }
+                 std::vector<runtime::ProgramStep> st;
+                 for (const auto& [k, ids, sizes] : steps) {
+                   st.push_back(runtime::ProgramStep{k->built.kernel(), ids, sizes});
+                 }
+                 return std::make_shared<runtime::Program>(std::move(bufs), std::move(st));
+               }),
            py::arg("buffers"), py::arg("steps"),
            "A graph segment run from C++: buffers are (kind, io_index, bytes) with kind "
            "input/output/temp; steps are (kernel, buffer ids, sizes). Intermediates share one "

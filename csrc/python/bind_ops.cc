@@ -28,22 +28,26 @@ PyTensor wrap(ir::Tensor t) { return PyTensor{std::move(t)}; }
 
 template <typename F>
 void unary(py::module_& m, const char* name, F f) {
-  m.def(name, [f](T x) { return wrap(f(x.tensor)); }, py::arg("x"));
+  m.def(
+      name, [f](T x) { return wrap(f(x.tensor)); }, py::arg("x"));
 }
 
 // The three overloads of a broadcasting binary op: (tensor, tensor), (tensor, scalar),
 // (scalar, tensor). Tensor-tensor comes first so pybind11 tries it first.
 template <typename FTT, typename FTS, typename FST>
 void binary(py::module_& m, const char* name, FTT tt, FTS ts, FST st) {
-  m.def(name, [tt](T a, T b) { return wrap(tt(a.tensor, b.tensor)); }, py::arg("a"), py::arg("b"));
-  m.def(name, [ts](T a, double b) { return wrap(ts(a.tensor, b)); }, py::arg("a"), py::arg("b"));
-  m.def(name, [st](double a, T b) { return wrap(st(a, b.tensor)); }, py::arg("a"), py::arg("b"));
+  m.def(
+      name, [tt](T a, T b) { return wrap(tt(a.tensor, b.tensor)); }, py::arg("a"), py::arg("b"));
+  m.def(
+      name, [ts](T a, double b) { return wrap(ts(a.tensor, b)); }, py::arg("a"), py::arg("b"));
+  m.def(
+      name, [st](double a, T b) { return wrap(st(a, b.tensor)); }, py::arg("a"), py::arg("b"));
 }
 
-#define TESSERA_BIND_BINARY(m, fn)                                                        \
-  binary(                                                                                 \
-      m, #fn, [](const ir::Tensor& a, const ir::Tensor& b) { return ops::fn(a, b); },     \
-      [](const ir::Tensor& a, double b) { return ops::fn(a, b); },                        \
+#define TESSERA_BIND_BINARY(m, fn)                                                    \
+  binary(                                                                             \
+      m, #fn, [](const ir::Tensor& a, const ir::Tensor& b) { return ops::fn(a, b); }, \
+      [](const ir::Tensor& a, double b) { return ops::fn(a, b); },                    \
       [](double a, const ir::Tensor& b) { return ops::fn(a, b); })
 
 void bind_linalg_and_nn(py::module_& m) {
@@ -66,9 +70,9 @@ void bind_linalg_and_nn(py::module_& m) {
          int64_t groups) {
         return wrap(ops::conv2d(x.tensor, w.tensor, opt(b), stride, padding, dilation, groups));
       },
-      py::arg("x"), py::arg("w"), py::arg("bias") = py::none(),
-      py::arg("stride") = ops::Int2{1, 1}, py::arg("padding") = ops::Int2{0, 0},
-      py::arg("dilation") = ops::Int2{1, 1}, py::arg("groups") = 1);
+      py::arg("x"), py::arg("w"), py::arg("bias") = py::none(), py::arg("stride") = ops::Int2{1, 1},
+      py::arg("padding") = ops::Int2{0, 0}, py::arg("dilation") = ops::Int2{1, 1},
+      py::arg("groups") = 1);
   m.def(
       "conv_transpose2d",
       [](T x, T w, OptT b, ops::Int2 stride, ops::Int2 padding, ops::Int2 output_padding,
@@ -76,10 +80,9 @@ void bind_linalg_and_nn(py::module_& m) {
         return wrap(ops::conv_transpose2d(x.tensor, w.tensor, opt(b), stride, padding,
                                           output_padding, dilation, groups));
       },
-      py::arg("x"), py::arg("w"), py::arg("bias") = py::none(),
-      py::arg("stride") = ops::Int2{1, 1}, py::arg("padding") = ops::Int2{0, 0},
-      py::arg("output_padding") = ops::Int2{0, 0}, py::arg("dilation") = ops::Int2{1, 1},
-      py::arg("groups") = 1);
+      py::arg("x"), py::arg("w"), py::arg("bias") = py::none(), py::arg("stride") = ops::Int2{1, 1},
+      py::arg("padding") = ops::Int2{0, 0}, py::arg("output_padding") = ops::Int2{0, 0},
+      py::arg("dilation") = ops::Int2{1, 1}, py::arg("groups") = 1);
   m.def(
       "avg_pool2d",
       [](T x, ops::Int2 k, ops::Int2 s, ops::Int2 p, bool ceil_mode, bool count_include_pad) {
@@ -97,8 +100,8 @@ void bind_linalg_and_nn(py::module_& m) {
       py::arg("padding") = ops::Int2{0, 0}, py::arg("dilation") = ops::Int2{1, 1},
       py::arg("ceil_mode") = false);
   m.def(
-      "softmax", [](T x, int64_t axis) { return wrap(ops::softmax(x.tensor, axis)); },
-      py::arg("x"), py::arg("axis") = -1);
+      "softmax", [](T x, int64_t axis) { return wrap(ops::softmax(x.tensor, axis)); }, py::arg("x"),
+      py::arg("axis") = -1);
   m.def(
       "log_softmax", [](T x, int64_t axis) { return wrap(ops::log_softmax(x.tensor, axis)); },
       py::arg("x"), py::arg("axis") = -1);
@@ -112,8 +115,8 @@ void bind_linalg_and_nn(py::module_& m) {
 }
 
 void bind_reductions(py::module_& m) {
-  using Reduce = ir::Tensor (*)(const ir::Tensor&, const std::vector<int64_t>&, bool,
-                                const std::string&);
+  using Reduce =
+      ir::Tensor (*)(const ir::Tensor&, const std::vector<int64_t>&, bool, const std::string&);
   const std::pair<const char*, Reduce> reductions[] = {{"reduce_sum", &ops::reduce_sum},
                                                        {"reduce_mean", &ops::reduce_mean},
                                                        {"reduce_max", &ops::reduce_max},
@@ -201,7 +204,8 @@ void bind_elementwise(py::module_& m) {
 
 void bind_shape(py::module_& m) {
   m.def(
-      "transpose", [](T x, std::vector<int64_t> perm) { return wrap(ops::permute(x.tensor, perm)); },
+      "transpose",
+      [](T x, std::vector<int64_t> perm) { return wrap(ops::permute(x.tensor, perm)); },
       py::arg("x"), py::arg("perm"));
   m.def(
       "permute", [](T x, std::vector<int64_t> perm) { return wrap(ops::permute(x.tensor, perm)); },
@@ -243,7 +247,8 @@ void bind_shape(py::module_& m) {
       py::arg("x"), py::arg("axis"), py::arg("indices"),
       "x with dim `axis` replaced by the dims of `indices` (embedding, index_select).");
   m.def(
-      "gather", [](T x, int64_t dim, T idx) { return wrap(ops::gather(x.tensor, dim, idx.tensor)); },
+      "gather",
+      [](T x, int64_t dim, T idx) { return wrap(ops::gather(x.tensor, dim, idx.tensor)); },
       py::arg("x"), py::arg("dim"), py::arg("index"));
 }
 

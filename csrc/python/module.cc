@@ -1,9 +1,8 @@
 // The Python extension module tessera._C: the only translation units that see pybind11 (and,
 // later, torch headers) live in csrc/python/, so the core stays free of Python.
-#include "python/bindings.h"
-
 #include <string>
 
+#include "python/bindings.h"
 #include "util/check.h"
 
 #ifndef TESSERA_VERSION

@@ -15,13 +15,13 @@ void free_arena(std::byte* p) { std::free(p); }
 }  // namespace
 
 std::vector<int64_t> plan_arena(const std::vector<int64_t>& bytes,
-                                const std::vector<std::pair<int, int>>& lifetimes,
-                                int64_t* total) {
+                                const std::vector<std::pair<int, int>>& lifetimes, int64_t* total) {
   const size_t n = bytes.size();
   TESSERA_CHECK(lifetimes.size() == n) << "plan_arena: one lifetime per buffer";
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
   std::vector<int64_t> offset(n, -1);
   std::vector<size_t> placed;
   int64_t end = 0;
@@ -29,8 +29,8 @@ std::vector<int64_t> plan_arena(const std::vector<int64_t>& bytes,
     // Intervals [offset, offset+size) of placed buffers alive at the same time, by offset.
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (size_t j : placed) {
-      bool overlap = lifetimes[i].first <= lifetimes[j].second &&
-                     lifetimes[j].first <= lifetimes[i].second;
+      bool overlap =
+          lifetimes[i].first <= lifetimes[j].second && lifetimes[j].first <= lifetimes[i].second;
       if (overlap) busy.push_back({offset[j], offset[j] + align_up(bytes[j])});
     }
     std::sort(busy.begin(), busy.end());
@@ -52,7 +52,8 @@ Program::Program(std::vector<ProgramBuffer> buffers, std::vector<ProgramStep> st
   const int nb = static_cast<int>(buffers_.size());
   for (const ProgramBuffer& b : buffers_) {
     if (b.kind == ProgramBuffer::Kind::kInput) num_inputs_ = std::max(num_inputs_, b.io_index + 1);
-    if (b.kind == ProgramBuffer::Kind::kOutput) num_outputs_ = std::max(num_outputs_, b.io_index + 1);
+    if (b.kind == ProgramBuffer::Kind::kOutput)
+      num_outputs_ = std::max(num_outputs_, b.io_index + 1);
     TESSERA_CHECK(b.bytes >= 0) << "negative buffer size";
   }
   std::vector<std::pair<int, int>> life(nb, {-1, -1});
@@ -91,8 +92,8 @@ Program::Program(std::vector<ProgramBuffer> buffers, std::vector<ProgramStep> st
   if (arena_bytes_ > 0) {
     void* p = std::aligned_alloc(kAlign, static_cast<size_t>(arena_bytes_));
     TESSERA_CHECK(p != nullptr) << "cannot allocate a " << arena_bytes_ << "-byte arena";
-    arena_ = std::unique_ptr<std::byte[], void (*)(std::byte*)>(static_cast<std::byte*>(p),
-                                                                 free_arena);
+    arena_ =
+        std::unique_ptr<std::byte[], void (*)(std::byte*)>(static_cast<std::byte*>(p), free_arena);
   }
 }
 
@@ -114,9 +115,15 @@ void Program::run(const std::vector<void*>& inputs, const std::vector<void*>& ou
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const ProgramBuffer& b = buffers_[i];
     switch (b.kind) {
-      case ProgramBuffer::Kind::kInput: table[i] = inputs[b.io_index]; break;
-      case ProgramBuffer::Kind::kOutput: table[i] = outputs[b.io_index]; break;
-      case ProgramBuffer::Kind::kTemp: table[i] = arena_.get() + offsets_[i]; break;
+      case ProgramBuffer::Kind::kInput:
+        table[i] = inputs[b.io_index];
+        break;
+      case ProgramBuffer::Kind::kOutput:
+        table[i] = outputs[b.io_index];
+        break;
+      case ProgramBuffer::Kind::kTemp:
+        table[i] = arena_.get() + offsets_[i];
+        break;
     }
     TESSERA_CHECK(table[i] != nullptr || b.bytes == 0) << "buffer " << i << " is null";
   }

@@ -8,8 +8,10 @@ using util::Json;
 
 const char* sketch_name(Sketch s) {
   switch (s) {
-    case Sketch::kMultiLevelTiling: return "multi_level_tiling";
-    case Sketch::kCrossLaneReduction: return "cross_lane_reduction";
+    case Sketch::kMultiLevelTiling:
+      return "multi_level_tiling";
+    case Sketch::kCrossLaneReduction:
+      return "cross_lane_reduction";
   }
   return "?";
 }

@@ -47,7 +47,9 @@ struct KernelSchedule {
   util::Json to_json() const;
   static KernelSchedule from_json(const util::Json& j);
   std::string dump() const { return to_json().dump(); }
-  static KernelSchedule parse(const std::string& text) { return from_json(util::Json::parse(text)); }
+  static KernelSchedule parse(const std::string& text) {
+    return from_json(util::Json::parse(text));
+  }
 };
 
 }  // namespace tessera::schedule

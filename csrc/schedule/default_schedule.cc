@@ -157,7 +157,8 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
     ann.vector_axis = n - 1;
     ann.vector_width = static_cast<int>(vl);
   }
-  for (int r = 0; r < m; ++r) ann.tile_reduce[r] = std::max<int64_t>(1, extent_of(op.reduce_axes[r].extent));
+  for (int r = 0; r < m; ++r)
+    ann.tile_reduce[r] = std::max<int64_t>(1, extent_of(op.reduce_axes[r].extent));
 
   if (m > 0 && vectorize && ap.row_axis >= 0) {
     // Register-blocked SSRSRS for reductions with reuse (matmul, batch matmul, conv).
@@ -169,14 +170,16 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
     ann.tile_reg[n - 1] = panel;
     // Inner reduce tile: a kc x panel slice of the reused operand stays in L1.
     const int64_t kc_limit = std::max<int64_t>(16, target.l1_bytes * 3 / 4 / (panel * 4));
-    ann.tile_reduce[m - 1] = std::min(extent_of(op.reduce_axes[m - 1].extent), pow2_floor(kc_limit));
+    ann.tile_reduce[m - 1] =
+        std::min(extent_of(op.reduce_axes[m - 1].extent), pow2_floor(kc_limit));
     // Cache tile: a few panels wide, enough rows that the A block stays in L2.
     ann.tile_outer[n - 1] = std::min(round_up(vext, panel), multiple_at_most(panel, 256));
     ann.tile_outer[row] = std::min(round_up(rext, rt.rows), multiple_at_most(rt.rows, 96));
     // Keep at least ~4 tasks per thread for load balance.
     auto tasks = [&]() {
       int64_t t = 1;
-      for (int a = 0; a < n; ++a) t *= (extent_of(op.axes[a].extent) + ann.tile_outer[a] - 1) / ann.tile_outer[a];
+      for (int a = 0; a < n; ++a)
+        t *= (extent_of(op.axes[a].extent) + ann.tile_outer[a] - 1) / ann.tile_outer[a];
       return t;
     };
     while (tasks() < 4 * target.num_threads && ann.tile_outer[row] > rt.rows) {

@@ -11,7 +11,7 @@ namespace tessera::schedule {
 
 // What the schedule heuristics need to know about the machine.
 struct Target {
-  int vector_lanes = 16;           // fp32 lanes of one SIMD register
+  int vector_lanes = 16;  // fp32 lanes of one SIMD register
   int num_vector_registers = 32;
   int num_threads = 1;
   int64_t l1_bytes = 32 * 1024;    // per core
@@ -25,9 +25,9 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
 
 // How a stage's accesses relate to its axes; the sketch rules and later tuners read this.
 struct AccessPattern {
-  int vector_axis = -1;   // candidate vector axis: the output's innermost axis
-  int row_axis = -1;      // spatial axis along which vector-loaded operands are reused
-  bool reduce_contiguous = false;  // the last reduce axis is some input's innermost index
+  int vector_axis = -1;               // candidate vector axis: the output's innermost axis
+  int row_axis = -1;                  // spatial axis along which vector-loaded operands are reused
+  bool reduce_contiguous = false;     // the last reduce axis is some input's innermost index
   std::vector<std::string> packable;  // inputs read contiguously along the vector axis with reuse
 };
 AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan);

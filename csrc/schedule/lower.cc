@@ -47,8 +47,12 @@ Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const Stage
   StageBody sb = make_stage_body(stage, plan, al);
   Stmt body;
   switch (ann.sketch) {
-    case Sketch::kMultiLevelTiling: body = lower_multi_level_tiling(sb, ann, al); break;
-    case Sketch::kCrossLaneReduction: body = lower_cross_lane_reduction(sb, ann, al); break;
+    case Sketch::kMultiLevelTiling:
+      body = lower_multi_level_tiling(sb, ann, al);
+      break;
+    case Sketch::kCrossLaneReduction:
+      body = lower_cross_lane_reduction(sb, ann, al);
+      break;
   }
   for (const ir::TensorNode* t : packed) al.unbind_packed(t);
   packs.push_back(body);

@@ -28,6 +28,38 @@ Var tile_var(const std::string& name, const Expr& count) {
   return ir::var(name, 0, hi);
 }
 
+// The cache tiles of a stage, flattened into one (parallel) loop: its variable, trip count, and
+// the first point of the current tile along each axis.
+struct TileGrid {
+  Var tile;
+  Expr total;
+  std::vector<Expr> extent;
+  std::vector<Expr> base;
+};
+
+TileGrid make_tile_grid(const ir::ComputeOpNode& op, const std::vector<int64_t>& tile_outer) {
+  const size_t n = op.axes.size();
+  TileGrid g;
+  g.extent.resize(n);
+  g.base.resize(n);
+  std::vector<Expr> count(n);
+  g.total = ir::int_imm(1);
+  for (size_t a = 0; a < n; ++a) {
+    TESSERA_CHECK(tile_outer[a] >= 1) << "stage " << op.name << ": tiles must be positive";
+    g.extent[a] = op.axes[a].extent;
+    count[a] = ceil_div(g.extent[a], tile_outer[a]);
+    g.total = g.total * count[a];
+  }
+  g.tile = tile_var("tile", g.total);
+  Expr rest = g.tile;
+  for (size_t k = n; k-- > 0;) {
+    Expr o = n == 1 ? rest : ir::floormod(rest, count[k]);
+    rest = ir::floordiv(rest, count[k]);
+    g.base[k] = o * ir::int_imm(tile_outer[k]);
+  }
+  return g;
+}
+
 // Helpers shared by the sketches: values and stores at a given point of the iteration space.
 class PointWriter {
  public:
@@ -120,23 +152,9 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
   const int64_t vl = vaxis >= 0 ? ann.vector_width : 1;
 
   // ---- S0: one parallel loop over all cache tiles ------------------------------------------
-  std::vector<Expr> extent(n), count(n);
-  Expr total = ir::int_imm(1);
-  for (size_t a = 0; a < n; ++a) {
-    extent[a] = op.axes[a].extent;
-    count[a] = ceil_div(extent[a], ann.tile_outer[a]);
-    total = total * count[a];
-  }
-  Var tile = tile_var("tile", total);
-  std::vector<Expr> base0(n);
-  {
-    Expr rest = tile;
-    for (size_t k = n; k-- > 0;) {
-      Expr o = n == 1 ? rest : ir::floormod(rest, count[k]);
-      rest = ir::floordiv(rest, count[k]);
-      base0[k] = o * ir::int_imm(ann.tile_outer[k]);
-    }
-  }
+  const TileGrid grid = make_tile_grid(op, ann.tile_outer);
+  const std::vector<Expr>& extent = grid.extent;
+  const std::vector<Expr>& base0 = grid.base;
 
   // ---- R0 / R1 variables -----------------------------------------------------------------
   std::vector<Var> ro(m), ri(m);
@@ -224,8 +242,8 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
   auto register_tile = [&](bool partial_rows) {
     auto w = [&](Stmt b) { return wrap_s2(b, partial_rows); };
     if (!reduce) return w(pw.store_out(point, pw.value(point, {})));
-    ir::Buffer acc = ir::make_buffer("acc", sb.dtype, {ir::int_imm(acc_size)},
-                                     ir::MemScope::kRegister);
+    ir::Buffer acc =
+        ir::make_buffer("acc", sb.dtype, {ir::int_imm(acc_size)}, ir::MemScope::kRegister);
     Expr acc_val = ir::load(acc, acc_index);
     Stmt init = loop::make_if(
         first, w(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
@@ -293,9 +311,9 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
   // Full tiles take the register-blocked path; tiles cut only along rows keep vector code;
   // tiles cut along the vector axis fall back to scalar loops.
   Stmt partial = vaxis >= 0 ? loop::make_if(full_vec, register_tile(true), slow) : slow;
-  Stmt tile_body = loop::make_if(
-      all_of(exists_c),
-      loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
+  Stmt tile_body =
+      loop::make_if(all_of(exists_c),
+                    loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
   std::vector<int> order = ann.s1_order;
   if (order.empty()) {
     for (size_t a = 0; a < n; ++a) order.push_back(static_cast<int>(a));
@@ -303,14 +321,14 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
   TESSERA_CHECK(order.size() == n) << "s1_order must list every spatial axis once";
   for (size_t k = n; k-- > 0;) {
     int a = order[k];
-    tile_body = loop::make_for(mid[a], ir::int_imm(0),
-                               ir::int_imm(ann.tile_outer[a] / ann.tile_reg[a]), ForKind::kSerial,
-                               tile_body);
+    tile_body =
+        loop::make_for(mid[a], ir::int_imm(0), ir::int_imm(ann.tile_outer[a] / ann.tile_reg[a]),
+                       ForKind::kSerial, tile_body);
   }
   for (size_t r = m; r-- > 0;) {
     tile_body = loop::make_for(ro[r], ir::int_imm(0), rcount[r], ForKind::kSerial, tile_body);
   }
-  return loop::make_for(tile, ir::int_imm(0), total,
+  return loop::make_for(grid.tile, ir::int_imm(0), grid.total,
                         ann.parallel ? ForKind::kParallel : ForKind::kSerial, tile_body);
 }
 
@@ -324,22 +342,9 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
   TESSERA_CHECK(vl >= 1) << "vector width must be positive";
   PointWriter pw(sb, al);
 
-  std::vector<Expr> extent(n), count(n);
-  Expr total = ir::int_imm(1);
-  for (size_t a = 0; a < n; ++a) {
-    TESSERA_CHECK(ann.tile_outer[a] >= 1) << "tiles must be positive";
-    extent[a] = op.axes[a].extent;
-    count[a] = ceil_div(extent[a], ann.tile_outer[a]);
-    total = total * count[a];
-  }
-  Var tile = tile_var("tile", total);
-  std::vector<Expr> base(n);
-  Expr rest = tile;
-  for (size_t k = n; k-- > 0;) {
-    Expr o = n == 1 ? rest : ir::floormod(rest, count[k]);
-    rest = ir::floordiv(rest, count[k]);
-    base[k] = o * ir::int_imm(ann.tile_outer[k]);
-  }
+  const TileGrid grid = make_tile_grid(op, ann.tile_outer);
+  const std::vector<Expr>& extent = grid.extent;
+  const std::vector<Expr>& base = grid.base;
   std::vector<Var> p(n);
   std::vector<Expr> point(n);
   for (size_t a = 0; a < n; ++a) {
@@ -369,14 +374,13 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
   Stmt main_loop = loop::make_for(
       ko, ir::int_imm(0), ir::floordiv(klast, ir::int_imm(vl)), ForKind::kSerial,
       lanes(loop::make_store(
-          vacc, lane,
-          ir::reduce_combine(op.reduce, ir::load(vacc, lane), pw.value(point, rval)))));
+          vacc, lane, ir::reduce_combine(op.reduce, ir::load(vacc, lane), pw.value(point, rval)))));
   rval[m - 1] = kt;
   Stmt tail = loop::make_for(
       kt, kmain, klast - kmain, ForKind::kSerial,
-      loop::make_store(vacc, ir::int_imm(0),
-                       ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)),
-                                          pw.value(point, rval))));
+      loop::make_store(
+          vacc, ir::int_imm(0),
+          ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)), pw.value(point, rval))));
   Stmt accumulate = loop::make_seq({main_loop, tail});
   for (size_t r = m - 1; r-- > 0;) {
     accumulate = loop::make_for(rv[r], ir::int_imm(0), op.reduce_axes[r].extent, ForKind::kSerial,
@@ -386,16 +390,16 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
   Var l2 = ir::var("l", 1, vl - 1);
   Stmt fold = loop::make_for(
       l2, ir::int_imm(1), ir::int_imm(vl - 1), ForKind::kUnrolled,
-      loop::make_store(vacc, ir::int_imm(0),
-                       ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)),
-                                          ir::load(vacc, l2))));
+      loop::make_store(
+          vacc, ir::int_imm(0),
+          ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)), ir::load(vacc, l2))));
   Stmt write = pw.store_out(point, pw.finish(point, ir::load(vacc, ir::int_imm(0))));
   Stmt per_point = loop::make_allocate(vacc, loop::make_seq({init, accumulate, fold, write}));
   for (size_t a = n; a-- > 0;) {
     Expr ext = ir::min(ir::int_imm(ann.tile_outer[a]), extent[a] - base[a]);
     per_point = loop::make_for(p[a], ir::int_imm(0), ext, ForKind::kSerial, per_point);
   }
-  return loop::make_for(tile, ir::int_imm(0), total,
+  return loop::make_for(grid.tile, ir::int_imm(0), grid.total,
                         ann.parallel ? ForKind::kParallel : ForKind::kSerial, per_point);
 }
 
@@ -435,14 +439,14 @@ Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLow
         loop::make_for(ql, ir::int_imm(0), ir::int_imm(vector_width), ForKind::kVectorized,
                        copy_at(qu * ir::int_imm(vector_width) + ql, false)));
   } else {
-    full = loop::make_for(q, ir::int_imm(0), ir::int_imm(panel), ForKind::kSerial,
-                          copy_at(q, false));
+    full =
+        loop::make_for(q, ir::int_imm(0), ir::int_imm(panel), ForKind::kSerial, copy_at(q, false));
   }
   Var qt = ir::var("qt", 0, panel - 1);
-  Stmt partial = loop::make_for(qt, ir::int_imm(0), ir::int_imm(panel), ForKind::kSerial,
-                                copy_at(qt, true));
-  Stmt body = loop::make_if(ir::le(p * ir::int_imm(panel) + ir::int_imm(panel), last), full,
-                            partial);
+  Stmt partial =
+      loop::make_for(qt, ir::int_imm(0), ir::int_imm(panel), ForKind::kSerial, copy_at(qt, true));
+  Stmt body =
+      loop::make_if(ir::le(p * ir::int_imm(panel) + ir::int_imm(panel), last), full, partial);
   for (int k = nd - 2; k >= 0; --k) {
     body = loop::make_for(d[k], ir::int_imm(0), t->shape[k], ForKind::kSerial, body);
   }

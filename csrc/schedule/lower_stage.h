@@ -10,10 +10,10 @@ namespace tessera::schedule {
 // What a stage computes, with producers inlined, ready to be placed in loops.
 struct StageBody {
   const ir::ComputeOpNode* op = nullptr;
-  ir::Expr value;         // per-point value (reductions: the value combined), accesses not lowered
-  ir::Expr epilogue;      // expression of `acc_var` (the finished value) and the op's axes, or null
-  ir::Var acc_var;        // placeholder variable for the finished reduction value in `epilogue`
-  ir::Buffer out;         // buffer written (row-major over the op's axes)
+  ir::Expr value;     // per-point value (reductions: the value combined), accesses not lowered
+  ir::Expr epilogue;  // expression of `acc_var` (the finished value) and the op's axes, or null
+  ir::Var acc_var;    // placeholder variable for the finished reduction value in `epilogue`
+  ir::Buffer out;     // buffer written (row-major over the op's axes)
   ir::DType dtype = ir::DType::kFloat32;
 };
 

@@ -64,7 +64,8 @@ StageAnnotation random_stage_annotation(const Stage& stage, const StagePlan& pla
 KernelSchedule random_schedule(const StagePlan& plan, const Target& target, std::mt19937_64& rng) {
   KernelSchedule k;
   k.tuner = "random";
-  for (const Stage& s : plan.stages) k.stages.push_back(random_stage_annotation(s, plan, target, rng));
+  for (const Stage& s : plan.stages)
+    k.stages.push_back(random_stage_annotation(s, plan, target, rng));
   return k;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Random valid annotations for a stage: the sampling step of search-based tuning, and the
-// generator behind the lowering fuzz tests (any schedule it returns must lower to a correct kernel).
+// generator behind the lowering fuzz tests (any schedule it returns must lower to a correct
+// kernel).
 #include <random>
 
 #include "schedule/default_schedule.h"

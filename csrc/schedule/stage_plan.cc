@@ -33,7 +33,8 @@ class Inliner : public ir::ExprMutator {
 
 class AccessReplacer : public ir::ExprMutator {
  public:
-  AccessReplacer(const TensorNode* target, Expr value) : target_(target), value_(std::move(value)) {}
+  AccessReplacer(const TensorNode* target, Expr value)
+      : target_(target), value_(std::move(value)) {}
   Expr mutate(const Expr& e) override {
     if (e->kind == ExprKind::kAccess && e->tensor.get() == target_) return value_;
     return mutate_children(e);
@@ -55,8 +56,8 @@ bool reads_at_identity(const Tensor& consumer, const Expr& consumer_body, const 
   for (size_t i = 0; i < op.axes.size(); ++i) {
     const Expr& a = op.axes[i].extent;
     const Expr& b = producer->shape[i];
-    bool same = a.same_as(b) || (a->is_const_int() && b->is_const_int() &&
-                                 a->int_value == b->int_value);
+    bool same =
+        a.same_as(b) || (a->is_const_int() && b->is_const_int() && a->int_value == b->int_value);
     if (!same) return false;
   }
   bool ok = true;

@@ -22,8 +22,13 @@ void check_both(const Graph& g, Tolerance tol = {}) {
 }
 
 TEST(E2EOps, MatmulShapes) {
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {1, 1, 1}, {13, 37, 21}, {64, 64, 64}, {96, 130, 257}, {3, 200, 5}, {14, 64, 33}, {100, 128, 70}}) {
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},
+                                                            {13, 37, 21},
+                                                            {64, 64, 64},
+                                                            {96, 130, 257},
+                                                            {3, 200, 5},
+                                                            {14, 64, 33},
+                                                            {100, 128, 70}}) {
     Tensor a = placeholder("A", dims({m, k})), b = placeholder("B", dims({k, n}));
     check_graph({{ops::matmul(a, b)}, {a, b}}, std::nullopt, true, {1e-4, 1e-4});
   }
@@ -69,8 +74,8 @@ TEST(E2EOps, Conv2dVariants) {
     Tensor x = placeholder("X", dims({p.n, p.c, p.h, p.w}));
     Tensor w = placeholder("W", dims({p.o, p.c / p.groups, p.kh, p.kw}));
     Tensor b = placeholder("b", dims({p.o}));
-    check_graph({{ops::conv2d(x, w, b, p.stride, p.pad, p.dil, p.groups)}, {x, w, b}},
-                std::nullopt, true);
+    check_graph({{ops::conv2d(x, w, b, p.stride, p.pad, p.dil, p.groups)}, {x, w, b}}, std::nullopt,
+                true);
   }
   Tensor x = placeholder("X", dims({1, 2, 5, 5})), w = placeholder("W", dims({3, 2, 3, 3}));
   check_graph({{ops::conv2d(x, w, nullptr, {1, 1}, {1, 1})}, {x, w}}, std::nullopt, false);
@@ -88,8 +93,7 @@ TEST(E2EOps, ConvTranspose2d) {
 TEST(E2EOps, Pooling) {
   Tensor x = placeholder("X", dims({2, 3, 11, 10}));
   check_both({{ops::avg_pool2d(x, {2, 2})}, {x}});
-  check_graph({{ops::avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, true, false)}, {x}}, std::nullopt,
-              true);
+  check_graph({{ops::avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, true, false)}, {x}}, std::nullopt, true);
   check_both({{ops::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})}, {x}});
   check_graph({{ops::max_pool2d(x, {2, 3}, {2, 2}, {0, 1}, {2, 1}, true)}, {x}}, std::nullopt,
               true);

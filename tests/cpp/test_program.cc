@@ -1,5 +1,4 @@
 // The graph-segment executor: arena planning and chained kernels vs the reference interpreter.
-#include "util/check.h"
 #include <gtest/gtest.h>
 
 #include <random>
@@ -8,6 +7,7 @@
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "runtime/program.h"
+#include "util/check.h"
 
 namespace tessera::runtime {
 namespace {
@@ -55,8 +55,10 @@ TEST(Program, ChainedKernelsMatchReference) {
   auto k3 = compiler::build_cpu({ops::add(u_in, t_in)}, {u_in, t_in}).kernel();
   const int64_t tb = 13 * 17 * 4;
   using K = ProgramBuffer::Kind;
-  std::vector<ProgramBuffer> bufs = {{K::kInput, 0, 13 * 20 * 4}, {K::kInput, 1, 20 * 17 * 4},
-                                     {K::kTemp, -1, tb}, {K::kTemp, -1, tb},
+  std::vector<ProgramBuffer> bufs = {{K::kInput, 0, 13 * 20 * 4},
+                                     {K::kInput, 1, 20 * 17 * 4},
+                                     {K::kTemp, -1, tb},
+                                     {K::kTemp, -1, tb},
                                      {K::kOutput, 0, tb}};
   Program p(bufs, {{k1, {0, 1, 2}, {}}, {k2, {2, 3}, {}}, {k3, {3, 2, 4}, {}}});
   EXPECT_EQ(p.num_inputs(), 2);
@@ -76,7 +78,8 @@ TEST(Program, RejectsMismatchedSteps) {
   ir::Tensor x = ir::placeholder("X", {ir::int_imm(8)});
   auto k = compiler::build_cpu({ops::relu(x)}, {x}).kernel();
   using K = ProgramBuffer::Kind;
-  EXPECT_THROW(Program({{K::kInput, 0, 32}, {K::kOutput, 0, 16}}, {{k, {0, 1}, {}}}), tessera::Error);
+  EXPECT_THROW(Program({{K::kInput, 0, 32}, {K::kOutput, 0, 16}}, {{k, {0, 1}, {}}}),
+               tessera::Error);
   EXPECT_THROW(Program({{K::kInput, 0, 32}}, {{k, {0}, {}}}), tessera::Error);
   Program ok({{K::kInput, 0, 32}, {K::kOutput, 0, 32}}, {{k, {0, 1}, {}}});
   EXPECT_THROW(ok.run({}, {}), tessera::Error);

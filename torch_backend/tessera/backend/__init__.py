@@ -9,10 +9,11 @@ else runs through ATen -> a generated runner executes the steps.
 """
 
 from .entry import register, tessera_backend
-from .graph import CompiledGraph, compiled_graphs
+from .graph import CompiledGraph, compiled_graphs, last_serial, recent_summaries
 from .kernel_build import clear_cache
 from .kernel_build import stats as kernel_stats
 from .options import VALID_OPTIONS, Options, parse_options
 
-__all__ = ["tessera_backend", "register", "CompiledGraph", "compiled_graphs", "Options",
+__all__ = ["tessera_backend", "register", "CompiledGraph", "compiled_graphs", "last_serial",
+           "recent_summaries", "Options",
            "parse_options", "VALID_OPTIONS", "kernel_stats", "clear_cache"]

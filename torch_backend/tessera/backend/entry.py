@@ -25,6 +25,20 @@ def _compiler(kind: str, options: Options):
     return compile_graph
 
 
+def _backward_compiler(options: Options):
+    """Dynamo's aot_autograd wrapper hides a backward compiler's result behind
+    torch._dynamo.disable, which drops the boxed-call marker; this compiler does that wrapping
+    itself and keeps the marker (so aot_autograd passes the inputs as one list it may free)."""
+    def compile_graph(gm: fx.GraphModule, example_inputs: List[Any]):
+        graph = CompiledGraph(gm, options, "backward")
+        fn = torch._dynamo.disable(graph, reason="do not trace the compiled backward pass")
+        fn._boxed_call = True
+        fn.compiled_graph = graph
+        return fn
+    compile_graph._is_wrapped_bw_compiler = True
+    return compile_graph
+
+
 def _note_unwired(options: Options) -> None:
     if options.tune != "default":
         log_once(f"tune:{options.tune}",
@@ -47,7 +61,7 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
         isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
     backend = aot_autograd(
         fw_compiler=_compiler("forward", opts),
-        bw_compiler=_compiler("backward", opts),
+        bw_compiler=_backward_compiler(opts),
         inference_compiler=_compiler("inference", opts),
         decompositions=decomposition_table(training),
         partition_fn=min_cut_rematerialization_partition,

@@ -10,6 +10,8 @@ across graphs, so a shape seen before costs only planning).
 
 from __future__ import annotations
 
+import collections
+import itertools
 import logging
 import threading
 import time
@@ -25,6 +27,11 @@ from .options import Options
 from .plan import Summary, build_plan
 
 _registry: "weakref.WeakSet[CompiledGraph]" = weakref.WeakSet()
+_serial = itertools.count()
+# (graph serial, graph kind, Summary) of recent compilations, kept after their graphs are freed
+# (torch._dynamo.reset() drops graphs; benchmarks and tests still want to know what happened).
+_recent: "collections.deque" = collections.deque(maxlen=64)
+_last_serial = [-1]
 
 
 def _is_dynamic(gm: fx.GraphModule) -> bool:
@@ -58,6 +65,8 @@ class CompiledGraph:
         self.summaries: Dict[Any, Summary] = {}
         self.compile_s = 0.0
         self._lock = threading.Lock()
+        self.serial = next(_serial)  # creation order
+        _last_serial[0] = self.serial
         _registry.add(self)
 
     def __call__(self, *args: Any) -> Any:
@@ -89,6 +98,7 @@ class CompiledGraph:
         with self._lock:
             self._runners[key] = runner
             self.summaries[key] = summary
+        _recent.append((self.serial, self.kind, summary))
         return outs
 
     def _eager_runner(self) -> Callable:
@@ -103,6 +113,18 @@ class CompiledGraph:
         return run
 
 
+def recent_summaries(since_serial: int = -1) -> List[Summary]:
+    """Summaries of graphs compiled (specialised) in this process, oldest first; only those of
+    graphs created after `since_serial` (see next_serial())."""
+    return [s for serial, _, s in list(_recent) if serial > since_serial]
+
+
+def last_serial() -> int:
+    """Serial of the most recently created compiled graph (-1 if none): pass it to
+    recent_summaries() later to get what was compiled since."""
+    return _last_serial[0]
+
+
 def compiled_graphs() -> List[CompiledGraph]:
-    """Graphs compiled in this process that are still alive (for explain and tests)."""
-    return list(_registry)
+    """Graphs compiled in this process that are still alive, oldest first (explain, tests)."""
+    return sorted(_registry, key=lambda g: g.serial)
