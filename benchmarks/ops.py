@@ -29,6 +29,12 @@ import statistics
 import sys
 from typing import Callable, Dict, List
 
+# torch's OpenMP pool spin-waits between parallel regions by default; on the 2-vCPU VMs this
+# project runs on, that turns every short torch op into a ~4-30 ms affair (F.conv2d of a ResNet
+# 3x3 layer: 32 ms active vs 1.5 ms passive), which would make the torch baseline meaningless.
+# Must be set before torch is imported; an explicit setting in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
@@ -150,6 +156,7 @@ def bench_op(op: Op, args) -> dict:
 
     kernels: Dict[str, tessera.Kernel] = {}
     rec: dict = {"op": op.name, "shape": op.shape, "flops": op.flops, "threads": torch.get_num_threads(),
+                 "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                  "construct_s": {}, "seeds": [], "schedules": {}}
     kernels["default"] = tessera.Kernel(outputs, inputs, name=f"{op.name}_default")
 
@@ -163,8 +170,11 @@ def bench_op(op: Op, args) -> dict:
     rec["construct_s"]["roller"] = r["construct_s"]
     for seed in range(args.seeds):
         r = construct(f"gensor_s{seed}", mode="gensor", seed=seed, eq1=args.eq1)
+        meta = json.loads(r["metadata"])
         rec["seeds"].append({"seed": seed, "construct_s": r["construct_s"], "predicted_ms": r["predicted"],
-                             "measured_ms": r["measured"], "chosen": r["chosen"]})
+                             "measured_ms": r["measured"], "chosen": r["chosen"],
+                             "search_s": r["search_s"], "measure_s": r["measure_s"],
+                             "last_state_predicted_ms": meta.get("last_state_predicted_ms")})
     r = construct("gensor_predict_only", mode="gensor", seed=0, eq1=args.eq1, predict_only=True)
     rec["construct_s"]["gensor_predict_only"] = r["construct_s"]
     other_eq1 = "printed" if args.eq1 == "corrected" else "corrected"

@@ -20,5 +20,6 @@ void bind_kernel(pybind11::module_& m);
 void bind_runtime(pybind11::module_& m);
 void bind_frontend(pybind11::module_& m);
 void bind_db(pybind11::module_& m);
+void bind_tune(pybind11::module_& m);
 
 }  // namespace tessera::python

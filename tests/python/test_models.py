@@ -233,7 +233,10 @@ def test_resnet18_training_step():
     model = ResNet18()
     x = torch.randn(4, 3, 32, 32)
     w = torch.randn(4, 10, generator=torch.Generator().manual_seed(3))
-    ref, model = run_training_step(model, (x, w), weighted_loss, KERNELS)
+    # Default options: large convolutions go to ATen without building Tessera's (slower) fused
+    # kernels, which keeps this test's compile time down; the batch-norm, ReLU and pooling
+    # backward partitions are still Tessera kernels.
+    ref, model = run_training_step(model, (x, w), weighted_loss, DEFAULT)
     assert_grads_close(ref, model)
     # Batch-norm running statistics were updated by the compiled steps as well.
     bn_ref, bn = ref.stem[1], model.stem[1]

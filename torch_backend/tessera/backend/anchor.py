@@ -57,6 +57,8 @@ def choose(times: Dict[str, float]) -> str:
 
 def decide(key: str, candidates: Dict[str, Callable[[], object]]) -> Tuple[str, Dict[str, float]]:
     """(choice, times in ms) for a partition, cached by its structural key."""
+    if len(candidates) == 1:
+        return next(iter(candidates)), {}
     with _lock:
         hit = _decisions.get(key)
     if hit is not None:

@@ -175,14 +175,47 @@ class Partitioner:
                 stack.extend(input_nodes(x))
         return False
 
+    def _outside_inputs(self, nodes: List[fx.Node], groups: Set[int]) -> List[fx.Node]:
+        """Inputs of `nodes` that `groups` do not compute themselves. Arguments reached through
+        views of those groups are computed inside; sources read no data (full_like only looks
+        at its argument's shape), so neither orders groups."""
+        out = []
+        for n in nodes:
+            for a in input_nodes(n):
+                r = self.root(a)
+                if self.group_of.get(r) not in groups and self.cls.kind(r) != "source":
+                    out.append(a)
+        return out
+
     def _can_join(self, n: fx.Node, g: int) -> bool:
         if len(self.groups[g]) >= MAX_GROUP_SIZE:
             return False
-        # Arguments reached through views of the group are computed inside it; sources read no
-        # data (full_like only looks at its argument's shape), so neither orders the groups.
-        outside = [a for a in input_nodes(n)
-                   if self.group_of.get(self.root(a)) != g and self.cls.kind(self.root(a)) != "source"]
-        return not self._depends_on(outside, g)
+        return not self._depends_on(self._outside_inputs([n], {g}), g)
+
+    def _can_merge(self, a: int, b: int) -> bool:
+        """Can groups a and b become one kernel? At most one anchor, whose operands stay kernel
+        inputs, and no path between the two through other nodes."""
+        if len(self.groups[a]) + len(self.groups[b]) > MAX_GROUP_SIZE:
+            return False
+        anchors = [x for x in (self.group_anchor[a], self.group_anchor[b]) if x is not None]
+        if len(anchors) > 1:
+            return False
+        if anchors:
+            other = b if self.group_anchor[a] is not None else a
+            if any(self.group_of.get(self.root(x)) == other for x in input_nodes(anchors[0])):
+                return False
+        both = {a, b}
+        return not (self._depends_on(self._outside_inputs(self.groups[a], both), b) or
+                    self._depends_on(self._outside_inputs(self.groups[b], both), a))
+
+    def _merge(self, a: int, b: int) -> None:
+        """Moves group a into group b (a stays as an empty list so ids remain valid)."""
+        for n in self.groups[a]:
+            self.group_of[n] = b
+        self.groups[b] = sorted(self.groups[a] + self.groups[b], key=self.index.get)
+        self.groups[a] = []
+        self.group_min[b] = min(self.group_min[a], self.group_min[b])
+        self.group_anchor[b] = self.group_anchor[b] or self.group_anchor[a]
 
     def _new_group(self, n: fx.Node, anchor: bool) -> None:
         self.group_of[n] = len(self.groups)
@@ -203,17 +236,22 @@ class Partitioner:
                 g = self.group_of.get(self.root(a))
                 if g is not None and g not in cands:
                     cands.append(g)
-            chosen = None
-            for g in sorted(cands, reverse=True):  # the most recent producer group first
-                if self._can_join(n, g):
-                    chosen = g
-                    break
+            cands.sort(reverse=True)  # the most recent producer group first
+            chosen = next((g for g in cands if self._can_join(n, g)), None)
             if chosen is None:
                 self._new_group(n, anchor=False)
-            else:
-                self.group_of[n] = chosen
-                self.groups[chosen].append(n)
-        return self.groups
+                continue
+            # Producers in several groups (a sum of embeddings, a residual add): merge them
+            # into one kernel where that is legal.
+            for g in cands:
+                if g != chosen and self._can_merge(g, chosen):
+                    self._merge(g, chosen)
+            if not self._can_join(n, chosen):
+                self._new_group(n, anchor=False)
+                continue
+            self.group_of[n] = chosen
+            self.groups[chosen].append(n)
+        return [g for g in self.groups if g]
 
 
 def partition(graph: fx.Graph, classifier: Classifier) -> List[List[fx.Node]]:

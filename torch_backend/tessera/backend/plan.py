@@ -22,6 +22,9 @@ from .options import Options
 from .partition import Classifier, _op_name, foldable_scalars, input_nodes, partition
 from .runner import Step, _nodes_in, generate
 
+# Above this many flops a dense anchor is left to ATen's kernel (see _big_dense_anchor).
+BIG_ANCHOR_FLOPS = 16e6
+
 # ATen operators whose result depends on their inputs' exact strides.
 _STRIDE_SENSITIVE = {torch.ops.aten.as_strided.default}
 
@@ -157,14 +160,14 @@ class Planner:
         self.summary.kernels += 1
 
     def _plan_group(self, members: List[fx.Node]) -> None:
-        anchor = members[0] if self.cls.kind(members[0]) == "anchor" else None
+        anchor = next((m for m in members if self.cls.kind(m) == "anchor"), None)
         try:
             spec = self._spec_for(members)
-            fused = compile_spec(spec)
             if not self.options.anchor_measure:
-                self._add_kernel(spec, fused)
+                self._add_kernel(spec, compile_spec(spec))
                 return
-            self._choose(anchor, members, spec, fused)
+            skip_fused = anchor is not None and self._big_dense_anchor(anchor)
+            self._choose(anchor, members, spec, None if skip_fused else compile_spec(spec))
         except _ZeroSize:
             pass  # zero-size tensors: ATen handles every corner case; nothing to gain
         except Exception as e:  # a partition that fails to compile runs through ATen
@@ -179,10 +182,12 @@ class Planner:
         """Measures the candidates of a partition (see anchor.py) and plans the winner."""
         env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
         t_inputs = [env[n] for n in spec.inputs]
-        candidates = {"tessera": lambda: fused(*t_inputs)}
+        candidates = {}
+        if fused is not None:
+            candidates["tessera"] = lambda: fused(*t_inputs)
         rest_spec = rest_call = None
         if anchor is not None and len(members) > 1:
-            rest_spec = self._spec_for(members[1:])
+            rest_spec = self._spec_for([m for m in members if m is not anchor])
             rest_call = compile_spec(rest_spec)
 
             def run_split():
@@ -235,6 +240,17 @@ class Planner:
             return a
         env[n] = n.target(*resolve(n.args), **resolve(n.kwargs))
         return env[n]
+
+    def _big_dense_anchor(self, anchor: fx.Node) -> bool:
+        """Is this a large dense matmul/convolution? With the default (untuned) schedules,
+        Tessera's kernel for those has always measured several times slower than ATen's BLAS /
+        oneDNN kernels, so the fused candidate is not even built (it would cost a JIT compile
+        and a measurement to lose). Depthwise convolutions, small products and tuned schedules
+        are always measured."""
+        if self.options.tune != "default":
+            return False
+        flops, depthwise = anchor_flops(anchor, self.metas)
+        return not depthwise and flops > BIG_ANCHOR_FLOPS
 
     # ---- ATen steps and order -----------------------------------------------------------------
 
@@ -334,6 +350,25 @@ class Planner:
 
 class _ZeroSize(Exception):
     pass
+
+
+def anchor_flops(anchor: fx.Node, metas: Dict[fx.Node, Any]):
+    """(multiply-add flops, is a depthwise/grouped-per-channel convolution) of an anchor."""
+    out = metas[anchor]
+    numel = out.numel
+    aten = torch.ops.aten
+    if anchor.target in (aten.mm.default, aten.addmm.default, aten.bmm.default):
+        a = metas[anchor.args[1] if anchor.target is aten.addmm.default else anchor.args[0]]
+        return 2.0 * numel * a.shape[-1], False
+    if anchor.target is aten.convolution.default:
+        w = metas[anchor.args[1]]
+        groups = anchor.args[8]
+        per_output = w.shape[1] * w.shape[2] * w.shape[3]  # (C / groups) * KH * KW
+        if anchor.args[6]:  # transposed: every input element meets O/groups * KH * KW taps
+            x = metas[anchor.args[0]]
+            return 2.0 * x.numel * per_output, False
+        return 2.0 * numel * per_output, w.shape[1] == 1 and groups > 1
+    return 0.0, False
 
 
 def _get_attr(gm: fx.GraphModule, target: str) -> Any:
