@@ -11,6 +11,8 @@
 #include "ops/extra_index.h"
 #include "ops/ops.h"
 #include "python/bindings.h"
+#include "schedule/default_schedule.h"
+#include "schedule/stage_plan.h"
 
 namespace py = pybind11;
 
@@ -252,6 +254,23 @@ void bind_shape(py::module_& m) {
       py::arg("x"), py::arg("dim"), py::arg("index"));
 }
 
+// The default schedule of a kernel as JSON, without compiling it: the torch backend derives
+// variants from it (e.g. a serial one for kernels too small to be worth waking a second thread)
+// and builds only the variant it wants.
+void bind_schedule_query(py::module_& m) {
+  m.def(
+      "default_schedule",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
+        std::vector<ir::Tensor> outs, ins;
+        for (const auto& t : outputs) outs.push_back(t.tensor);
+        for (const auto& t : inputs) ins.push_back(t.tensor);
+        schedule::StagePlan plan = schedule::plan_stages(outs, ins);
+        return schedule::default_schedule(plan, schedule::Target::host()).dump();
+      },
+      py::arg("outputs"), py::arg("inputs"),
+      "JSON of the default schedule build() would use for this kernel (nothing is compiled).");
+}
+
 }  // namespace
 
 void bind_ops(py::module_& m) {
@@ -259,6 +278,7 @@ void bind_ops(py::module_& m) {
   bind_reductions(m);
   bind_elementwise(m);
   bind_shape(m);
+  bind_schedule_query(m);
 }
 
 }  // namespace tessera::python

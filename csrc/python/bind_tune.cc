@@ -6,6 +6,7 @@
 #include "cost/memory_levels.h"
 #include "python/bindings.h"
 #include "tune/gensor/construct.h"
+#include "util/check.h"
 
 namespace py = pybind11;
 
@@ -58,6 +59,40 @@ void bind_tune(py::module_& m) {
       "Construct mode (Gensor, or the Roller baseline) for the kernel of `outputs`: returns "
       "{schedule (JSON), construct_s, search_s, measure_s, predicted (ms, top-k in rank order), "
       "measured (ms, -1 = not measured or rejected), chosen, candidates, metadata}.");
+  m.def(
+      "predict_schedule",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
+         const std::string& schedule_json) {
+        std::vector<ir::Tensor> outs, ins;
+        for (const auto& t : outputs) outs.push_back(t.tensor);
+        for (const auto& t : inputs) ins.push_back(t.tensor);
+        tune::Task task = tune::Task::create(outs, ins, "predict");
+        schedule::KernelSchedule ks = schedule::KernelSchedule::parse(schedule_json);
+        TESSERA_CHECK(ks.stages.size() == task.plan.stages.size())
+            << "schedule has " << ks.stages.size() << " stages, the kernel "
+            << task.plan.stages.size();
+        tune::gensor::ModelOptions mo;
+        mo.cores = task.target.num_threads;
+        tune::gensor::AnalyticModel model(cost::host_memory_hierarchy(), mo);
+        py::list stages;
+        for (size_t i = 0; i < ks.stages.size(); ++i) {
+          tune::gensor::StageSpace sp =
+              tune::gensor::make_stage_space(task.plan, static_cast<int>(i), task.target);
+          tune::gensor::Prediction p = model.predict(sp, ks.stages[i]);
+          py::dict d;
+          d["total_ms"] = p.total_ms;
+          d["compute_ms"] = p.compute_ms;
+          d["l2_ms"] = p.l2_ms;
+          d["dram_ms"] = p.dram_ms;
+          d["overhead_ms"] = p.overhead_ms;
+          d["tasks"] = p.tasks;
+          d["parallel_efficiency"] = p.parallel_efficiency;
+          stages.append(d);
+        }
+        return stages;
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("schedule"),
+      "The construct-mode time model's estimate for a given schedule, per stage (ms).");
   m.def(
       "memory_hierarchy",
       [](bool refresh) {

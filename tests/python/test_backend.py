@@ -172,10 +172,10 @@ def test_partition_that_fails_to_compile_runs_through_aten(monkeypatch):
     from tessera.backend import plan as plan_mod
     real = plan_mod.compile_spec
 
-    def flaky(spec, schedule=None):
+    def flaky(spec, tune="default"):
         if "sigmoid" in spec.key:
             raise RuntimeError("injected kernel failure")
-        return real(spec, schedule)
+        return real(spec, tune)
     monkeypatch.setattr(plan_mod, "compile_spec", flaky)
     before = _graph_ids()
     f = _compile(lambda x: torch.sigmoid(torch.cumsum(x, 0)) + torch.exp(x))
@@ -320,6 +320,14 @@ def test_int_and_bool_tensors_inside_kernels():
     ids = torch.randint(0, 20, (3, 5))
     mask = torch.rand(3, 5) > 0.5
     torch.testing.assert_close(_run_twice(f, ids, mask), fn(ids, mask))
+
+    def ints(x):  # integer arithmetic and clamp stay integer; bool and int outputs
+        return torch.clamp(x * 3 - 4, 0, 20) // 1, x > 2, (x + 1).to(torch.int32)
+    g = _compile(ints)
+    x = torch.randint(-5, 10, (4, 6))
+    for got, want in zip(_run_twice(g, x), ints(x)):
+        assert got.dtype == want.dtype
+        assert torch.equal(got, want)
 
 
 def test_dynamic_shapes_recompile_per_shape():

@@ -12,15 +12,16 @@ eager because of a kernel choice. Decisions are cached per partition structure a
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
 from typing import Callable, Dict, Tuple
 
 MARGIN = 0.97          # a Tessera candidate must take < 97% of the ATen candidate's time
-TARGET_MS = 30.0       # measurement budget per candidate
-MIN_ROUNDS, MAX_ROUNDS = 3, 12
-HOPELESS = 2.0         # a candidate this many times slower than the best after one round is out
+TARGET_MS = 15.0       # measurement budget per candidate
+MIN_ROUNDS, MAX_ROUNDS = 3, 8
+HOPELESS = 1.5         # a candidate this many times slower than the best after one round is out
 
 _decisions: Dict[str, Tuple[str, Dict[str, float]]] = {}
 _lock = threading.Lock()
@@ -59,6 +60,9 @@ def decide(key: str, candidates: Dict[str, Callable[[], object]]) -> Tuple[str, 
     """(choice, times in ms) for a partition, cached by its structural key."""
     if len(candidates) == 1:
         return next(iter(candidates)), {}
+    forced = os.environ.get("TESSERA_FORCE_CHOICE")  # debugging aid: tessera | split | aten
+    if forced in candidates:
+        return forced, {}
     with _lock:
         hit = _decisions.get(key)
     if hit is not None:

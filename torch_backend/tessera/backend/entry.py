@@ -40,7 +40,7 @@ def _backward_compiler(options: Options):
 
 
 def _note_unwired(options: Options) -> None:
-    if options.tune != "default":
+    if options.tune == "search":
         log_once(f"tune:{options.tune}",
                  f"tessera: tune={options.tune!r} is not wired into the backend yet; "
                  f"kernels use the default schedules")
@@ -57,13 +57,11 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
-    training = torch.is_grad_enabled() and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
     backend = aot_autograd(
         fw_compiler=_compiler("forward", opts),
         bw_compiler=_backward_compiler(opts),
         inference_compiler=_compiler("inference", opts),
-        decompositions=decomposition_table(training),
+        decompositions=decomposition_table(),
         partition_fn=min_cut_rematerialization_partition,
     )
     return backend(gm, example_inputs)

@@ -16,12 +16,12 @@ import logging
 import threading
 import time
 import weakref
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import torch
 import torch.fx as fx
 
-from .log import log_once, logger
+from .log import log_once
 from .meta import record
 from .options import Options
 from .plan import Summary, build_plan
@@ -35,12 +35,14 @@ _last_serial = [-1]
 
 
 def _is_dynamic(gm: fx.GraphModule) -> bool:
+    """Does the graph take symbolic sizes or scalar inputs? Plans are specialised on their
+    values, so such graphs key their runners by the input signature."""
     for n in gm.graph.nodes:
         if n.op != "placeholder":
             continue
         v = n.meta.get("val")
-        if isinstance(v, torch.SymInt):
-            return True
+        if not isinstance(v, torch.Tensor):
+            return True  # SymInt / SymFloat / SymBool or a plain Python scalar
         if isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in v.shape):
             return True
     return False

@@ -12,16 +12,18 @@ and shapes, independent of node names), so repeated blocks of a model compile on
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.fx as fx
 
 from .. import _C
+from .log import log_once
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
-from .meta import TensorMeta, contiguous_strides
-from .partition import Classifier, _op_name, input_nodes, is_getitem
+from .meta import TensorMeta
+from .partition import Classifier, _op_name, input_nodes
 
 
 # ---- layouts ------------------------------------------------------------------------------
@@ -269,16 +271,33 @@ _cache_lock = threading.Lock()
 stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0}
 
 
-def compile_spec(spec: KernelSpec, schedule: Optional[str] = None) -> KernelCall:
-    """Compiles (or reuses) the kernel of a spec."""
+def _schedule_for(spec: KernelSpec, tune: str) -> Optional[str]:
+    """The schedule a tuning mode gives the kernel (None: the default heuristics)."""
+    if tune == "construct" and hasattr(_C, "construct"):
+        try:
+            result = _C.construct(spec.te_outputs, spec.te_inputs)
+            return result["schedule"]
+        except Exception as e:  # construct mode is new: a failure costs tuning, not the model
+            log_once(f"construct-failure:{type(e).__name__}",
+                     f"tessera: construct mode failed on {spec.name} ({type(e).__name__}: {e}); "
+                     "using the default schedule", level=logging.WARNING)
+    elif tune != "default":
+        log_once(f"tune-unwired:{tune}", f"tessera: tune={tune!r} is not wired into the backend "
+                 "yet; kernels use the default schedules")
+    return None
+
+
+def compile_spec(spec: KernelSpec, tune: str = "default") -> KernelCall:
+    """Compiles (or reuses) the kernel of a spec, with the schedule `tune` gives it."""
+    key = spec.key if tune == "default" else f"{spec.key}|tune={tune}"
     with _cache_lock:
-        kernel = _cache.get(spec.key)
+        kernel = _cache.get(key)
     if kernel is None:
-        kernel = _C.build(spec.te_outputs, spec.te_inputs, schedule, spec.name)
+        kernel = _C.build(spec.te_outputs, spec.te_inputs, _schedule_for(spec, tune), spec.name)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
         with _cache_lock:
-            _cache[spec.key] = kernel
+            _cache[key] = kernel
     else:
         stats["cache_hits"] += 1
     return KernelCall(kernel, spec.in_preps, spec.out_specs, spec.name)
@@ -289,5 +308,4 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-__all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec", "dense_permutation",
-           "contiguous_strides", "is_getitem"]
+__all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec", "dense_permutation"]

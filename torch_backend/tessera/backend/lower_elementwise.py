@@ -190,11 +190,20 @@ def _leaky_relu(ctx, node, x, slope=0.01):
 
 
 def _clamp_check(node, metas):
-    return _float_result(node, metas)
+    m = metas[node]
+    if m.dtype == torch.bool:
+        return "clamp of a bool tensor"
+    bounds = [a for a in node.args[1:] if a is not None]
+    if m.dtype != torch.float32 and any(isinstance(b, float) and not b.is_integer()
+                                        for b in bounds):
+        return "fractional bound on an integer tensor"
+    return None
 
 
 @register([aten.clamp.default], "elementwise", check=_clamp_check)
 def _clamp(ctx, node, x, lo=None, hi=None):
+    # Integer tensors take integer bounds exactly: make_const converts them to the tensor's
+    # dtype, so clamp(ids, 0, n - 1) stays an int64 computation.
     x = cast(x, out_dtype(ctx, node))
     return ops.clamp(x, None if lo is None else float(lo), None if hi is None else float(hi))
 
@@ -313,7 +322,8 @@ def _full_of(ctx, node, value):
     return ops.full(list(m.shape), float(value), te_dtype(m.dtype))
 
 
-register([aten.full.default], "source")(lambda ctx, node, size, value, **kw: _full_of(ctx, node, value))
+register([aten.full.default], "source")(
+    lambda ctx, node, size, value, **kw: _full_of(ctx, node, value))
 register([aten.full_like.default], "source")(
     lambda ctx, node, x, value, **kw: _full_of(ctx, node, value))
 register([aten.scalar_tensor.default], "source")(

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .lowering import (aten, cast, norm_dims, ops, out_dtype, register, reshape, te_dtype,
-                       users_of_index)
+from .lowering import aten, cast, norm_dims, ops, out_dtype, register, reshape, users_of_index
 
 
 def _count(shape, dims) -> int:

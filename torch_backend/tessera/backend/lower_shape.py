@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from .lowering import aten, identity, norm_dims, ops, register, reshape
+from .lowering import aten, identity, ops, register, reshape
 
 
 def _out_shape(ctx, node):
@@ -170,5 +170,3 @@ def _index_select(ctx, node, x, dim, index):
 def _gather(ctx, node, x, dim, index, sparse_grad=False):
     return ops.gather(x, dim % len(x.shape), index)
 
-
-__all__ = ["norm_dims"]

@@ -171,12 +171,6 @@ def users_of_index(node: fx.Node):
     return used
 
 
-def lowering_of(node: fx.Node) -> Optional[Lowering]:
-    if node.op != "call_function":
-        return None
-    return LOWERINGS.get(node.target)
-
-
 def _load_lowerings() -> None:
     # Imported for their registrations.
     from . import lower_anchor, lower_elementwise, lower_reduce, lower_shape  # noqa: F401

@@ -13,7 +13,6 @@ Walks the graph in order and grows groups (one group = one fused kernel):
 from __future__ import annotations
 
 import logging
-import operator
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
@@ -261,6 +260,3 @@ def partition(graph: fx.Graph, classifier: Classifier) -> List[List[fx.Node]]:
             logger.debug("tessera: group %d: %s", i, ", ".join(n.name for n in g))
     return groups
 
-
-def is_getitem(n: fx.Node) -> bool:
-    return n.op == "call_function" and n.target is operator.getitem

@@ -43,11 +43,12 @@ class Summary:
     def describe(self) -> str:
         lines = [f"{self.kernels} Tessera kernels"]
         if self.aten_ops:
-            lines.append("ATen: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.aten_ops.items())))
+            lines.append("ATen: " + ", ".join(f"{k} x{v}"
+                                              for k, v in sorted(self.aten_ops.items())))
         for c in self.choices:
             times = ", ".join(f"{k} {v:.3f} ms" for k, v in c["times_ms"].items())
-            lines.append(f"{'+'.join(dict.fromkeys(o.replace('aten.', '').split('.')[0] for o in c['ops']))}: "
-                         f"{c['choice']} ({times})")
+            ops = "+".join(dict.fromkeys(o.replace("aten.", "").split(".")[0] for o in c["ops"]))
+            lines.append(f"{ops}: {c['choice']} ({times})")
         lines += [f"left to ATen: {f}" for f in self.failures]
         return "\n".join(lines)
 
@@ -164,10 +165,10 @@ class Planner:
         try:
             spec = self._spec_for(members)
             if not self.options.anchor_measure:
-                self._add_kernel(spec, compile_spec(spec))
+                self._add_kernel(spec, self._compile(spec))
                 return
             skip_fused = anchor is not None and self._big_dense_anchor(anchor)
-            self._choose(anchor, members, spec, None if skip_fused else compile_spec(spec))
+            self._choose(anchor, members, spec, None if skip_fused else self._compile(spec))
         except _ZeroSize:
             pass  # zero-size tensors: ATen handles every corner case; nothing to gain
         except Exception as e:  # a partition that fails to compile runs through ATen
@@ -176,6 +177,9 @@ class Planner:
             self.summary.failures.append(msg)
             log_once("compile-failure:" + msg, f"tessera: partition left to ATen ({msg})",
                      level=30)
+
+    def _compile(self, spec: KernelSpec):
+        return compile_spec(spec, self.options.tune)
 
     def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
                 fused) -> None:
@@ -188,7 +192,7 @@ class Planner:
         rest_spec = rest_call = None
         if anchor is not None and len(members) > 1:
             rest_spec = self._spec_for([m for m in members if m is not anchor])
-            rest_call = compile_spec(rest_spec)
+            rest_call = self._compile(rest_spec)
 
             def run_split():
                 local = dict(env)
