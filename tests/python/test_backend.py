@@ -134,6 +134,22 @@ def test_matmul_epilogue_fused_when_measurement_is_off():
     assert s.kernels == 1  # addmm + relu + add in one kernel
 
 
+def test_unobservable_clones_cost_nothing_and_observable_ones_copy():
+    def fn(x):
+        y = (x * 2).t().clone(memory_format=torch.contiguous_format)
+        return torch.cumsum(y, 0) + 1, x.clone()
+    before = _graph_ids()
+    f = _compile(fn)
+    x = torch.randn(5, 6)
+    got = _run_twice(f, x)
+    for g, w in zip(got, fn(x)):
+        torch.testing.assert_close(g, w)
+    assert got[1].data_ptr() != x.data_ptr()  # a graph output clone is a real copy
+    (s,) = _summaries(before)
+    assert s.aten_ops == {"aten.cumsum.default": 1}
+    assert "_clone_as_view" in repr(s.steps) or s.kernels == 3
+
+
 def test_unsupported_op_runs_through_aten_and_is_logged_once(caplog):
     def fn(x):
         return torch.cumsum(torch.exp(x), dim=1) * 2 + 1
@@ -204,11 +220,11 @@ def test_anchor_partitions_are_measured_and_decisions_cached(monkeypatch):
     f = _compile(fn, options={"anchor_measure": True})
     x = torch.randn(20, 32)
     torch.testing.assert_close(_run_twice(f, x), fn(x), rtol=1e-4, atol=1e-4)
-    assert calls == [["aten", "split", "tessera"]]
+    assert calls == [["anchor", "rest_aten", "rest_tessera", "tessera"]]
     (s,) = _summaries(before)
     (choice,) = s.anchors
     assert choice["choice"] in ("tessera", "split", "aten")
-    assert set(choice["times_ms"]) == {"tessera", "split", "aten"}
+    assert set(choice["times_ms"]) == {"tessera", "anchor", "rest_tessera", "rest_aten"}
     # Same structure and shapes in a new graph: the cached decision, no new measurement.
     f2 = _compile(fn, options={"anchor_measure": True})
     torch.testing.assert_close(_run_twice(f2, x), fn(x), rtol=1e-4, atol=1e-4)
@@ -216,10 +232,16 @@ def test_anchor_partitions_are_measured_and_decisions_cached(monkeypatch):
 
 
 def test_choice_prefers_aten_unless_tessera_is_clearly_faster():
-    assert anchor_choice.choose({"tessera": 1.0, "aten": 1.01}) == "aten"
-    assert anchor_choice.choose({"tessera": 0.5, "split": 0.8, "aten": 1.0}) == "tessera"
-    assert anchor_choice.choose({"tessera": 2.0, "split": 0.7, "aten": 1.0}) == "split"
-    assert anchor_choice.choose({"tessera": 2.0, "aten": 1.0}) == "aten"
+    choose = anchor_choice.choose
+    assert choose({"tessera": 1.0, "aten": 1.01}) == "aten"
+    assert choose({"tessera": 0.5, "aten": 1.0}) == "tessera"
+    # Anchor partitions: the rest kernel is judged against the rest's ATen ops alone.
+    parts = {"anchor": 1.0, "rest_tessera": 0.10, "rest_aten": 0.20}
+    assert choose(parts) == "split"
+    assert choose(dict(parts, rest_tessera=0.199)) == "aten"  # within the margin
+    assert choose(dict(parts, tessera=1.05)) == "tessera"     # fused beats 1.0 + 0.1
+    assert choose(dict(parts, tessera=1.09)) == "split"       # not by the margin
+    assert choose({"anchor": 1.0, "tessera": 2.0}) == "aten"
 
 
 def test_kernels_are_cached_by_structure_and_shape():

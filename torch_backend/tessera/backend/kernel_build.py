@@ -12,6 +12,7 @@ and shapes, independent of node names), so repeated blocks of a model compile on
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from typing import Any, Dict, List, Optional
@@ -129,6 +130,7 @@ class KernelSpec:
         self.out_specs: List[OutputSpec] = []
         self.key: str = ""
         self.name: str = "kernel"
+        self.metas: Dict[fx.Node, Any] = {}
 
 
 class _Builder:
@@ -138,8 +140,9 @@ class _Builder:
         self.members = members
         self.metas = metas
         self.cls = cls
-        self.ctx = LowerCtx(metas)
+        self.ctx = LowerCtx(metas, cls.kind)
         self.spec = KernelSpec()
+        self.spec.metas = metas
         self.spec.members = members
         self.spec.outputs = outputs
         self.keep_layout = keep_layout
@@ -271,12 +274,34 @@ _cache_lock = threading.Lock()
 stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0}
 
 
-def _schedule_for(spec: KernelSpec, tune: str) -> Optional[str]:
-    """The schedule a tuning mode gives the kernel (None: the default heuristics)."""
+# Kernels moving fewer bytes than this run on the calling thread alone. Waking a second thread
+# costs more than it saves for them, and far more when ATen's OpenMP workers are still spinning
+# on the other core after the ATen operator that ran just before (on the 2-core dev machine a
+# parallel LayerNorm kernel between two GEMMs cost ~200 us more than a serial one).
+SERIAL_BYTES = 2 << 20
+
+
+def spec_bytes(spec: KernelSpec) -> int:
+    """Bytes the kernel reads and writes at its boundary."""
+    total = 0
+    for n in spec.inputs:
+        m = spec.metas[n]
+        total += m.numel * m.dtype.itemsize
+    for s in spec.out_specs:
+        n = 1
+        for d in s.shape:
+            n *= d
+        total += n * s.dtype.itemsize
+    return total
+
+
+def _schedule_for(spec: KernelSpec, tune: str, serial: bool) -> Optional[str]:
+    """The schedule a tuning mode gives the kernel (None: the default heuristics), made serial
+    when asked."""
+    schedule = None
     if tune == "construct" and hasattr(_C, "construct"):
         try:
-            result = _C.construct(spec.te_outputs, spec.te_inputs)
-            return result["schedule"]
+            schedule = _C.construct(spec.te_outputs, spec.te_inputs)["schedule"]
         except Exception as e:  # construct mode is new: a failure costs tuning, not the model
             log_once(f"construct-failure:{type(e).__name__}",
                      f"tessera: construct mode failed on {spec.name} ({type(e).__name__}: {e}); "
@@ -284,16 +309,24 @@ def _schedule_for(spec: KernelSpec, tune: str) -> Optional[str]:
     elif tune != "default":
         log_once(f"tune-unwired:{tune}", f"tessera: tune={tune!r} is not wired into the backend "
                  "yet; kernels use the default schedules")
-    return None
+    if serial:
+        plan = json.loads(schedule or ops.default_schedule(spec.te_outputs, spec.te_inputs))
+        for stage in plan["stages"]:
+            stage["parallel"] = False
+        schedule = json.dumps(plan)
+    return schedule
 
 
 def compile_spec(spec: KernelSpec, tune: str = "default") -> KernelCall:
-    """Compiles (or reuses) the kernel of a spec, with the schedule `tune` gives it."""
-    key = spec.key if tune == "default" else f"{spec.key}|tune={tune}"
+    """Compiles (or reuses) the kernel of a spec, with the schedule `tune` gives it; small
+    kernels get a serial schedule (SERIAL_BYTES)."""
+    serial = torch.get_num_threads() > 1 and spec_bytes(spec) < SERIAL_BYTES
+    key = spec.key + ("" if tune == "default" else f"|tune={tune}") + ("|serial" if serial else "")
     with _cache_lock:
         kernel = _cache.get(key)
     if kernel is None:
-        kernel = _C.build(spec.te_outputs, spec.te_inputs, _schedule_for(spec, tune), spec.name)
+        kernel = _C.build(spec.te_outputs, spec.te_inputs, _schedule_for(spec, tune, serial),
+                          spec.name)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
         with _cache_lock:

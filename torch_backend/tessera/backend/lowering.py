@@ -74,8 +74,9 @@ def register(targets, kind: str, check=None):
 class LowerCtx:
     """State of lowering one partition: the Tessera value of every FX node lowered so far."""
 
-    def __init__(self, metas: Dict[fx.Node, Any]):
+    def __init__(self, metas: Dict[fx.Node, Any], kind_of: Callable[[fx.Node], Any] = None):
         self.metas = metas
+        self.kind_of = kind_of or (lambda n: LOWERINGS[n.target].kind)
         self.env: Dict[fx.Node, Any] = {}
         # External inputs read in a permuted physical layout: node -> (placeholder, perm)
         # where the placeholder is input.permute(perm) made contiguous.

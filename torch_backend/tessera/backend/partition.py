@@ -112,6 +112,8 @@ class Classifier:
         low = LOWERINGS.get(node.target)
         if low is None:
             return None, "no Tessera lowering"
+        if node.target is torch.ops.aten.clone.default and self._clone_is_a_view(node):
+            return "view", None
         for a in input_nodes(node):
             am = self.metas.get(a)
             if not isinstance(am, TensorMeta) and not any(True for _ in _flat_metas(am)):
@@ -130,6 +132,16 @@ class Classifier:
             if reason:
                 return None, reason
         return low.kind, None
+
+
+    @staticmethod
+    def _clone_is_a_view(node: fx.Node) -> bool:
+        """In a functional graph a copy nobody can observe (not a graph output, not of a graph
+        input that a copy_ might later overwrite) is the value itself: the runner then makes it
+        zero-copy (runner._clone_as_view) and partitions fuse straight through it."""
+        if node.args[0].op == "placeholder":
+            return False
+        return all(u.op != "output" for u in node.users)
 
 
 def _op_name(target) -> str:

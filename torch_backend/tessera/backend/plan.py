@@ -183,29 +183,38 @@ class Planner:
 
     def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
                 fused) -> None:
-        """Measures the candidates of a partition (see anchor.py) and plans the winner."""
+        """Measures the parts of a partition's candidates (see anchor.py), plans the winner."""
         env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
         t_inputs = [env[n] for n in spec.inputs]
-        candidates = {}
+        parts = {}
         if fused is not None:
-            candidates["tessera"] = lambda: fused(*t_inputs)
+            parts["tessera"] = lambda: fused(*t_inputs)
         rest_spec = rest_call = None
-        if anchor is not None and len(members) > 1:
-            rest_spec = self._spec_for([m for m in members if m is not anchor])
+        rest = [m for m in members if m is not anchor]
+        if anchor is not None:
+            parts["anchor"] = lambda: self._eval(anchor, dict(env))
+        if anchor is not None and rest:
+            rest_spec = self._spec_for(rest)
             rest_call = self._compile(rest_spec)
+            rest_env = dict(env)
+            rest_env[anchor] = self.metas[anchor].example()
 
-            def run_split():
-                local = dict(env)
-                self._eval(anchor, local)
+            def run_rest_tessera():  # (views of the anchor's output run through ATen first)
+                local = dict(rest_env)
                 return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
-            candidates["split"] = run_split
 
-        def run_aten():
-            local = dict(env)
-            return [self._eval(o, local) for o in spec.outputs]
-        candidates["aten"] = run_aten
+            def run_rest_aten():
+                local = dict(rest_env)
+                return [self._eval(o, local) for o in rest_spec.outputs]
+            parts["rest_tessera"] = run_rest_tessera
+            parts["rest_aten"] = run_rest_aten
+        elif anchor is None:
+            def run_aten():
+                local = dict(env)
+                return [self._eval(o, local) for o in spec.outputs]
+            parts["aten"] = run_aten
 
-        choice, times = anchor_choice.decide(spec.key, candidates)
+        choice, times = anchor_choice.decide(spec.key, parts)
         record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
                   "times_ms": times}
         if anchor is not None:
@@ -346,7 +355,7 @@ class Planner:
         for n in self.nodes:
             if n.op == "get_attr":
                 constants[n] = _get_attr(self.gm, n.target)
-        fn = generate(placeholders, steps, self.output_args, constants)
+        fn = generate(placeholders, steps, self.output_args, constants, kind_of=self.cls.kind)
         self.summary.source = fn.source
         self.summary.steps = steps
         return fn
