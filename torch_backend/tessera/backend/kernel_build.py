@@ -23,24 +23,11 @@ import torch.fx as fx
 from .. import _C
 from .log import log_once
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
-from .meta import TensorMeta
+from .meta import TensorMeta, dense_permutation
 from .partition import Classifier, _op_name, input_nodes
 
 
 # ---- layouts ------------------------------------------------------------------------------
-
-def dense_permutation(shape, stride) -> Optional[List[int]]:
-    """The dim order (outermost first) in which a tensor with these strides is dense, or None
-    when it has gaps or overlaps. Size-1 dims carry no offset and go last."""
-    big = [d for d in range(len(shape)) if shape[d] != 1]
-    order = sorted(big, key=lambda d: (-stride[d], d))
-    expect = 1
-    for d in reversed(order):
-        if stride[d] != expect:
-            return None
-        expect *= shape[d]
-    return order + [d for d in range(len(shape)) if shape[d] == 1]
-
 
 def _is_identity_order(perm, shape) -> bool:
     """True when the order only moves size-1 dims: the same memory order as contiguous."""

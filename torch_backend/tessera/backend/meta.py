@@ -62,6 +62,19 @@ def contiguous_strides(shape) -> Tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def dense_permutation(shape, stride) -> Optional[List[int]]:
+    """The dim order (outermost first) in which a tensor with these strides is dense, or None
+    when it has gaps or overlaps. Size-1 dims carry no offset and go last."""
+    big = [d for d in range(len(shape)) if shape[d] != 1]
+    order = sorted(big, key=lambda d: (-stride[d], d))
+    expect = 1
+    for d in reversed(order):
+        if stride[d] != expect:
+            return None
+        expect *= shape[d]
+    return order + [d for d in range(len(shape)) if shape[d] == 1]
+
+
 def _same_ignoring_unit_dims(shape, a, b) -> bool:
     return all(s == 1 or x == y for s, x, y in zip(shape, a, b))
 

@@ -27,11 +27,16 @@ MODES = {
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    tune: str = "default"          # schedule source: default heuristics | construct | search
+    # Schedule source: "default" heuristics; "construct" runs Gensor's construct mode on every
+    # kernel (seconds per kernel); "search" is not wired yet (default schedules, logged).
+    tune: str = "default"
     verbose: bool = False          # log each compiled graph's partitions and choices
     fallback: bool = True          # run the graph eagerly (logged) if compiling it fails
-    anchor_measure: bool = True    # matmul/conv: keep Tessera's fused kernel only if faster
-    records_db: Optional[str] = None  # tuning-record database path (None: the default place)
+    # Choose each partition's implementation by measurement: Tessera's fused kernel, ATen's
+    # matmul/conv + a Tessera kernel for the rest, or ATen only (anchor.py). False: always
+    # Tessera's fused kernels (for testing them; can be slower than eager).
+    anchor_measure: bool = True
+    records_db: Optional[str] = None  # tuning-record database path (not wired yet, logged)
 
 
 _DESCRIPTIONS = {

@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from .log import log_once, logger
 from .lowering import LOWERINGS, te_dtype
-from .meta import TensorMeta
+from .meta import TensorMeta, dense_permutation
 
 MAX_GROUP_SIZE = 48  # members per fused kernel: keeps JIT time and register pressure sane
 
@@ -134,14 +134,21 @@ class Classifier:
         return low.kind, None
 
 
-    @staticmethod
-    def _clone_is_a_view(node: fx.Node) -> bool:
+    def _clone_is_a_view(self, node: fx.Node) -> bool:
         """In a functional graph a copy nobody can observe (not a graph output, not of a graph
-        input that a copy_ might later overwrite) is the value itself: the runner then makes it
-        zero-copy (runner._clone_as_view) and partitions fuse straight through it."""
-        if node.args[0].op == "placeholder":
+        input that a copy_ might later overwrite) whose layout equals its input's is the value
+        itself: the runner then makes it zero-copy (runner._clone_as_view) and partitions fuse
+        straight through it. A clone that changes the layout stays a copy, which a kernel can
+        fuse into its producer (writing the new layout directly)."""
+        x = node.args[0]
+        if x.op == "placeholder" or any(u.op == "output" for u in node.users):
             return False
-        return all(u.op != "output" for u in node.users)
+        m = self.metas.get(x)
+        if not isinstance(m, TensorMeta):
+            return False
+        if node.kwargs.get("memory_format") == torch.contiguous_format:
+            return m.is_contiguous()
+        return m.is_contiguous() or dense_permutation(m.shape, m.stride) is not None
 
 
 def _op_name(target) -> str:
