@@ -18,6 +18,7 @@ Timings are interleaved medians (common.interleaved).
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import sys
@@ -161,29 +162,31 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> di
     model.eval()
     with torch.no_grad():
         ref = model(x)
-
-    torch._dynamo.reset()
-    inductor = torch.compile(model)
-    inductor_compile_s = _first_call_s(inductor, x)
+    # Each backend gets its own copy of the model, so no compiled code or cache entry is shared.
+    t_model, i_model = copy.deepcopy(model), copy.deepcopy(model)
 
     torch._dynamo.reset()
     before = tessera.backend.last_serial()
-    fast = torch.compile(model, backend="tessera", options=tessera_options)
+    fast = torch.compile(t_model, backend="tessera", options=tessera_options)
     compile_s = _first_call_s(fast, x)
     with torch.no_grad():
         out = fast(x)  # the first call ran eagerly while recording; this one runs the kernels
     torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
     kernels, fallbacks = _tessera_stats(before)
 
+    # Same model compiled again in this process: Tessera's kernels and choices are cached.
     torch._dynamo.reset()
-    warm = torch.compile(model, backend="tessera", options=tessera_options)
-    warm_compile_s = _first_call_s(warm, x)
+    tessera_fn = torch.compile(t_model, backend="tessera", options=tessera_options)
+    warm_compile_s = _first_call_s(tessera_fn, x)
+
+    inductor = torch.compile(i_model)
+    inductor_compile_s = _first_call_s(inductor, x)
 
     with torch.no_grad():
         times = interleaved({
             "eager": lambda: model(x),
             "inductor": lambda: inductor(x),
-            "tessera": lambda: warm(x),
+            "tessera": lambda: tessera_fn(x),
         }, rounds=rounds, min_time_ms=200.0)
     return {
         "model": name, "batch": batch,

@@ -39,7 +39,8 @@ ir::Tensor ceil(const ir::Tensor& x, const std::string& name = "ceil");
 
 // A tensor of `shape` filled with `value` (tag "elementwise": it reads nothing and is inlined
 // into its consumers).
-ir::Tensor full(const Shape& shape, double value, ir::DType dtype, const std::string& name = "full");
+ir::Tensor full(const Shape& shape, double value, ir::DType dtype,
+                const std::string& name = "full");
 
 // torch.arange(start, start + n*step, step): out[i] = start + i * step, in `dtype` (computed in
 // double for floats, in int64 for integers, then converted).

@@ -18,9 +18,8 @@ Expr clamped_index(const Expr& value, const Expr& extent) {
 }
 
 void check_index_dtype(const Tensor& idx, const std::string& name) {
-  TESSERA_CHECK(ir::is_int(idx->dtype))
-      << name << ": indices " << idx->name << " must be integers, not "
-      << ir::dtype_name(idx->dtype);
+  TESSERA_CHECK(ir::is_int(idx->dtype)) << name << ": indices " << idx->name
+                                        << " must be integers, not " << ir::dtype_name(idx->dtype);
 }
 
 }  // namespace

@@ -156,7 +156,8 @@ TEST(OpsExtra, GatherAlongDim) {
   for (int64_t i = 0; i < 6; ++i) iv.set_int(i, picks[i]);
   NDArray got1 = run(ops::gather(x, 1, idx), {x, idx}, {&xv, &iv});
   for (int64_t r = 0; r < 3; ++r) {
-    for (int64_t c = 0; c < 2; ++c) EXPECT_EQ(got1.get(r * 2 + c), xv.get(r * 5 + picks[r * 2 + c]));
+    for (int64_t c = 0; c < 2; ++c)
+      EXPECT_EQ(got1.get(r * 2 + c), xv.get(r * 5 + picks[r * 2 + c]));
   }
   // dim 0: out[i, j] = x[idx[i, j], j]
   Tensor idx0 = ir::placeholder("I0", dims({2, 5}), DType::kInt64);

@@ -7,6 +7,7 @@ compilers it calls.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, List, Optional
 
 import torch
@@ -14,7 +15,7 @@ import torch.fx as fx
 
 from .decompositions import decomposition_table
 from .graph import CompiledGraph
-from .log import log_once
+from .log import log_once, logger
 from .options import Options, parse_options
 
 
@@ -49,10 +50,22 @@ def _note_unwired(options: Options) -> None:
                  "tessera: records_db is not wired into the backend yet; no records are read")
 
 
+def _make_verbose_visible() -> None:
+    """verbose=True must print something even where the program configured no logging."""
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+
+
 def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optional[str] = None,
                     options: Optional[dict] = None):
     """torch.compile backend: aot_autograd + core ATen decompositions + Tessera kernels."""
     opts = parse_options(mode, options)
+    if opts.verbose:
+        _make_verbose_visible()
     _note_unwired(opts)
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd

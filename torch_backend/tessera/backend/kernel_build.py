@@ -45,10 +45,13 @@ class InputPrep:
 
 
 class OutputSpec:
-    __slots__ = ("shape", "dtype", "inv_perm", "restride")
+    __slots__ = ("shape", "numel", "dtype", "inv_perm", "restride")
 
     def __init__(self, shape, dtype, inv_perm, restride):
-        self.shape = shape        # physical (buffer) shape
+        self.shape = tuple(shape) if shape else ((),)  # physical (buffer) shape, as *args
+        self.numel = 1
+        for d in shape:
+            self.numel *= d
         self.dtype = dtype
         self.inv_perm = inv_perm  # view the buffer as the logical tensor, or None
         self.restride = restride  # (shape, stride) eager gives and that must be reproduced
@@ -75,7 +78,8 @@ class KernelCall:
             keep = [t if t.is_contiguous() else t.contiguous() for t in inputs]
         else:
             keep = [self._prepare(t, p) for t, p in zip(inputs, self._in_preps)]
-        outs = [torch.empty(s.shape, dtype=s.dtype) for s in self._out_specs]
+        # empty(*sizes) parses about twice as fast as empty(list) (~1.7 vs ~2.9 us).
+        outs = [torch.empty(*s.shape, dtype=s.dtype) for s in self._out_specs]
         self._run([t.data_ptr() for t in keep] + [o.data_ptr() for o in outs], [])
         if not self._plain_outputs:
             outs = [self._finish(o, s) for o, s in zip(outs, self._out_specs)]
@@ -275,10 +279,7 @@ def spec_bytes(spec: KernelSpec) -> int:
         m = spec.metas[n]
         total += m.numel * m.dtype.itemsize
     for s in spec.out_specs:
-        n = 1
-        for d in s.shape:
-            n *= d
-        total += n * s.dtype.itemsize
+        total += s.numel * s.dtype.itemsize
     return total
 
 
@@ -328,4 +329,4 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-__all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec", "dense_permutation"]
+__all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec"]

@@ -9,7 +9,7 @@ stride rules here; that first call's results are returned to the caller, so noth
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
