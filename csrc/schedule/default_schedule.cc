@@ -44,13 +44,13 @@ Target Target::host() {
   return t;
 }
 
-AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan) {
+AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan, int vector_axis) {
   AccessPattern ap;
   const ir::ComputeOpNode& op = *stage.op->op;
   const int n = static_cast<int>(op.axes.size());
   if (n == 0) return ap;
-  ap.vector_axis = n - 1;
-  const ir::Var& vvar = op.axes[n - 1].var;
+  ap.vector_axis = vector_axis >= 0 ? vector_axis : n - 1;
+  const ir::Var& vvar = op.axes[ap.vector_axis].var;
   Expr body = inline_body(stage.op, plan.inlined);
   std::vector<Expr> accesses;
   ir::visit_expr(body, [&](const Expr& e) {
@@ -58,8 +58,8 @@ AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan) 
   });
   // Row axis: a spatial axis that none of the vector-dependent accesses use, so each vector
   // loaded along the vector axis is reused for every row of the register tile.
-  for (int a = n - 2; a >= 0 && ap.row_axis < 0; --a) {
-    if (extent_of(op.axes[a].extent) <= 1) continue;
+  for (int a = n - 1; a >= 0 && ap.row_axis < 0; --a) {
+    if (a == ap.vector_axis || extent_of(op.axes[a].extent) <= 1) continue;
     bool reused = false, conflict = false;
     for (const Expr& acc : accesses) {
       bool uses_v = ir::uses_var(acc, vvar), uses_a = ir::uses_var(acc, op.axes[a].var);
@@ -74,16 +74,25 @@ AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan) 
       if (acc->operands.back().same_as(klast)) ap.reduce_contiguous = true;
     }
   }
-  // Packing candidates: kernel inputs whose innermost index is exactly the vector axis and that
-  // are reused across the row axis.
-  if (ap.row_axis >= 0) {
-    for (const Expr& acc : accesses) {
-      const ir::Tensor& t = acc->tensor;
-      if (!t->is_placeholder() || !acc->operands.back().same_as(vvar)) continue;
-      if (ir::uses_var(acc, op.axes[ap.row_axis].var)) continue;
+  // Packing candidates: kernel inputs with one dimension indexed by exactly the vector axis and
+  // reused across the row axis. Reads along the vector axis that are neither packable nor
+  // innermost-dim walks are counted as gathers.
+  for (const Expr& acc : accesses) {
+    if (!ir::uses_var(acc, vvar)) continue;
+    const ir::Tensor& t = acc->tensor;
+    bool exact_dim = false, only_last = true;
+    for (size_t d = 0; d < acc->operands.size(); ++d) {
+      if (acc->operands[d].same_as(vvar)) exact_dim = true;
+      if (d + 1 < acc->operands.size() && ir::uses_var(acc->operands[d], vvar)) only_last = false;
+    }
+    const bool packable = ap.row_axis >= 0 && t->is_placeholder() && exact_dim &&
+                          !ir::uses_var(acc, op.axes[ap.row_axis].var);
+    if (packable) {
       if (std::find(ap.packable.begin(), ap.packable.end(), t->name) == ap.packable.end()) {
         ap.packable.push_back(t->name);
       }
+    } else if (!only_last) {
+      ++ap.gathers;
     }
   }
   return ap;
@@ -115,12 +124,53 @@ RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const 
       cost -= 1e-9 * static_cast<double>(mr * nv * 4 + nv);
       if (cost < best_cost) {
         best_cost = cost;
-        best = RegisterTile{mr, nv};
+        best = RegisterTile{mr, nv, cost};
       }
     }
   }
   return best;
 }
+
+namespace {
+
+// The vector axis for a register-blocked reduction: the output's innermost axis unless another
+// spatial axis makes a clearly cheaper register tile. Conv2d in NCHW is the case that matters:
+// on 14x14 and 7x7 images the innermost axis (w) is shorter than a vector, while c_out is long,
+// and its weight reads become contiguous once the weight is packed along c_out.
+struct VectorChoice {
+  AccessPattern ap;
+  RegisterTile rt;
+};
+
+VectorChoice choose_vector_axis(const Stage& stage, const StagePlan& plan, const Target& target) {
+  const ir::ComputeOpNode& op = *stage.op->op;
+  const int n = static_cast<int>(op.axes.size());
+  auto evaluate = [&](int axis) {
+    VectorChoice c;
+    c.ap = analyze_access_pattern(stage, plan, axis);
+    if (c.ap.row_axis < 0) return c;
+    c.rt = choose_register_tile(extent_of(op.axes[c.ap.row_axis].extent),
+                                extent_of(op.axes[c.ap.vector_axis].extent), target);
+    // A gather costs about a cycle per lane.
+    c.rt.cost *= 1.0 + c.ap.gathers;
+    return c;
+  };
+  VectorChoice best = evaluate(n - 1);
+  int64_t reduce_points = 1;
+  for (const ir::IterVar& r : op.reduce_axes) reduce_points *= extent_of(r.extent);
+  // Another axis writes its results with scatters (once per output point): only worth it when
+  // the reduction is long.
+  if (reduce_points < 64) return best;
+  for (int a = n - 2; a >= 0; --a) {
+    if (extent_of(op.axes[a].extent) < target.vector_lanes) continue;
+    VectorChoice c = evaluate(a);
+    if (c.ap.row_axis < 0 || c.ap.gathers > 0) continue;
+    if (best.ap.row_axis < 0 || c.rt.cost < 0.8 * best.rt.cost) best = c;
+  }
+  return best;
+}
+
+}  // namespace
 
 StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& plan,
                                          const Target& target) {
@@ -139,10 +189,6 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
   for (int r = 0; r < m; ++r) work *= extent_of(op.reduce_axes[r].extent);
   ann.parallel = work >= 32 * 1024;
 
-  const int64_t vext = n > 0 ? extent_of(op.axes[n - 1].extent) : 1;
-  const int64_t vl = std::min<int64_t>(target.vector_lanes, pow2_floor(std::max<int64_t>(vext, 1)));
-  const bool vectorize = n > 0 && vl >= 4;
-
   // Row reductions (softmax, norms, sums over the innermost dim): cross-lane.
   const int64_t klast = m > 0 ? extent_of(op.reduce_axes[m - 1].extent) : 0;
   if (m > 0 && ap.row_axis < 0 && ap.reduce_contiguous && klast >= target.vector_lanes) {
@@ -152,52 +198,62 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
     for (int r = 0; r < m; ++r) ann.tile_reduce[r] = extent_of(op.reduce_axes[r].extent);
     return ann;
   }
-
-  if (vectorize) {
-    ann.vector_axis = n - 1;
-    ann.vector_width = static_cast<int>(vl);
-  }
   for (int r = 0; r < m; ++r)
     ann.tile_reduce[r] = std::max<int64_t>(1, extent_of(op.reduce_axes[r].extent));
 
-  if (m > 0 && vectorize && ap.row_axis >= 0) {
-    // Register-blocked SSRSRS for reductions with reuse (matmul, batch matmul, conv).
-    const int row = ap.row_axis;
-    const int64_t rext = extent_of(op.axes[row].extent);
-    RegisterTile rt = choose_register_tile(rext, vext, target);
-    const int64_t panel = rt.vectors * vl;
-    ann.tile_reg[row] = rt.rows;
-    ann.tile_reg[n - 1] = panel;
-    // Inner reduce tile: a kc x panel slice of the reused operand stays in L1.
-    const int64_t kc_limit = std::max<int64_t>(16, target.l1_bytes * 3 / 4 / (panel * 4));
-    ann.tile_reduce[m - 1] =
-        std::min(extent_of(op.reduce_axes[m - 1].extent), pow2_floor(kc_limit));
-    // Cache tile: a few panels wide, enough rows that the A block stays in L2.
-    ann.tile_outer[n - 1] = std::min(round_up(vext, panel), multiple_at_most(panel, 256));
-    ann.tile_outer[row] = std::min(round_up(rext, rt.rows), multiple_at_most(rt.rows, 96));
-    // Keep at least ~4 tasks per thread for load balance.
-    auto tasks = [&]() {
-      int64_t t = 1;
-      for (int a = 0; a < n; ++a)
-        t *= (extent_of(op.axes[a].extent) + ann.tile_outer[a] - 1) / ann.tile_outer[a];
-      return t;
-    };
-    while (tasks() < 4 * target.num_threads && ann.tile_outer[row] > rt.rows) {
-      ann.tile_outer[row] = multiple_at_most(rt.rows, ann.tile_outer[row] / 2);
+  auto lanes_for = [&](int axis) {
+    const int64_t ext = extent_of(op.axes[axis].extent);
+    return std::min<int64_t>(target.vector_lanes, pow2_floor(std::max<int64_t>(ext, 1)));
+  };
+  if (m > 0 && n > 0) {
+    VectorChoice vc = choose_vector_axis(stage, plan, target);
+    const int vaxis = vc.ap.vector_axis;
+    const int64_t vl = lanes_for(vaxis);
+    if (vl >= 4 && vc.ap.row_axis >= 0) {
+      // Register-blocked SSRSRS for reductions with reuse (matmul, batch matmul, conv).
+      const int row = vc.ap.row_axis;
+      const int64_t rext = extent_of(op.axes[row].extent);
+      const int64_t vext = extent_of(op.axes[vaxis].extent);
+      const RegisterTile& rt = vc.rt;
+      const int64_t panel = rt.vectors * vl;
+      ann.vector_axis = vaxis;
+      ann.vector_width = static_cast<int>(vl);
+      ann.tile_reg[row] = rt.rows;
+      ann.tile_reg[vaxis] = panel;
+      // Inner reduce tile: a kc x panel slice of the reused operand stays in L1.
+      const int64_t kc_limit = std::max<int64_t>(16, target.l1_bytes * 3 / 4 / (panel * 4));
+      ann.tile_reduce[m - 1] =
+          std::min(extent_of(op.reduce_axes[m - 1].extent), pow2_floor(kc_limit));
+      // Cache tile: a few panels wide, enough rows that the A block stays in L2.
+      ann.tile_outer[vaxis] = std::min(round_up(vext, panel), multiple_at_most(panel, 256));
+      ann.tile_outer[row] = std::min(round_up(rext, rt.rows), multiple_at_most(rt.rows, 96));
+      // Keep at least ~4 tasks per thread for load balance.
+      auto tasks = [&]() {
+        int64_t t = 1;
+        for (int a = 0; a < n; ++a)
+          t *= (extent_of(op.axes[a].extent) + ann.tile_outer[a] - 1) / ann.tile_outer[a];
+        return t;
+      };
+      while (tasks() < 4 * target.num_threads && ann.tile_outer[row] > rt.rows) {
+        ann.tile_outer[row] = multiple_at_most(rt.rows, ann.tile_outer[row] / 2);
+      }
+      while (tasks() < 4 * target.num_threads && ann.tile_outer[vaxis] > panel) {
+        ann.tile_outer[vaxis] = multiple_at_most(panel, ann.tile_outer[vaxis] / 2);
+      }
+      // S1: the vector axis outside the row axis, so one panel is reused by all row tiles.
+      for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
+      if (vaxis > row) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
+      if (rext * vext >= 64 * 64 || vaxis != n - 1) ann.pack = vc.ap.packable;
+      return ann;
     }
-    while (tasks() < 4 * target.num_threads && ann.tile_outer[n - 1] > panel) {
-      ann.tile_outer[n - 1] = multiple_at_most(panel, ann.tile_outer[n - 1] / 2);
-    }
-    for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
-    // S1: the vector axis outside the row axis, so one panel is reused by all row tiles.
-    std::iter_swap(std::find(ann.s1_order.begin(), ann.s1_order.end(), row),
-                   std::find(ann.s1_order.begin(), ann.s1_order.end(), n - 1));
-    if (rext * vext >= 64 * 64) ann.pack = ap.packable;
-    return ann;
   }
 
-  if (vectorize) {
+  const int64_t vext = n > 0 ? extent_of(op.axes[n - 1].extent) : 1;
+  const int64_t vl = n > 0 ? lanes_for(n - 1) : 1;
+  if (n > 0 && vl >= 4) {
     // Injective (or reduction without reuse): a few vectors per step along the innermost axis.
+    ann.vector_axis = n - 1;
+    ann.vector_width = static_cast<int>(vl);
     const int64_t nv = std::max<int64_t>(1, std::min<int64_t>(4, vext / vl));
     ann.tile_reg[n - 1] = nv * vl;
     ann.tile_outer[n - 1] = std::min(round_up(vext, nv * vl), multiple_at_most(nv * vl, 1024));

@@ -25,17 +25,23 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
 
 // How a stage's accesses relate to its axes; the sketch rules and later tuners read this.
 struct AccessPattern {
-  int vector_axis = -1;               // candidate vector axis: the output's innermost axis
+  int vector_axis = -1;               // the candidate vector axis analysed
   int row_axis = -1;                  // spatial axis along which vector-loaded operands are reused
   bool reduce_contiguous = false;     // the last reduce axis is some input's innermost index
-  std::vector<std::string> packable;  // inputs read contiguously along the vector axis with reuse
+  std::vector<std::string> packable;  // inputs indexed by the vector axis in one dim, with reuse
+  // Reads that depend on the vector axis and are neither packable nor walk their innermost dim
+  // with it: they become gathers in vector code.
+  int gathers = 0;
 };
-AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan);
+// Analysis for vectorising along spatial axis `vector_axis` (-1: the output's innermost axis).
+AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan,
+                                     int vector_axis = -1);
 
 // Register tile (rows x vectors) for a register-blocked stage, by a port-pressure model.
 struct RegisterTile {
   int64_t rows = 1;
   int64_t vectors = 1;
+  double cost = 0;  // estimated cycles per output point and reduction step
 };
 RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const Target& target);
 

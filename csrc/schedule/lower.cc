@@ -27,24 +27,41 @@ Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const Stage
                      AccessLowering& al) {
   TESSERA_CHECK(ann.op.empty() || ann.op == stage.op->name)
       << "schedule stage for '" << ann.op << "' applied to op '" << stage.op->name << "'";
-  // Packed operands: copied once per kernel call into panels as wide as the vector-axis
-  // register tile, so the inner loop walks them contiguously.
+  // Packed operands: copied once per kernel call into panels, so the inner loop walks them
+  // contiguously. An operand indexed by the vector axis gets panels as wide as the vector-axis
+  // register tile (vector loads); one indexed only by another register-tiled axis (the row
+  // operand of a GEMM) gets panels as wide as that axis's register tile (the broadcasts of
+  // one reduction step become neighbours).
+  StageBody sb = make_stage_body(stage, plan, al);
   std::vector<Stmt> packs;
   std::vector<ir::Buffer> pack_buffers;
   std::vector<const ir::TensorNode*> packed;
+  const int n = static_cast<int>(sb.op->axes.size());
   for (const std::string& name : ann.pack) {
-    TESSERA_CHECK(ann.vector_axis >= 0) << "packing needs a vector axis";
+    TESSERA_CHECK(ann.vector_axis >= 0 && ann.vector_axis < n &&
+                  static_cast<int>(ann.tile_reg.size()) == n)
+        << "stage " << stage.op->name << ": packing needs a valid vector axis";
     ir::Tensor t = find_input(plan, name);
     PackedLayout layout;
+    layout.dim = dim_indexed_by(sb.value, t.get(), sb.op->axes[ann.vector_axis].var);
     layout.panel = ann.tile_reg[ann.vector_axis];
-    layout.buffer = ir::make_buffer(t->name + "_packed", t->dtype,
-                                    packed_shape(t->shape, layout.panel), ir::MemScope::kHeap);
+    for (int a = 0; a < n && layout.dim < 0; ++a) {
+      if (a == ann.vector_axis || ann.tile_reg[a] <= 1) continue;
+      layout.dim = dim_indexed_by(sb.value, t.get(), sb.op->axes[a].var);
+      layout.panel = ann.tile_reg[a];
+    }
+    if (layout.dim < 0) {  // nothing to align with: panels of the last dim
+      layout.dim = t->ndim() - 1;
+      layout.panel = ann.tile_reg[ann.vector_axis];
+    }
+    layout.buffer =
+        ir::make_buffer(t->name + "_packed", t->dtype,
+                        packed_shape(t->shape, layout.panel, layout.dim), ir::MemScope::kHeap);
     packs.push_back(lower_pack(t, layout, al, ann.vector_width));
     pack_buffers.push_back(layout.buffer);
     al.bind_packed(t.get(), layout);
     packed.push_back(t.get());
   }
-  StageBody sb = make_stage_body(stage, plan, al);
   Stmt body;
   switch (ann.sketch) {
     case Sketch::kMultiLevelTiling:

@@ -9,12 +9,16 @@
 
 namespace tessera::schedule {
 
-// A tensor repacked so that its last dimension is split into panels of `panel` elements and the
-// panel index moved outermost: packed[p, d0, ..., d(n-2), q] = t[d0, ..., d(n-2), p*panel + q],
-// zero-filled past the end. Vector loads along the last dimension then walk a contiguous panel.
+// A tensor repacked so that dimension `dim` is split into panels of `panel` elements, the panel
+// index moved outermost and the position in the panel innermost:
+//   packed[p, (the other dims in order), q] = t[..., d_dim = p*panel + q, ...],
+// zero-filled past the end. Vector loads along `dim` then walk a contiguous panel, whichever
+// dimension it is (B of a GEMM packs its last dim; a conv weight [co, ci, kh, kw] vectorised
+// along co packs dim 0; K of Q.K^T packs its row dim).
 struct PackedLayout {
   ir::Buffer buffer;
   int64_t panel = 0;
+  int dim = -1;  // the dimension split into panels; -1 = the last
 };
 
 class AccessLowering {
@@ -39,7 +43,15 @@ class AccessLowering {
   std::map<const ir::TensorNode*, PackedLayout> packed_;
 };
 
-// Shape of the packed buffer for tensor shape `shape` and panel width `panel`.
-std::vector<ir::Expr> packed_shape(const std::vector<ir::Expr>& shape, int64_t panel);
+// Shape of the packed buffer for tensor shape `shape`, panel width `panel`, split dimension `dim`
+// (-1: the last).
+std::vector<ir::Expr> packed_shape(const std::vector<ir::Expr>& shape, int64_t panel, int dim = -1);
+
+// The dimension of `t` that some access to `t` in `body` indexes with exactly `var` (the first
+// such), or -1.
+int dim_indexed_by(const ir::Expr& body, const ir::TensorNode* t, const ir::Var& var);
+
+// Indices into the packed buffer for indices `indices` of the original tensor.
+std::vector<ir::Expr> packed_indices(const std::vector<ir::Expr>& indices, int64_t panel, int dim);
 
 }  // namespace tessera::schedule

@@ -408,21 +408,29 @@ Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLow
   const int64_t panel = layout.panel;
   const int nd = t->ndim();
   TESSERA_CHECK(nd >= 1) << "cannot pack scalar " << t->name;
+  const int dim = layout.dim < 0 ? nd - 1 : layout.dim;
   const ir::Buffer& src = al.buffer_of(t.get());
-  const Expr last = t->shape.back();
-  const std::vector<Expr> pshape = packed_shape(t->shape, panel);
+  const Expr split_extent = t->shape[dim];
+  const std::vector<Expr> pshape = packed_shape(t->shape, panel, dim);
   Var p = tile_var("panel", pshape[0]);
-  std::vector<Var> d(nd - 1);
-  for (int k = 0; k + 1 < nd; ++k) {
+  // One loop per dimension other than `dim`, in order (the packed buffer's middle dims).
+  std::vector<Var> d;
+  std::vector<Expr> d_extent;
+  for (int k = 0; k < nd; ++k) {
+    if (k == dim) continue;
     int64_t hi = t->shape[k]->is_const_int() ? t->shape[k]->int_value - 1 : ir::kNoUpperBound;
-    d[k] = ir::var("d" + std::to_string(k), 0, hi);
+    d.push_back(ir::var("d" + std::to_string(k), 0, hi));
+    d_extent.push_back(t->shape[k]);
   }
   auto copy_at = [&](const Expr& q, bool guarded) {
-    std::vector<Expr> sidx(d.begin(), d.end());
-    Expr col = p * ir::int_imm(panel) + q;
-    sidx.push_back(guarded ? ir::min(col, last - ir::int_imm(1)) : col);
+    Expr pos = p * ir::int_imm(panel) + q;
+    std::vector<Expr> sidx;
+    for (int k = 0, j = 0; k < nd; ++k) {
+      sidx.push_back(k == dim ? (guarded ? ir::min(pos, split_extent - ir::int_imm(1)) : pos)
+                              : Expr(d[j++]));
+    }
     Expr v = ir::load(src, ir::flat_index(src, sidx));
-    if (guarded) v = ir::select(ir::lt(col, last), v, ir::make_const(t->dtype, 0.0));
+    if (guarded) v = ir::select(ir::lt(pos, split_extent), v, ir::make_const(t->dtype, 0.0));
     std::vector<Expr> didx;
     didx.push_back(p);
     didx.insert(didx.end(), d.begin(), d.end());
@@ -432,6 +440,8 @@ Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLow
   Var q = ir::var("q", 0, panel - 1);
   Stmt full;
   if (vector_width > 1 && panel % vector_width == 0) {
+    // Along the last dim these are plain vector loads; along another dim, gathers (the packed
+    // side is contiguous either way).
     Var qu = ir::var("qu", 0, panel / vector_width - 1);
     Var ql = ir::var("ql", 0, vector_width - 1);
     full = loop::make_for(
@@ -445,10 +455,10 @@ Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLow
   Var qt = ir::var("qt", 0, panel - 1);
   Stmt partial =
       loop::make_for(qt, ir::int_imm(0), ir::int_imm(panel), ForKind::kSerial, copy_at(qt, true));
-  Stmt body =
-      loop::make_if(ir::le(p * ir::int_imm(panel) + ir::int_imm(panel), last), full, partial);
-  for (int k = nd - 2; k >= 0; --k) {
-    body = loop::make_for(d[k], ir::int_imm(0), t->shape[k], ForKind::kSerial, body);
+  Stmt body = loop::make_if(ir::le(p * ir::int_imm(panel) + ir::int_imm(panel), split_extent), full,
+                            partial);
+  for (size_t k = d.size(); k-- > 0;) {
+    body = loop::make_for(d[k], ir::int_imm(0), d_extent[k], ForKind::kSerial, body);
   }
   return loop::make_for(p, ir::int_imm(0), pshape[0], ForKind::kParallel, body);
 }

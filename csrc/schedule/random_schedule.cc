@@ -44,12 +44,16 @@ StageAnnotation random_stage_annotation(const Stage& stage, const StagePlan& pla
     a.tile_outer.push_back(reg * pick(rng, 1, 3));
   }
   if (n > 0 && pick(rng, 0, 3) != 0) {
-    a.vector_axis = n - 1;
+    // Mostly the innermost axis; sometimes another one (gathers/scatters, packing along a
+    // dimension other than the last).
+    const int v = pick(rng, 0, 2) != 0 ? n - 1 : static_cast<int>(pick(rng, 0, n - 1));
+    if (v != n - 1) ap = analyze_access_pattern(stage, plan, v);
+    a.vector_axis = v;
     a.vector_width = static_cast<int>(int64_t{1} << pick(rng, 0, 4));
     if (a.vector_width > target.vector_lanes) a.vector_width = target.vector_lanes;
     int64_t mult = pick(rng, 1, 2);
-    a.tile_reg[n - 1] = a.vector_width * mult;
-    a.tile_outer[n - 1] = a.tile_reg[n - 1] * pick(rng, 1, 3);
+    a.tile_reg[v] = a.vector_width * mult;
+    a.tile_outer[v] = a.tile_reg[v] * pick(rng, 1, 3);
     if (!ap.packable.empty() && pick(rng, 0, 1)) a.pack = ap.packable;
   }
   for (int r = 0; r < m; ++r) {

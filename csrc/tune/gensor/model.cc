@@ -375,7 +375,12 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
       if (t.name != name) continue;
       double bytes = t.elem_bytes;
       for (int64_t s : t.shape) bytes *= static_cast<double>(std::max<int64_t>(1, s));
-      overhead += 2 * bytes / (hw_.levels[cost::kLevelL2].bandwidth_gbs * 1e6 * cores);
+      // Read once and written once; a tensor larger than the cores' L2 streams from DRAM.
+      const double l2_total =
+          static_cast<double>(hw_.levels[cost::kLevelL2].capacity_bytes) * cores;
+      const double bw =
+          bytes > l2_total ? dram_bw : hw_.levels[cost::kLevelL2].bandwidth_gbs * cores;
+      overhead += 2 * bytes / (bw * 1e6);
     }
   }
   pr.overhead_ms = overhead;

@@ -1,0 +1,123 @@
+// The register-blocked sketch vectorised along an axis other than the output's innermost one,
+// with operands packed along whichever dimension that axis indexes: the schedule rules' choice
+// (conv2d on small images picks c_out and packs the weight along dim 0; Q.K^T packs K's row dim)
+// and the generated kernels, checked against the reference interpreter.
+#include "e2e_harness.h"
+#include "ops/ops.h"
+#include "schedule/default_schedule.h"
+#include "schedule/lower_access.h"
+
+namespace tessera::testing {
+namespace {
+
+using ir::Expr;
+using ir::placeholder;
+using ir::Tensor;
+
+std::vector<Expr> dims(std::initializer_list<int64_t> d) {
+  std::vector<Expr> out;
+  for (int64_t x : d) out.push_back(ir::int_imm(x));
+  return out;
+}
+
+schedule::Target avx512_target() {
+  schedule::Target t;
+  t.vector_lanes = 16;
+  t.num_vector_registers = 32;
+  t.num_threads = 2;
+  return t;
+}
+
+// The annotation the rules give the stage that computes `op_name`.
+schedule::StageAnnotation rule_annotation(const std::vector<Tensor>& outs,
+                                          const std::vector<Tensor>& ins,
+                                          const std::string& op_name) {
+  schedule::StagePlan plan = schedule::plan_stages(outs, ins);
+  schedule::KernelSchedule ks = schedule::default_schedule(plan, avx512_target());
+  for (const auto& s : ks.stages) {
+    if (s.op == op_name) return s;
+  }
+  ADD_FAILURE() << "no stage " << op_name;
+  return {};
+}
+
+TEST(VectorAxis, PackedShapeAndIndicesSplitTheChosenDim) {
+  auto shape = schedule::packed_shape(dims({40, 8, 3}), 16, 0);
+  ASSERT_EQ(shape.size(), 4u);
+  EXPECT_EQ(shape[0]->int_value, 3);  // ceil(40 / 16)
+  EXPECT_EQ(shape[1]->int_value, 8);
+  EXPECT_EQ(shape[2]->int_value, 3);
+  EXPECT_EQ(shape[3]->int_value, 16);
+  auto last = schedule::packed_shape(dims({40, 8, 3}), 2, -1);
+  EXPECT_EQ(last[0]->int_value, 2);
+  EXPECT_EQ(last[1]->int_value, 40);
+  EXPECT_EQ(last[3]->int_value, 2);
+}
+
+TEST(VectorAxis, ConvOnSmallImagesVectorisesOutputChannels) {
+  Tensor x = placeholder("X", dims({1, 64, 7, 7})), w = placeholder("W", dims({64, 64, 3, 3}));
+  Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {1, 1});
+  schedule::StageAnnotation ann = rule_annotation({y}, {x, w}, y->name);
+  EXPECT_EQ(ann.vector_axis, 1) << ann.to_json().dump();
+  EXPECT_EQ(ann.vector_width, 16);
+  ASSERT_EQ(ann.pack.size(), 1u);
+  EXPECT_EQ(ann.pack[0], "W");
+  check_graph({{y}, {x, w}}, std::nullopt, /*use_jit=*/true, {1e-4, 1e-4});
+}
+
+TEST(VectorAxis, ConvOnLargeImagesKeepsTheInnermostAxis) {
+  Tensor x = placeholder("X", dims({1, 16, 32, 64})), w = placeholder("W", dims({16, 16, 3, 3}));
+  Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {1, 1});
+  EXPECT_EQ(rule_annotation({y}, {x, w}, y->name).vector_axis, 3);
+}
+
+TEST(VectorAxis, ConvWithBiasReluAndOddChannelCounts) {
+  // c_out = 40: the last panel along c_out is partial (zero-filled pack, scalar edge tiles).
+  Tensor x = placeholder("X", dims({2, 24, 6, 5})), w = placeholder("W", dims({40, 24, 3, 3}));
+  Tensor b = placeholder("b", dims({40}));
+  Tensor y = ops::relu(ops::conv2d(x, w, b, {1, 1}, {1, 1}));
+  schedule::StagePlan plan = schedule::plan_stages({y}, {x, w, b});
+  schedule::KernelSchedule ks = schedule::default_schedule(plan, avx512_target());
+  bool channels = false;
+  for (const auto& s : ks.stages) channels = channels || s.vector_axis == 1;
+  EXPECT_TRUE(channels) << ks.dump();
+  check_graph({{y}, {x, w, b}}, ks, /*use_jit=*/true, {1e-4, 1e-4});
+  check_graph({{y}, {x, w, b}}, ks, /*use_jit=*/false, {1e-4, 1e-4});
+}
+
+TEST(VectorAxis, QueryKeyProductPacksTheKeyRows) {
+  // S[b, i, j] = sum_d Q[b, i, d] * K[b, j, d]: K is indexed by the vector axis j in dim 1.
+  Tensor q = placeholder("Q", dims({2, 64, 32})), k = placeholder("K", dims({2, 96, 32}));
+  Tensor s = ops::batch_matmul(q, k, false, true);
+  schedule::StageAnnotation ann = rule_annotation({s}, {q, k}, s->name);
+  EXPECT_EQ(ann.vector_axis, 2);
+  ASSERT_EQ(ann.pack.size(), 1u) << ann.to_json().dump();
+  EXPECT_EQ(ann.pack[0], "K");
+  schedule::KernelSchedule ks;
+  ks.stages.push_back(ann);
+  check_graph({{s}, {q, k}}, ks, /*use_jit=*/true, {1e-4, 1e-4});
+}
+
+TEST(VectorAxis, HandWrittenSchedulesOnEveryAxis) {
+  // Matmul vectorised along its rows (A packed along dim 0, stores scattered), and along its
+  // columns with B packed: both must compute the same product.
+  Tensor a = placeholder("A", dims({37, 29})), b = placeholder("B", dims({29, 45}));
+  Tensor c = ops::matmul(a, b);
+  for (int vaxis : {0, 1}) {
+    schedule::StageAnnotation ann;
+    ann.op = c->name;
+    ann.vector_axis = vaxis;
+    ann.vector_width = 8;
+    ann.tile_reg = vaxis == 0 ? std::vector<int64_t>{16, 3} : std::vector<int64_t>{3, 16};
+    ann.tile_outer = vaxis == 0 ? std::vector<int64_t>{32, 6} : std::vector<int64_t>{6, 32};
+    ann.tile_reduce = {8};
+    ann.pack = {vaxis == 0 ? "A" : "B"};
+    schedule::KernelSchedule ks;
+    ks.stages.push_back(ann);
+    check_graph({{c}, {a, b}}, ks, /*use_jit=*/true, {1e-4, 1e-4});
+    check_graph({{c}, {a, b}}, ks, /*use_jit=*/false, {1e-4, 1e-4});
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing
