@@ -219,8 +219,11 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
   // The register tile loops. With `partial_rows`, the non-vector axes run serially over what is
   // left of the tile (the vector axis is still full): the accumulators then live in memory, but
   // the inner loop keeps its vector code, so edge tiles along rows stay fast.
-  auto wrap_s2 = [&](Stmt body, bool partial_rows) {
+  // With `partial_lanes` the tile is cut along the vector axis: lanes past the end are masked
+  // off (masked loads and stores in the vector code) instead of falling back to scalar loops.
+  auto wrap_s2 = [&](Stmt body, bool partial_rows, bool partial_lanes = false) {
     if (vaxis >= 0) {
+      if (partial_lanes) body = loop::make_if(ir::lt(point[vaxis], extent[vaxis]), body);
       body = loop::make_for(lane, ir::int_imm(0), ir::int_imm(vl),
                             vl > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
       body = loop::make_for(unroll_v, ir::int_imm(0), ir::int_imm(ann.tile_reg[vaxis] / vl),
@@ -239,8 +242,8 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     return body;
   };
 
-  auto register_tile = [&](bool partial_rows) {
-    auto w = [&](Stmt b) { return wrap_s2(b, partial_rows); };
+  auto register_tile = [&](bool partial_rows, bool partial_lanes = false) {
+    auto w = [&](Stmt b) { return wrap_s2(b, partial_rows, partial_lanes); };
     if (!reduce) return w(pw.store_out(point, pw.value(point, {})));
     ir::Buffer acc =
         ir::make_buffer("acc", sb.dtype, {ir::int_imm(acc_size)}, ir::MemScope::kRegister);
@@ -309,8 +312,12 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     }
   }
   // Full tiles take the register-blocked path; tiles cut only along rows keep vector code;
-  // tiles cut along the vector axis fall back to scalar loops.
-  Stmt partial = vaxis >= 0 ? loop::make_if(full_vec, register_tile(true), slow) : slow;
+  // tiles cut along the vector axis run it with the lanes past the end masked off.
+  Stmt partial = slow;
+  if (vaxis >= 0) {
+    partial =
+        loop::make_if(full_vec, register_tile(true), vl > 1 ? register_tile(true, true) : slow);
+  }
   Stmt tile_body =
       loop::make_if(all_of(exists_c),
                     loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
