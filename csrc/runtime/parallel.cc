@@ -99,11 +99,16 @@ bool spin_until(Pred pred, std::chrono::microseconds budget) {
   return pred();
 }
 
+// Chunks per thread and job: enough that a preempted thread's share is mostly taken over by the
+// others, few enough that each chunk is a contiguous run of tasks (cache tiles next to each other
+// share operand blocks) and the shared counter is touched rarely.
+constexpr int64_t kChunksPerThread = 4;
+
 class Pool {
  public:
   explicit Pool(int num_threads) : size_(num_threads) {
     workers_.reserve(static_cast<size_t>(size_ - 1));
-    for (int w = 1; w < size_; ++w) workers_.emplace_back([this, w] { worker_main(w); });
+    for (int w = 1; w < size_; ++w) workers_.emplace_back([this] { worker_main(); });
   }
 
   ~Pool() {
@@ -130,7 +135,8 @@ class Pool {
     body_ = body;
     closure_ = closure;
     num_tasks_ = num_tasks;
-    num_chunks_ = static_cast<int>(std::min<int64_t>(num_tasks, size_));
+    num_chunks_ = std::min<int64_t>(num_tasks, int64_t{size_} * kChunksPerThread);
+    next_chunk_.store(1, std::memory_order_relaxed);  // chunk 0 is the caller's
     error_ = nullptr;
     pending_.store(size_ - 1, std::memory_order_relaxed);
 
@@ -143,6 +149,7 @@ class Pool {
     }
 
     run_chunk(0);
+    run_chunks();
     wait_for_workers();
 
     if (error_) {
@@ -153,9 +160,19 @@ class Pool {
   }
 
  private:
-  void run_chunk(int chunk) {
-    if (chunk >= num_chunks_) return;
-    // Balanced static split: the first (n % chunks) chunks get one extra task.
+  // Each thread (the caller and every worker) takes the next chunk until none is left. Chunks
+  // are handed out dynamically so that a thread the OS preempts (other processes on a busy
+  // machine) delays only the chunk it holds: the others take over the rest of its share.
+  void run_chunks() {
+    for (;;) {
+      const int64_t chunk = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+      if (chunk >= num_chunks_) return;
+      run_chunk(chunk);
+    }
+  }
+
+  void run_chunk(int64_t chunk) {
+    // Balanced split into contiguous ranges: the first (n % chunks) chunks get one extra task.
     const int64_t q = num_tasks_ / num_chunks_;
     const int64_t r = num_tasks_ % num_chunks_;
     const int64_t begin = chunk * q + std::min<int64_t>(chunk, r);
@@ -183,7 +200,7 @@ class Pool {
     caller_sleeping_.store(false);
   }
 
-  void worker_main(int index) {
+  void worker_main() {
     t_in_parallel = true;  // nested parallel_for on a worker always runs inline
     uint64_t seen = 0;
     while (true) {
@@ -203,7 +220,7 @@ class Pool {
       }
       if (stop_.load()) return;
       seen = gen;
-      run_chunk(index);
+      run_chunks();
       if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
         std::lock_guard<std::mutex> lock(done_mu_);
         done_cv_.notify_one();
@@ -218,7 +235,8 @@ class Pool {
   ParallelBody body_ = nullptr;
   void* closure_ = nullptr;
   int64_t num_tasks_ = 0;
-  int num_chunks_ = 0;
+  int64_t num_chunks_ = 0;
+  std::atomic<int64_t> next_chunk_{0};
   std::mutex error_mu_;
   std::exception_ptr error_;
 

@@ -1,5 +1,5 @@
-// Tests for the thread pool: coverage and balance of the static split, nesting, concurrent
-// callers, resizing, exceptions, the C ABI entry point and behaviour after fork().
+// Tests for the thread pool: coverage and balance of the chunks, dynamic hand-out, nesting,
+// concurrent callers, resizing, exceptions, the C ABI entry point and behaviour after fork().
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -49,7 +49,8 @@ void expect_exact_balanced_cover(Recorder& rec, int64_t n, int threads) {
   }
   auto chunks = rec.chunks;
   std::sort(chunks.begin(), chunks.end());
-  const int64_t expected_chunks = std::min<int64_t>(n, threads);
+  // One chunk for a single thread; otherwise up to four per thread, handed out dynamically.
+  const int64_t expected_chunks = threads == 1 ? 1 : std::min<int64_t>(n, threads * 4);
   ASSERT_EQ(static_cast<int64_t>(chunks.size()), expected_chunks) << "n=" << n;
   int64_t next = 0, smallest = n, largest = 0;
   for (auto [b, e] : chunks) {
@@ -60,9 +61,32 @@ void expect_exact_balanced_cover(Recorder& rec, int64_t n, int threads) {
     next = e;
   }
   EXPECT_EQ(next, n);
-  EXPECT_LE(largest - smallest, 1) << "static split must be balanced, n=" << n;
-  // One chunk per thread: the caller plus distinct workers.
-  EXPECT_EQ(static_cast<int64_t>(rec.threads.size()), expected_chunks);
+  EXPECT_LE(largest - smallest, 1) << "chunks must be balanced, n=" << n;
+  EXPECT_LE(static_cast<int64_t>(rec.threads.size()), std::min<int64_t>(threads, expected_chunks));
+}
+
+TEST_F(ParallelTest, StalledThreadsShareIsTakenOverByTheOthers) {
+  // The caller runs chunk 0 and stalls in it (as a thread preempted by another process would);
+  // the worker must take every other chunk meanwhile instead of waiting with a fixed half.
+  set_num_threads(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  struct State {
+    std::thread::id caller;
+    std::mutex mu;
+    std::vector<std::thread::id> owner = std::vector<std::thread::id>(8);
+  } st;
+  st.caller = caller;
+  parallel_for(
+      8,
+      [](void* c, int64_t begin, int64_t end) {
+        auto* s = static_cast<State*>(c);
+        if (begin == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::lock_guard<std::mutex> lock(s->mu);
+        for (int64_t i = begin; i < end; ++i) s->owner[i] = std::this_thread::get_id();
+      },
+      &st);
+  EXPECT_EQ(st.owner[0], caller);
+  for (int64_t i = 1; i < 8; ++i) EXPECT_NE(st.owner[i], caller) << "task " << i;
 }
 
 TEST_F(ParallelTest, CoversEveryIndexExactlyOnceWithBalancedChunks) {
