@@ -366,40 +366,64 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
     rval[r] = rv[r];
   }
   const Expr klast = op.reduce_axes[m - 1].extent;
+  // Independent vector accumulators in the main loop: one accumulator would make every step wait
+  // for the previous combine (4 cycles of FMA/add latency per vector); four hide it.
+  const int64_t num_acc = !klast->is_const_int() || klast->int_value >= 8 * vl ? 4 : 1;
+  const int64_t step = num_acc * vl;
   Var ko = ir::var("ko", 0, ir::kNoUpperBound), lane = ir::var("lane", 0, vl - 1);
-  Var kt = ir::var("kt", 0, ir::kNoUpperBound);
-  const Expr kmain = ir::floordiv(klast, ir::int_imm(vl)) * ir::int_imm(vl);
+  Var u = ir::var("u", 0, num_acc - 1);
+  Var k1 = ir::var("k1", 0, ir::kNoUpperBound), kt = ir::var("kt", 0, ir::kNoUpperBound);
+  const Expr kblocks = ir::floordiv(klast, ir::int_imm(step));
+  const Expr kvecs = ir::floordiv(klast, ir::int_imm(vl));
+  const Expr kmain = kvecs * ir::int_imm(vl);
 
-  ir::Buffer vacc = ir::make_buffer("vacc", sb.dtype, {ir::int_imm(vl)}, ir::MemScope::kRegister);
+  ir::Buffer vacc = ir::make_buffer("vacc", sb.dtype, {ir::int_imm(step)}, ir::MemScope::kRegister);
   const Expr identity = ir::reduce_identity(op.reduce, sb.dtype);
   auto lanes = [&](Stmt body) {
     return loop::make_for(lane, ir::int_imm(0), ir::int_imm(vl),
                           vl > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
   };
-  Stmt init = lanes(loop::make_store(vacc, lane, identity));
-  rval[m - 1] = ko * ir::int_imm(vl) + lane;
+  auto accumulate_at = [&](const Expr& slot, const Expr& k) {
+    rval[m - 1] = k;
+    return loop::make_store(
+        vacc, slot, ir::reduce_combine(op.reduce, ir::load(vacc, slot), pw.value(point, rval)));
+  };
+  const Expr uslot = u * ir::int_imm(vl) + lane;
+  Stmt init = loop::make_for(u, ir::int_imm(0), ir::int_imm(num_acc), ForKind::kUnrolled,
+                             lanes(loop::make_store(vacc, uslot, identity)));
   Stmt main_loop = loop::make_for(
-      ko, ir::int_imm(0), ir::floordiv(klast, ir::int_imm(vl)), ForKind::kSerial,
-      lanes(loop::make_store(
-          vacc, lane, ir::reduce_combine(op.reduce, ir::load(vacc, lane), pw.value(point, rval)))));
-  rval[m - 1] = kt;
-  Stmt tail = loop::make_for(
-      kt, kmain, klast - kmain, ForKind::kSerial,
-      loop::make_store(
-          vacc, ir::int_imm(0),
-          ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)), pw.value(point, rval))));
-  Stmt accumulate = loop::make_seq({main_loop, tail});
+      ko, ir::int_imm(0), kblocks, ForKind::kSerial,
+      loop::make_for(
+          u, ir::int_imm(0), ir::int_imm(num_acc), ForKind::kUnrolled,
+          lanes(accumulate_at(uslot, ko * ir::int_imm(step) + u * ir::int_imm(vl) + lane))));
+  // Whole vectors left after the blocks, then single elements, into accumulator 0.
+  const Expr vec_start = num_acc > 1 ? kblocks * ir::int_imm(num_acc) : ir::int_imm(0);
+  Stmt vec_tail = loop::make_for(k1, vec_start, kvecs - vec_start, ForKind::kSerial,
+                                 lanes(accumulate_at(lane, k1 * ir::int_imm(vl) + lane)));
+  Stmt tail =
+      loop::make_for(kt, kmain, klast - kmain, ForKind::kSerial, accumulate_at(ir::int_imm(0), kt));
+  Stmt accumulate =
+      num_acc > 1 ? loop::make_seq({main_loop, vec_tail, tail}) : loop::make_seq({vec_tail, tail});
   for (size_t r = m - 1; r-- > 0;) {
     accumulate = loop::make_for(rv[r], ir::int_imm(0), op.reduce_axes[r].extent, ForKind::kSerial,
                                 accumulate);
   }
-  // Combine the lanes into lane 0, then write.
-  Var l2 = ir::var("l", 1, vl - 1);
-  Stmt fold = loop::make_for(
-      l2, ir::int_imm(1), ir::int_imm(vl - 1), ForKind::kUnrolled,
-      loop::make_store(
-          vacc, ir::int_imm(0),
-          ir::reduce_combine(op.reduce, ir::load(vacc, ir::int_imm(0)), ir::load(vacc, l2))));
+  // Combine the accumulators into the first, then its lanes pairwise (a tree: log2(vl) dependent
+  // steps instead of vl - 1).
+  std::vector<Stmt> folds;
+  for (int64_t a = 1; a < num_acc; ++a) {
+    Expr slot = ir::int_imm(a * vl) + lane;
+    folds.push_back(lanes(loop::make_store(
+        vacc, lane, ir::reduce_combine(op.reduce, ir::load(vacc, lane), ir::load(vacc, slot)))));
+  }
+  for (int64_t half = 1; half < vl; half *= 2) {
+    for (int64_t l = 0; l + half < vl; l += 2 * half) {
+      Expr dst = ir::int_imm(l), src = ir::int_imm(l + half);
+      folds.push_back(loop::make_store(
+          vacc, dst, ir::reduce_combine(op.reduce, ir::load(vacc, dst), ir::load(vacc, src))));
+    }
+  }
+  Stmt fold = loop::make_seq(folds);
   Stmt write = pw.store_out(point, pw.finish(point, ir::load(vacc, ir::int_imm(0))));
   Stmt per_point = loop::make_allocate(vacc, loop::make_seq({init, accumulate, fold, write}));
   for (size_t a = n; a-- > 0;) {
