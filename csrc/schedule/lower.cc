@@ -2,6 +2,7 @@
 
 #include "loop/simplify_stmt.h"
 #include "schedule/lower_stage.h"
+#include "schedule/row_fusion.h"
 #include "util/check.h"
 
 namespace tessera::schedule {
@@ -103,9 +104,22 @@ loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
     temps.push_back(buffer_for_tensor(t, ir::MemScope::kHeap));
     al.bind(t.get(), temps.back());
   }
-  std::vector<Stmt> stages;
+  std::vector<Stmt> lowered;
   for (size_t i = 0; i < plan.stages.size(); ++i) {
-    stages.push_back(lower_one_stage(plan.stages[i], schedule.stages[i], plan, al));
+    lowered.push_back(lower_one_stage(plan.stages[i], schedule.stages[i], plan, al));
+  }
+  // Chains of stages over the same rows (softmax, norms) share one parallel loop.
+  std::vector<Stmt> stages;
+  for (const std::vector<size_t>& group : row_fusion_groups(plan, schedule)) {
+    std::vector<Stmt> loops;
+    for (size_t i : group) loops.push_back(as_tile_loop(lowered[i]));
+    bool mergeable = group.size() > 1;
+    for (const Stmt& l : loops) mergeable = mergeable && l != nullptr;
+    if (mergeable) {
+      stages.push_back(merge_row_loops(loops));
+    } else {
+      for (size_t i : group) stages.push_back(lowered[i]);
+    }
   }
   Stmt body = loop::make_seq(stages);
   for (auto it = temps.rbegin(); it != temps.rend(); ++it) body = loop::make_allocate(*it, body);

@@ -47,6 +47,27 @@ class AccessReplacer : public ir::ExprMutator {
 
 bool is_reduction(const Tensor& t) { return !t->is_placeholder() && !t->op->reduce_axes.empty(); }
 
+// Does the op's own body call exp, log, tanh, erf, sigmoid or pow (tens of instructions each)?
+bool calls_transcendental(const Tensor& t) {
+  bool found = false;
+  ir::visit_expr(t->op->body, [&](const Expr& e) {
+    if (e->kind != ExprKind::kCall) return;
+    switch (e->call_op) {
+      case ir::CallOp::kExp:
+      case ir::CallOp::kLog:
+      case ir::CallOp::kTanh:
+      case ir::CallOp::kErf:
+      case ir::CallOp::kSigmoid:
+      case ir::CallOp::kPow:
+        found = true;
+        break;
+      default:
+        break;
+    }
+  });
+  return found;
+}
+
 // True if every access of `producer` in `consumer`'s body uses exactly the consumer's axes, in
 // order, and both have the same shape: then the consumer can be computed point by point right
 // where the producer's value is finished.
@@ -112,6 +133,12 @@ StagePlan plan_stages(const std::vector<Tensor>& outputs, const std::vector<Tens
   for (const Tensor& t : dag.computes) {
     bool keep = is_output.count(t.get()) || is_reduction(t);
     if (!keep && t->op->tag == "pad") {
+      for (const Tensor& c : consumers[t.get()]) keep |= is_reduction(c);
+    }
+    // A transcendental (exp of softmax) read by a reduction and by something else would be
+    // computed twice when inlined into both; computed once into a temporary instead (the
+    // reduction and the other reader usually share its rows: see row_fusion.h).
+    if (!keep && consumers[t.get()].size() >= 2 && calls_transcendental(t)) {
       for (const Tensor& c : consumers[t.get()]) keep |= is_reduction(c);
     }
     if (keep) {

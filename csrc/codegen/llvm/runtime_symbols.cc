@@ -6,20 +6,13 @@
 #include <cstring>
 
 #include "runtime/parallel.h"
+#include "runtime/scratch.h"
 
 extern "C" void* tessera_alloc(int64_t bytes) {
-  // aligned_alloc needs a size that is a multiple of the alignment (and > 0 to be useful).
-  size_t size = bytes <= 0 ? 64 : (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, size);
-  if (p == nullptr) {
-    std::fprintf(stderr, "tessera: out of memory allocating %lld bytes in a kernel\n",
-                 static_cast<long long>(bytes));
-    std::abort();
-  }
-  return p;
+  return tessera::runtime::scratch_alloc(bytes <= 0 ? 0 : static_cast<size_t>(bytes));
 }
 
-extern "C" void tessera_free(void* ptr) { std::free(ptr); }
+extern "C" void tessera_free(void* ptr) { tessera::runtime::scratch_free(ptr); }
 
 namespace tessera::codegen {
 
