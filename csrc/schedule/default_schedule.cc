@@ -241,8 +241,12 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
         ann.tile_outer[vaxis] = multiple_at_most(panel, ann.tile_outer[vaxis] / 2);
       }
       // S1: the vector axis outside the row axis, so one panel is reused by all row tiles.
+      // Behind a short reduction the write-back dominates instead, and the output is written
+      // fastest in its own order (rows of register tiles along the contiguous axis).
+      int64_t reduce_points = 1;
+      for (int r = 0; r < m; ++r) reduce_points *= extent_of(op.reduce_axes[r].extent);
       for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
-      if (vaxis > row) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
+      if (vaxis > row && reduce_points >= 128) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
       if (rext * vext >= 64 * 64 || vaxis != n - 1) ann.pack = vc.ap.packable;
       return ann;
     }

@@ -365,6 +365,19 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   const double dram_bw =
       std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
   pr.dram_ms = q_l2 / (dram_bw * 1e6);
+  // Write-back order: register tiles visited down the rows (innermost S1 axis not the output's
+  // contiguous one) write a few lines in each of many rows, one page per row, and the write
+  // streams defeat the prefetchers and the TLB. Negligible behind a long reduction; behind a
+  // short one the writes are the kernel (measured, 16384x32x1024 GEMM: 2.3x slower than rows
+  // written in order).
+  if (n > 1 && !ann.s1_order.empty() && ann.s1_order.back() != n - 1) {
+    for (const auto& t : tensors) {
+      if (!t.is_output) continue;
+      double bytes = t.elem_bytes;
+      for (int64_t dim : t.shape) bytes *= static_cast<double>(std::max<int64_t>(1, dim));
+      pr.dram_ms += 1.3 * bytes / (dram_bw * 1e6);
+    }
+  }
 
   // Overheads: dispatch of the parallel loop and of each task, operand packing.
   // The runtime hands each thread one contiguous chunk of tasks: a task costs its loop overhead
