@@ -1,5 +1,6 @@
 # Tessera developer entry points. Run as root on a fresh Debian bookworm machine:
-#   make demo    install what is missing, build, run examples/gemm_demo.py
+#   make demo    install what is missing, build, compile a model (examples/model_demo.py) and
+#                print its latency vs eager PyTorch and Inductor
 #   make test    install what is missing, build, run the C++ and Python tests
 # Every step checks before it acts, so a second run only re-checks (a few seconds).
 
@@ -149,7 +150,7 @@ test: build
 	[ $$cpp_rc -eq 0 ] && [ $$py_rc -eq 0 ] && [ $$failed -eq 0 ]
 
 demo: build
-	$(PYTHON) examples/gemm_demo.py
+	$(PYTHON) examples/model_demo.py
 
 # ---------------------------------------------------------------------------------------------
 format:

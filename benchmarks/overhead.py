@@ -1,17 +1,30 @@
-"""Per-call overhead of a compiled graph, layer by layer.
+"""Per-call overhead of a compiled graph, layer by layer, vs eager.
 
-    python benchmarks/overhead.py [--json out.json]
+    python benchmarks/overhead.py [--json out.json] [--rounds N] [--threads N]
 
-A graph whose work is negligible (a fused elementwise chain on 16 floats) shows what a call
-costs besides the kernel:
-  eager           the same ops run eagerly (three ATen calls)
-  compiled        torch.compile(backend="tessera"): dynamo guards + aot_autograd wrapper +
-                  Tessera runner + kernel
-  aot_eager       torch.compile(backend="aot_eager"): the dynamo + aot_autograd share alone
-  runner          the generated Tessera runner called directly
-  kernel_call     the KernelCall wrapper (tensor checks, output allocation, pointer list)
-  kernel_run      the C++ kernel on prepared pointers (thread-pool dispatch + the work)
-and a graph of N fused-away ops and of N ATen fallback ops shows the cost per runner step.
+Graphs whose work is negligible show what a call costs besides the kernels. Every case is timed
+eagerly and compiled; `x eager` is each row's median over the eager median of its case.
+
+Case "3 fused ops on 16 floats" (relu(x * 2 + 1): one Tessera kernel), layer by layer:
+  eager             the same ops run eagerly (three ATen calls)
+  compiled          torch.compile(backend="tessera"), the default path: dynamo guards +
+                    aot_autograd wrapper + generated runner + one C++ Program call
+  compiled_pykernel the same with kernels called one by one from Python (KernelCall), the
+                    executor before C++ programs (TESSERA_PROGRAM=0)
+  compiled_via_op   the same with the graph called through its custom operator
+                    (TESSERA_GRAPH_OP=1): + dispatcher, signature check, output reassembly
+  aot_eager         torch.compile(backend="aot_eager"): the dynamo + aot_autograd share alone
+  runner            the generated runner called directly (C++ Program)
+  runner_pykernel   the generated runner with Python KernelCalls
+  graph_op          the custom operator called directly (torch.ops.tessera.graph_N...)
+  program           the C++ Program on prepared pointers (one call, GIL released)
+  kernel_call       the Python KernelCall wrapper (checks, output allocation, pointer lists)
+  kernel_run        the C++ kernel on prepared pointers
+Case "4 kernels in a chain": four small matmul kernels (anchor_measure off), where a Program
+runs all four in one call and keeps the three intermediates in its arena.
+Case "tiny transformer block": seven kernels with reshapes and weight transposes between them;
+one Program call (views absorbed, weights read in place) vs seven KernelCalls + ATen views.
+Cases "20 fused ops" / "20 ATen fallback ops": the cost per runner step.
 All in microseconds (medians of interleaved rounds).
 """
 
@@ -19,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,39 +40,148 @@ import torch  # noqa: E402
 
 import tessera  # noqa: E402
 from common import arg_parser, interleaved, print_table, write_json  # noqa: E402
+from tessera.backend import graph as graph_mod  # noqa: E402
+from tessera.backend import program_runner  # noqa: E402
+
+OPTS = {"anchor_measure": False}
+
+
+def _fresh(fn):
+    """A copy of fn with its own code object: dynamo caches compiled code per code object, so
+    each copy compiles (and keeps) its own graph."""
+    code = fn.__code__.replace(co_name=fn.__code__.co_name + "_copy")
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+
+
+def _compile(fn, args, programs: bool = True, via_op: bool = False):
+    """(compiled callable, its CompiledGraph) with the executor switches set while it compiles
+    and, for via_op, whenever it runs."""
+    since = tessera.backend.last_serial()
+    old = program_runner.ENABLED
+    program_runner.ENABLED = programs
+    try:
+        c = torch.compile(_fresh(fn), backend="tessera", options=OPTS)
+        c(*args)
+        c(*args)
+    finally:
+        program_runner.ENABLED = old
+    graph = [g for g in tessera.backend.compiled_graphs() if g.serial > since][-1]
+    if not via_op:
+        return c, graph
+
+    def call():
+        graph_mod.CALL_VIA_OP = True
+        try:
+            return c(*args)
+        finally:
+            graph_mod.CALL_VIA_OP = False
+    call()
+    return (lambda *a: call()), graph
+
+
+def _records(case: str, times: dict) -> list:
+    eager = times["eager"]
+    return [{"case": case, "layer": k, "us": v * 1e3, "x eager": v / eager}
+            for k, v in times.items()]
 
 
 def layers(rounds: int) -> list:
     def fn(x):
         return torch.relu(x * 2.0 + 1.0)
-
-    def same_fn(x):  # its own code object, so dynamo caches it separately
-        return torch.relu(x * 2.0 + 1.0)
     x = torch.randn(16)
     torch._dynamo.reset()
-    since = tessera.backend.last_serial()
-    compiled = torch.compile(fn, backend="tessera", options={"anchor_measure": False})
-    compiled(x)
-    compiled(x)
-    graph = [g for g in tessera.backend.compiled_graphs() if g.serial > since][-1]
+    compiled, graph = _compile(fn, (x,))
+    pyk, pyk_graph = _compile(fn, (x,), programs=False)
+    via_op, _ = _compile(fn, (x,), via_op=True)
     runner = graph._runners[None]
-    (step,) = [s for s in graph.summaries[None].steps if s.kind == "kernel"]
+    pyk_runner = pyk_graph._runners[None]
+    (seg,) = graph.summaries[None].segments
+    prog = seg.program
+    (step,) = [s for s in pyk_graph.summaries[None].steps if s.kind == "kernel"]
     call = step.call
     out = torch.empty(16)
     ptrs = [x.data_ptr(), out.data_ptr()]
     run = call.kernel.run
-    aot = torch.compile(same_fn, backend="aot_eager")
+    op = graph.op
+    op(x)
+    aot = torch.compile(_fresh(fn), backend="aot_eager")
     aot(x)
     times = interleaved({
         "eager": lambda: fn(x),
         "compiled": lambda: compiled(x),
+        "compiled_pykernel": lambda: pyk(x),
+        "compiled_via_op": lambda: via_op(x),
         "aot_eager": lambda: aot(x),
         "runner": lambda: runner([x]),
+        "runner_pykernel": lambda: pyk_runner([x]),
+        "graph_op": lambda: op(x),
+        "program": lambda: prog(*ptrs),
         "kernel_call": lambda: call(x),
         "kernel_run": lambda: run(ptrs, []),
     }, rounds=rounds, min_time_ms=100.0)
-    return [{"case": "3 fused ops on 16 floats", "layer": k, "us": v * 1e3}
-            for k, v in times.items()]
+    return _records("3 fused ops on 16 floats", times)
+
+
+def chain(rounds: int) -> list:
+    def fn(x, w):
+        for _ in range(4):
+            x = torch.tanh(x @ w)
+        return x
+    x, w = torch.randn(4, 8), torch.randn(8, 8) * 0.3
+    torch._dynamo.reset()
+    compiled, graph = _compile(fn, (x, w))
+    pyk, _ = _compile(fn, (x, w), programs=False)
+    via_op, _ = _compile(fn, (x, w), via_op=True)
+    runner = graph._runners[None]
+    times = interleaved({
+        "eager": lambda: fn(x, w),
+        "compiled": lambda: compiled(x, w),
+        "compiled_pykernel": lambda: pyk(x, w),
+        "compiled_via_op": lambda: via_op(x, w),
+        "runner": lambda: runner([x, w]),
+    }, rounds=rounds, min_time_ms=100.0)
+    return _records("4 kernels in a chain", times)
+
+
+class Block(torch.nn.Module):
+    """A tiny pre-norm transformer block (d=32, 4 heads, 6 tokens): 7 kernels whose
+    intermediates are separated by reshapes and weight transposes."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        nn = torch.nn
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+        att = (q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+def block(rounds: int) -> list:
+    torch.manual_seed(0)
+    model = Block().eval()
+    x = torch.randn(2, 6, 32)
+
+    def fn(x):
+        return model(x)
+    with torch.no_grad():
+        torch._dynamo.reset()
+        compiled, graph = _compile(fn, (x,))
+        pyk, _ = _compile(fn, (x,), programs=False)
+        times = interleaved({
+            "eager": lambda: fn(x),
+            "compiled": lambda: compiled(x),
+            "compiled_pykernel": lambda: pyk(x),
+        }, rounds=rounds, min_time_ms=100.0)
+    return _records(f"tiny transformer block ({graph.summaries[None].kernels} kernels)", times)
 
 
 def per_step(rounds: int, n: int = 20) -> list:
@@ -73,24 +196,27 @@ def per_step(rounds: int, n: int = 20) -> list:
             x = torch.cumsum(x, 0)
         return x
     x = torch.randn(16)
-    opts = {"anchor_measure": False}
     records = []
     for name, fn in [(f"{n} fused ops", fused), (f"{n} ATen fallback ops", aten_steps)]:
         torch._dynamo.reset()
-        c = torch.compile(fn, backend="tessera", options=opts)
-        c(x)
-        c(x)
+        c, _ = _compile(fn, (x,))
         times = interleaved({"eager": lambda: fn(x), "compiled": lambda: c(x)}, rounds=rounds,
                             min_time_ms=100.0)
-        records += [{"case": name, "layer": k, "us": v * 1e3} for k, v in times.items()]
+        records += _records(name, times)
     return records
 
 
 def main() -> None:
     p = arg_parser(__doc__)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads(N) first (eager ATen ops on a busy 2-core "
+                        "machine can wait milliseconds for a descheduled OpenMP worker)")
     args = p.parse_args()
-    records = layers(args.rounds) + per_step(args.rounds)
-    print_table(records, ["case", "layer", "us"])
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    records = layers(args.rounds) + chain(args.rounds) + block(args.rounds) + \
+        per_step(args.rounds)
+    print_table(records, ["case", "layer", "us", "x eager"])
     write_json(args.json, records)
 
 

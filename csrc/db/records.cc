@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 
 #include "cost/peak_probe.h"
@@ -55,6 +56,7 @@ struct RecordsDB::Impl {
   pid_t pid = 0;
   std::vector<Held> memory;
   RecordsDBStats stats;
+  std::deque<std::string> warnings;  // not yet taken by take_warnings()
 
   ~Impl() {
     std::lock_guard<std::mutex> guard(mu);
@@ -69,9 +71,15 @@ struct RecordsDB::Impl {
     }
   }
 
-  void warn(const std::string& msg) const {
-    const std::string line = "tessera: warning: records database " + path + ": " + msg + "\n";
-    std::fputs(line.c_str(), stderr);  // one call: lines of concurrent processes do not mix
+  void warn(const std::string& msg) {
+    const std::string text = "records database " + path + ": " + msg;
+    if (opts.warn_to_stderr) {
+      const std::string line = "tessera: warning: " + text + "\n";
+      std::fputs(line.c_str(), stderr);  // one call: lines of concurrent processes do not mix
+    }
+    constexpr size_t kKeptWarnings = 32;
+    if (warnings.size() == kKeptWarnings) warnings.pop_front();
+    warnings.push_back(text);
   }
 
   void to_memory(const std::string& reason) {
@@ -384,6 +392,13 @@ RecordsDB::Mode RecordsDB::mode() const {
 RecordsDBStats RecordsDB::stats() const {
   std::lock_guard<std::mutex> guard(impl_->mu);
   return impl_->stats;
+}
+
+std::vector<std::string> RecordsDB::take_warnings() {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  std::vector<std::string> out(impl_->warnings.begin(), impl_->warnings.end());
+  impl_->warnings.clear();
+  return out;
 }
 
 }  // namespace tessera::db

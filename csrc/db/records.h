@@ -35,6 +35,9 @@ struct RecordsDBOptions {
   int busy_timeout_ms = 3000;  // longest wait for another process's lock, per operation
   int retry_after_ms = 10000;  // after a lock timeout, skip the file this long
   bool quick_check = true;     // check the file for damage when opening it
+  // Warnings go to stderr as they happen. A caller with its own log (the torch.compile backend)
+  // turns this off and collects them with take_warnings() instead.
+  bool warn_to_stderr = true;
 };
 
 // Counters of one RecordsDB object (this process), for tests, logs and `explain`.
@@ -77,6 +80,9 @@ class RecordsDB {
   const std::string& path() const;
   Mode mode() const;
   RecordsDBStats stats() const;
+  // Warnings issued since the last call (oldest first; at most the 32 newest are kept), whether
+  // or not they were also printed.
+  std::vector<std::string> take_warnings();
 
  private:
   struct Impl;

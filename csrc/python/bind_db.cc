@@ -67,6 +67,18 @@ void bind_db(py::module_& m) {
   py::class_<db::WorkloadKey>(m, "WorkloadKey",
                               "Database key of a workload: structural hash, shapes, target and "
                               "canonical text (which confirms a hash match).")
+      .def(py::init([](uint64_t hash, const std::string& shapes, const std::string& target,
+                       const std::string& canonical) {
+             // A key made by the caller, for records that are not schedules of a tensor
+             // expression (the backend's per-partition decisions): no tensor names to translate.
+             db::WorkloadKey k;
+             k.hash = hash;
+             k.shapes = shapes;
+             k.target = target;
+             k.canonical = canonical;
+             return k;
+           }),
+           py::arg("hash"), py::arg("shapes"), py::arg("target"), py::arg("canonical"))
       .def_readwrite("hash", &db::WorkloadKey::hash)
       .def_readwrite("shapes", &db::WorkloadKey::shapes)
       .def_readwrite("target", &db::WorkloadKey::target)
@@ -89,16 +101,17 @@ void bind_db(py::module_& m) {
                             "Tuning records in SQLite, shared between processes. Never raises on "
                             "a locked, damaged or unwritable file: it warns and keeps records in "
                             "memory instead.")
-      .def(py::init(
-               [](const std::optional<std::string>& path, int busy_timeout_ms, int retry_after_ms) {
-                 db::RecordsDBOptions opts;
-                 opts.busy_timeout_ms = busy_timeout_ms;
-                 opts.retry_after_ms = retry_after_ms;
-                 py::gil_scoped_release release;
-                 return db::RecordsDB::open(path.value_or(""), opts);
-               }),
+      .def(py::init([](const std::optional<std::string>& path, int busy_timeout_ms,
+                       int retry_after_ms, bool warn_to_stderr) {
+             db::RecordsDBOptions opts;
+             opts.busy_timeout_ms = busy_timeout_ms;
+             opts.retry_after_ms = retry_after_ms;
+             opts.warn_to_stderr = warn_to_stderr;
+             py::gil_scoped_release release;
+             return db::RecordsDB::open(path.value_or(""), opts);
+           }),
            py::arg("path") = py::none(), py::arg("busy_timeout_ms") = 3000,
-           py::arg("retry_after_ms") = 10000)
+           py::arg("retry_after_ms") = 10000, py::arg("warn_to_stderr") = true)
       .def(
           "best",
           [](db::RecordsDB& self, const std::vector<PyTensor>& outputs,
@@ -145,6 +158,9 @@ void bind_db(py::module_& m) {
           "Records, oldest first (schedules in canonical names).")
       .def("count", &db::RecordsDB::count, py::call_guard<py::gil_scoped_release>())
       .def("flush", &db::RecordsDB::flush, py::call_guard<py::gil_scoped_release>())
+      .def("take_warnings", &db::RecordsDB::take_warnings,
+           "Warnings (str) issued since the last call, oldest first; also printed to stderr "
+           "unless opened with warn_to_stderr=False.")
       .def_property_readonly("path", &db::RecordsDB::path)
       .def_property_readonly("mode",
                              [](const db::RecordsDB& self) { return db::mode_name(self.mode()); })

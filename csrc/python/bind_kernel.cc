@@ -82,6 +82,30 @@ struct PyKernel {
   }
 };
 
+// Program.__call__: the pointers arrive as the call's own argument tuple and are read with the
+// C API, which keeps a call to a few hundred nanoseconds plus the kernels.
+void call_program(runtime::Program& p, const py::args& args) {
+  const size_t ni = static_cast<size_t>(p.num_inputs());
+  const size_t n = ni + static_cast<size_t>(p.num_outputs());
+  TESSERA_CHECK(args.size() == n) << "program takes " << p.num_inputs() << " input and "
+                                  << p.num_outputs() << " output pointers, got " << args.size();
+  constexpr size_t kSmall = 32;
+  void* small[kSmall];
+  std::vector<void*> large;
+  void** ptrs = small;
+  if (n > kSmall) {
+    large.resize(n);
+    ptrs = large.data();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    PyObject* o = PyTuple_GET_ITEM(args.ptr(), static_cast<Py_ssize_t>(i));
+    ptrs[i] = PyLong_AsVoidPtr(o);
+    if (ptrs[i] == nullptr && PyErr_Occurred()) throw py::error_already_set();
+  }
+  py::gil_scoped_release release;  // kernels run on Tessera's own thread pool
+  p.run_raw(ptrs, ptrs + ni);
+}
+
 }  // namespace
 
 void bind_kernel(py::module_& m) {
@@ -168,6 +192,14 @@ void bind_kernel(py::module_& m) {
             p.run(i, o);
           },
           py::arg("inputs"), py::arg("outputs"))
+      .def("__call__", &call_program,
+           "program(*ptrs): runs on raw data pointers, the inputs then the outputs. The per-call "
+           "path of the backend's runner: positional ints, nothing converted to lists.")
+      .def("offset_of", &runtime::Program::offset_of, py::arg("buffer"),
+           "Arena offset of a temp buffer (-1 for inputs and outputs).")
+      .def_property_readonly("num_inputs", &runtime::Program::num_inputs)
+      .def_property_readonly("num_outputs", &runtime::Program::num_outputs)
+      .def_property_readonly("num_steps", &runtime::Program::num_steps)
       .def_property_readonly("arena_bytes", &runtime::Program::arena_bytes)
       .def_property_readonly("temp_bytes", &runtime::Program::temp_bytes);
   m.def(

@@ -60,6 +60,71 @@ void bind_tune(py::module_& m) {
       "{schedule (JSON), construct_s, search_s, measure_s, predicted (ms, top-k in rank order), "
       "measured (ms, -1 = not measured or rejected), chosen, candidates, metadata}.");
   m.def(
+      "measure_schedules",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
+         const std::vector<std::string>& schedules, int rounds, double round_ms) {
+        std::vector<ir::Tensor> outs, ins;
+        for (const auto& t : outputs) outs.push_back(t.tensor);
+        for (const auto& t : inputs) ins.push_back(t.tensor);
+        std::vector<schedule::KernelSchedule> parsed;
+        for (const std::string& s : schedules) parsed.push_back(schedule::KernelSchedule::parse(s));
+        std::vector<tune::CandidateResult> results;
+        {
+          py::gil_scoped_release release;
+          tune::Task task = tune::Task::create(outs, ins, "measure");
+          tune::MeasureConfig config;
+          config.rounds = rounds;
+          config.round_ms = round_ms;
+          config.abandon_factor = 0;  // every candidate gets its rounds: they are compared
+          tune::CandidateMeasurer measurer(task, config);
+          results = measurer.measure_all(parsed);
+        }
+        py::list out;
+        for (const tune::CandidateResult& r : results) {
+          py::dict d;
+          d["ok"] = r.ok;
+          d["median_ms"] = r.median_ms;
+          d["error"] = r.error;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("schedules"), py::arg("rounds") = 5,
+      py::arg("round_ms") = 5.0,
+      "Builds each schedule (JSON), verifies its output against the default schedule's and "
+      "times the survivors interleaved: [{ok, median_ms, error}] in the given order.");
+  m.def(
+      "task_info",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
+        std::vector<ir::Tensor> outs, ins;
+        for (const auto& t : outputs) outs.push_back(t.tensor);
+        for (const auto& t : inputs) ins.push_back(t.tensor);
+        const tune::Task task = tune::Task::create(outs, ins, "info");
+        // Iteration points (spatial x summation extents) of the stages that reduce: the work a
+        // tuner can reorganise. Stages without summation are streaming copies, bound by memory
+        // traffic whatever their schedule.
+        double reduce_points = 0;
+        for (const schedule::Stage& s : task.plan.stages) {
+          if (s.op->op->reduce_axes.empty()) continue;
+          double p = 1;
+          for (const auto* axes : {&s.op->op->axes, &s.op->op->reduce_axes}) {
+            for (const ir::IterVar& iv : *axes) {
+              p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value)
+                                             : tune::kSymbolicSizeGuess;
+            }
+          }
+          reduce_points += p;
+        }
+        py::dict d;
+        d["stages"] = task.plan.stages.size();
+        d["iteration_points"] = task.iteration_points();
+        d["reduce_points"] = reduce_points;
+        return d;
+      },
+      py::arg("outputs"), py::arg("inputs"),
+      "Size of the kernel a tuner would see: {stages, iteration_points, reduce_points (iteration "
+      "points of the stages that sum over an axis)}.");
+  m.def(
       "predict_schedule",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::string& schedule_json) {

@@ -51,11 +51,26 @@ Program::Program(std::vector<ProgramBuffer> buffers, std::vector<ProgramStep> st
     : buffers_(std::move(buffers)), steps_(std::move(steps)) {
   const int nb = static_cast<int>(buffers_.size());
   for (const ProgramBuffer& b : buffers_) {
+    TESSERA_CHECK(b.bytes >= 0) << "negative buffer size";
     if (b.kind == ProgramBuffer::Kind::kInput) num_inputs_ = std::max(num_inputs_, b.io_index + 1);
     if (b.kind == ProgramBuffer::Kind::kOutput)
       num_outputs_ = std::max(num_outputs_, b.io_index + 1);
-    TESSERA_CHECK(b.bytes >= 0) << "negative buffer size";
   }
+  // Each input and output position names exactly one buffer: a gap would leave a kernel
+  // argument unset, a duplicate would make one pointer feed two buffers of different sizes.
+  input_bytes_.assign(num_inputs_, -1);
+  output_bytes_.assign(num_outputs_, -1);
+  for (const ProgramBuffer& b : buffers_) {
+    if (b.kind == ProgramBuffer::Kind::kTemp) continue;
+    bool in = b.kind == ProgramBuffer::Kind::kInput;
+    TESSERA_CHECK(b.io_index >= 0) << (in ? "input" : "output") << " buffer without an index";
+    int64_t& slot = (in ? input_bytes_ : output_bytes_)[b.io_index];
+    TESSERA_CHECK(slot < 0) << (in ? "input " : "output ") << b.io_index << " is given twice";
+    slot = b.bytes;
+  }
+  for (int i = 0; i < num_inputs_; ++i) TESSERA_CHECK(input_bytes_[i] >= 0) << "no input " << i;
+  for (int i = 0; i < num_outputs_; ++i) TESSERA_CHECK(output_bytes_[i] >= 0) << "no output " << i;
+
   std::vector<std::pair<int, int>> life(nb, {-1, -1});
   for (size_t s = 0; s < steps_.size(); ++s) {
     const ProgramStep& st = steps_[s];
@@ -95,6 +110,21 @@ Program::Program(std::vector<ProgramBuffer> buffers, std::vector<ProgramStep> st
     arena_ =
         std::unique_ptr<std::byte[], void (*)(std::byte*)>(static_cast<std::byte*>(p), free_arena);
   }
+
+  // The argument table: temps resolved now, inputs and outputs patched per call.
+  input_slots_.resize(num_inputs_);
+  output_slots_.resize(num_outputs_);
+  for (const ProgramStep& st : steps_) {
+    arg_begin_.push_back(args_.size());
+    for (int id : st.buffers) {
+      const ProgramBuffer& b = buffers_[id];
+      if (b.kind == ProgramBuffer::Kind::kInput) input_slots_[b.io_index].push_back(args_.size());
+      if (b.kind == ProgramBuffer::Kind::kOutput) {
+        output_slots_[b.io_index].push_back(args_.size());
+      }
+      args_.push_back(b.kind == ProgramBuffer::Kind::kTemp ? arena_.get() + offsets_[id] : nullptr);
+    }
+  }
 }
 
 int64_t Program::temp_bytes() const {
@@ -110,28 +140,29 @@ void Program::run(const std::vector<void*>& inputs, const std::vector<void*>& ou
       << "program takes " << num_inputs_ << " inputs, got " << inputs.size();
   TESSERA_CHECK(static_cast<int>(outputs.size()) == num_outputs_)
       << "program takes " << num_outputs_ << " outputs, got " << outputs.size();
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<void*> table(buffers_.size());
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    const ProgramBuffer& b = buffers_[i];
-    switch (b.kind) {
-      case ProgramBuffer::Kind::kInput:
-        table[i] = inputs[b.io_index];
-        break;
-      case ProgramBuffer::Kind::kOutput:
-        table[i] = outputs[b.io_index];
-        break;
-      case ProgramBuffer::Kind::kTemp:
-        table[i] = arena_.get() + offsets_[i];
-        break;
-    }
-    TESSERA_CHECK(table[i] != nullptr || b.bytes == 0) << "buffer " << i << " is null";
+  run_raw(inputs.data(), outputs.data());
+}
+
+void Program::run_raw(void* const* inputs, void* const* outputs) {
+  // Null is fine only for an empty buffer, which no kernel dereferences.
+  for (int i = 0; i < num_inputs_; ++i) {
+    TESSERA_CHECK(inputs[i] != nullptr || input_bytes_[i] == 0) << "input " << i << " is null";
   }
-  std::vector<void*> args;
-  for (const ProgramStep& st : steps_) {
-    args.clear();
-    for (int id : st.buffers) args.push_back(table[id]);
-    st.kernel->run_unchecked(args.data(), st.sizes.data());
+  for (int i = 0; i < num_outputs_; ++i) {
+    TESSERA_CHECK(outputs[i] != nullptr || output_bytes_[i] == 0) << "output " << i << " is null";
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int i = 0; i < num_inputs_; ++i) {
+    for (size_t slot : input_slots_[i]) args_[slot] = inputs[i];
+  }
+  for (int i = 0; i < num_outputs_; ++i) {
+    for (size_t slot : output_slots_[i]) args_[slot] = outputs[i];
+  }
+  static const int64_t kNoSizes = 0;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const ProgramStep& st = steps_[s];
+    st.kernel->run_unchecked(args_.data() + arg_begin_[s],
+                             st.sizes.empty() ? &kNoSizes : st.sizes.data());
   }
 }
 

@@ -35,17 +35,23 @@ std::vector<int64_t> plan_arena(const std::vector<int64_t>& bytes,
 class Program {
  public:
   // Checks every step against its kernel (argument count, buffer sizes) and plans the arena.
+  // Every input and output index in [0, count) must name exactly one buffer.
   Program(std::vector<ProgramBuffer> buffers, std::vector<ProgramStep> steps);
 
   int num_inputs() const { return num_inputs_; }
   int num_outputs() const { return num_outputs_; }
+  int num_steps() const { return static_cast<int>(steps_.size()); }
   int64_t arena_bytes() const { return arena_bytes_; }
   // Bytes the intermediates would take without sharing (for reports).
   int64_t temp_bytes() const;
   int64_t offset_of(int buffer) const { return offsets_.at(static_cast<size_t>(buffer)); }
 
-  // Runs every step. Thread-safe (calls are serialised: they share the arena).
+  // Runs every step. Thread-safe (calls are serialised: they share the arena and the argument
+  // table).
   void run(const std::vector<void*>& inputs, const std::vector<void*>& outputs);
+  // The same on raw arrays of num_inputs() and num_outputs() pointers: the per-call path of the
+  // Python runner, which allocates nothing.
+  void run_raw(void* const* inputs, void* const* outputs);
 
  private:
   std::vector<ProgramBuffer> buffers_;
@@ -54,6 +60,12 @@ class Program {
   int64_t arena_bytes_ = 0;
   int num_inputs_ = 0, num_outputs_ = 0;
   std::unique_ptr<std::byte[], void (*)(std::byte*)> arena_{nullptr, nullptr};
+  // Every step's kernel arguments, back to back (step s starts at arg_begin_[s]). Temps point
+  // into the arena once and for all; a call only patches the slots of inputs and outputs.
+  std::vector<void*> args_;
+  std::vector<size_t> arg_begin_;
+  std::vector<std::vector<size_t>> input_slots_, output_slots_;
+  std::vector<int64_t> input_bytes_, output_bytes_;
   std::mutex mutex_;
 };
 

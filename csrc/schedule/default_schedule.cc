@@ -4,6 +4,7 @@
 
 #include "cost/hardware.h"
 #include "ir/functor.h"
+#include "ir/simplify.h"
 #include "runtime/parallel.h"
 
 namespace tessera::schedule {
@@ -29,6 +30,14 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // Largest multiple of `step` that is <= `limit` (at least `step`).
 int64_t multiple_at_most(int64_t step, int64_t limit) {
   return std::max<int64_t>(step, limit / step * step);
+}
+
+// Does `e` advance by exactly one when `v` does?
+bool unit_stride(const Expr& e, const ir::Var& v) {
+  ir::VarMap next;
+  next[v.get()] = v + ir::int_imm(1);
+  Expr step = ir::simplify(ir::substitute(e, next) - e);
+  return step->is_const_int() && step->int_value == 1;
 }
 
 }  // namespace
@@ -85,6 +94,8 @@ AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan, 
       if (acc->operands[d].same_as(vvar)) exact_dim = true;
       if (d + 1 < acc->operands.size() && ir::uses_var(acc->operands[d], vvar)) only_last = false;
     }
+    // Innermost-dim reads with a stride other than one (a stride-2 convolution) gather too.
+    if (only_last && !unit_stride(acc->operands.back(), vvar)) only_last = false;
     const bool packable = ap.row_axis >= 0 && t->is_placeholder() && exact_dim &&
                           !ir::uses_var(acc, op.axes[ap.row_axis].var);
     if (packable) {
@@ -241,12 +252,14 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
         ann.tile_outer[vaxis] = multiple_at_most(panel, ann.tile_outer[vaxis] / 2);
       }
       // S1: the vector axis outside the row axis, so one panel is reused by all row tiles.
-      // Behind a short reduction the write-back dominates instead, and the output is written
-      // fastest in its own order (rows of register tiles along the contiguous axis).
+      // Behind a short reduction into an output larger than L2 the write-back dominates
+      // instead, and the output is written fastest in its own order (register tiles along the
+      // contiguous axis).
       int64_t reduce_points = 1;
       for (int r = 0; r < m; ++r) reduce_points *= extent_of(op.reduce_axes[r].extent);
+      const bool writes_dominate = reduce_points < 128 && points * 4 > target.l2_bytes;
       for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
-      if (vaxis > row && reduce_points >= 128) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
+      if (vaxis > row && !writes_dominate) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
       if (rext * vext >= 64 * 64 || vaxis != n - 1) ann.pack = vc.ap.packable;
       return ann;
     }

@@ -85,5 +85,46 @@ TEST(Program, RejectsMismatchedSteps) {
   EXPECT_THROW(ok.run({}, {}), tessera::Error);
 }
 
+TEST(Program, InputsAndOutputsAreNumberedOnceEach) {
+  ir::Tensor x = ir::placeholder("X", {ir::int_imm(8)});
+  auto k = compiler::build_cpu({ops::relu(x)}, {x}).kernel();
+  using K = ProgramBuffer::Kind;
+  // Input 0 given twice, input 1 missing, output without an index.
+  EXPECT_THROW(
+      Program({{K::kInput, 0, 32}, {K::kInput, 0, 32}, {K::kOutput, 0, 32}}, {{k, {0, 2}, {}}}),
+      tessera::Error);
+  EXPECT_THROW(Program({{K::kInput, 1, 32}, {K::kOutput, 0, 32}}, {{k, {0, 1}, {}}}),
+               tessera::Error);
+  EXPECT_THROW(Program({{K::kInput, 0, 32}, {K::kOutput, -1, 32}}, {{k, {0, 1}, {}}}),
+               tessera::Error);
+}
+
+TEST(Program, RawCallPatchesOnlyInputsAndOutputs) {
+  // y = relu(x) through a temp that lives in the arena: two calls with different caller
+  // buffers must each see their own input and write their own output.
+  ir::Tensor x = ir::placeholder("X", {ir::int_imm(40)});
+  auto neg = compiler::build_cpu({ops::neg(x)}, {x}).kernel();
+  auto relu = compiler::build_cpu({ops::relu(x)}, {x}).kernel();
+  using K = ProgramBuffer::Kind;
+  const int64_t b = 40 * 4;
+  Program p({{K::kInput, 0, b}, {K::kTemp, -1, b}, {K::kOutput, 0, b}},
+            {{neg, {0, 1}, {}}, {relu, {1, 2}, {}}});
+  EXPECT_EQ(p.arena_bytes(), 192);  // 160 bytes, 64-byte aligned
+  for (int rep = 0; rep < 2; ++rep) {
+    NDArray in = NDArray::random(ir::DType::kFloat32, {40}, 10 + rep);
+    NDArray out(ir::DType::kFloat32, {40});
+    void* ins[] = {in.data()};
+    void* outs[] = {out.data()};
+    p.run_raw(ins, outs);
+    const float* a = static_cast<const float*>(in.data());
+    const float* y = static_cast<const float*>(out.data());
+    for (int i = 0; i < 40; ++i) EXPECT_EQ(y[i], a[i] < 0 ? -a[i] : 0.0f) << i;
+  }
+  void* null_in[] = {nullptr};
+  NDArray out(ir::DType::kFloat32, {40});
+  void* outs[] = {out.data()};
+  EXPECT_THROW(p.run_raw(null_in, outs), tessera::Error);  // null only for empty buffers
+}
+
 }  // namespace
 }  // namespace tessera::runtime

@@ -6,6 +6,12 @@ fall back to the source tree so `pytest tests/python` works right after a CMake 
 
 import os
 import sys
+import tempfile
+
+# Tests never read or write the user's records database (~/.cache/tessera/records.db): every
+# test run gets a fresh one, so no test depends on what an earlier run stored.
+os.environ["TESSERA_RECORDS_DB"] = os.path.join(tempfile.mkdtemp(prefix="tessera-tests-"),
+                                                "records.db")
 
 try:
     import tessera  # noqa: F401

@@ -9,7 +9,8 @@ dtypes, interleaved round by round, each call between two ATen operators as in a
 _AtenContext); medians decide. A Tessera candidate must beat its ATen alternative by a margin
 (timing noise must not flip a choice towards the riskier candidate), so a compiled model is
 not slower than eager because of a kernel choice. Decisions are cached per partition structure
-and shapes.
+and shapes, in this process and in the records database (records.py), so a later process
+compiling the same model takes them from there instead of measuring again.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import os
 import statistics
 import threading
 import time
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
+
+from .. import _C
+from . import records as records_mod
 
 MARGIN = 0.97          # a Tessera candidate must take < 97% of the ATen candidate's time
 TARGET_MS = 15.0       # measurement budget per candidate
@@ -111,30 +115,80 @@ def choose(times: Dict[str, float]) -> str:
     return best_other[1]
 
 
-def decide(key: str, parts: Dict[str, Callable[[], object]]) -> Tuple[str, Dict[str, float]]:
+def decision_text(key: str, parts, options: Any = None) -> str:
+    """Everything a measured choice depends on besides the machine (the records key adds the
+    target): the partition's structural key, which candidates were built, how the fused kernel
+    was tuned, the thread counts and the Tessera version (a newer compiler may build faster
+    kernels)."""
+    tune = getattr(options, "tune", None) or "construct"
+    return "\n".join([f"version={_C.version()}", f"tune={tune}",
+                      f"threads={torch.get_num_threads()},{_C.get_num_threads()}",
+                      f"candidates={','.join(sorted(parts))}", key])
+
+
+def known_choice(key: str, candidates, options: Any = None
+                 ) -> Optional[Tuple[str, Dict[str, float]]]:
+    """The (choice, part times) decide() would return without measuring -- decided before in
+    this process or found in the records database -- or None. `candidates`: the part names
+    decide() would get. A planner can ask this before building the candidates' kernels and build
+    only the chosen one."""
+    totals = _totals({k: 0.0 for k in candidates})
+    text = decision_text(key, candidates, options)
+    with _lock:
+        hit = _decisions.get(text)
+    if hit is not None:
+        return hit
+    records = records_mod.open_records(getattr(options, "records_db", None))
+    if records is None or _remeasure[0]:
+        return None
+    stored = records.decision(text)
+    if stored is None or stored[0] not in totals:
+        return None
+    with _lock:
+        _decisions[text] = stored
+    return stored
+
+
+def decide(key: str, parts: Dict[str, Callable[[], object]],
+           options: Any = None) -> Tuple[str, Dict[str, float]]:
     """(choice, part times in ms) for a partition, cached by its structural key.
 
     parts: "tessera" (the fused kernel) and either "aten" (all operators through ATen) or, for
     anchor partitions, "anchor" (ATen's matmul/conv alone), "rest_tessera" (the kernel for the
     rest of the partition) and "rest_aten" (the rest's operators through ATen). The choice is
-    "tessera", "split" (ATen anchor + rest kernel) or "aten"."""
+    "tessera", "split" (ATen anchor + rest kernel) or "aten".
+
+    options: the backend Options (tuning mode, records database); None means the defaults. A
+    choice found in the records database is not measured again."""
     totals = _totals({k: 0.0 for k in parts})
     if len(totals) == 1:
         return next(iter(totals)), {}
     forced = os.environ.get("TESSERA_FORCE_CHOICE")  # debugging aid: tessera | split | aten
     if forced in totals:
         return forced, {}
-    with _lock:
-        hit = _decisions.get(key)
+    hit = known_choice(key, parts, options)
     if hit is not None:
         return hit
+    text = decision_text(key, parts, options)
+    records = records_mod.open_records(getattr(options, "records_db", None))
     times = measure(parts)
+    records_mod.count("measured")
     result = (choose(times), times)
     with _lock:
-        _decisions[key] = result
+        _decisions[text] = result
+    if records is not None:
+        records.store_decision(text, result[0], times, _totals(times).get(result[0]))
     return result
 
 
+# Set by clear_decisions: this process measures every choice again instead of reading the
+# records database (and stores what it measures).
+_remeasure = [False]
+
+
 def clear_decisions() -> None:
+    """Forgets this process's decisions; later ones are measured again, not read from the
+    records database (tests and benchmarks that want fresh measurements call it)."""
     with _lock:
         _decisions.clear()
+        _remeasure[0] = True

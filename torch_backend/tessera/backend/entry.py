@@ -13,6 +13,7 @@ from typing import Any, List, Optional
 import torch
 import torch.fx as fx
 
+from . import records
 from .decompositions import decomposition_table
 from .graph import CompiledGraph
 from .log import log_once, logger
@@ -45,9 +46,16 @@ def _note_unwired(options: Options) -> None:
         log_once(f"tune:{options.tune}",
                  f"tessera: tune={options.tune!r} is not wired into the backend yet; "
                  f"kernels use the default schedules")
-    if options.records_db is not None:
-        log_once(f"records_db:{options.records_db}",
-                 "tessera: records_db is not wired into the backend yet; no records are read")
+
+
+def _describe_records(options: Options) -> None:
+    """verbose: which records database this compile reads and writes (opening it now also
+    reports a damaged or unusable file before any kernel is compiled)."""
+    rec = records.records_for(options)
+    if rec is None:
+        log_once("records_db:off", "tessera: records_db off: tuning results are not kept")
+    else:
+        log_once(f"records_db:{rec.path}", f"tessera: records_db {rec.path} ({rec.mode})")
 
 
 def _make_verbose_visible() -> None:
@@ -66,6 +74,7 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
     opts = parse_options(mode, options)
     if opts.verbose:
         _make_verbose_visible()
+        _describe_records(opts)
     _note_unwired(opts)
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd

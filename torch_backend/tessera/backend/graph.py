@@ -6,6 +6,12 @@ every value's shape, strides and dtype; its results are that call's results), th
 are compiled and the runner replaces the graph. Graphs traced with dynamic shapes keep one runner
 per distinct input signature (recompiling per shape; kernels are cached by structure and shape
 across graphs, so a shape seen before costs only planning).
+
+A runner is generated Python (runner.py): ATen operators are Python calls, and every run of
+consecutive Tessera kernels is one call into a C++ Program (program_runner.py) that keeps the
+run's intermediates in a liveness-planned arena. Each graph is also a torch.library custom
+operator (`op`, graph_op.py) for torch.export, an enclosing torch.compile and opcheck; the
+backend itself calls the runner directly (CALL_VIA_OP below says why).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -53,8 +60,20 @@ def _signature(args) -> tuple:
                  for a in args)
 
 
+# TESSERA_GRAPH_OP=1: the backend's callable runs every compiled graph through its custom
+# operator (graph_op.py) instead of calling the runner directly. Off by default: the operator
+# adds the dispatcher, a signature check and output reassembly to every call (see
+# benchmarks/overhead.py), and copies outputs that alias inputs, which aot_autograd's forward
+# graphs return on every training step. Either way `CompiledGraph.op` is there for export.
+CALL_VIA_OP = os.environ.get("TESSERA_GRAPH_OP", "0") == "1"
+
+
 class CompiledGraph:
-    """Callable with aot_autograd's boxed convention (takes the list of graph inputs)."""
+    """Callable with aot_autograd's boxed convention (takes the list of graph inputs).
+
+    Two ways in: __call__ (the backend's path: dynamo's guards already fixed the input
+    signature of a static graph, so its one runner is used without checks) and run_checked /
+    the custom operator `op` (any caller: the runner is chosen by the full input signature)."""
 
     _boxed_call = True
 
@@ -68,6 +87,8 @@ class CompiledGraph:
         self.compile_s = 0.0
         self._lock = threading.Lock()
         self.serial = next(_serial)  # creation order
+        self._static_signature = None  # input signature the static graph's runner was made for
+        self._op = None
         _last_serial[0] = self.serial
         _registry.add(self)
 
@@ -77,14 +98,78 @@ class CompiledGraph:
         # Graph inputs are tensors and scalars, never lists, so the two cannot be confused.
         if len(args) == 1 and type(args[0]) is list:
             args = args[0]
+        if CALL_VIA_OP and self.op_supported():
+            return self._call_op(args)
         key = _signature(args) if self.dynamic else None
         runner = self._runners.get(key)
         if runner is not None:
             return runner(args)
         return self._first_call(args, key)
 
+    def run_checked(self, args: List[Any]) -> Any:
+        """Runs on any inputs: a static graph's runner is reused only for the signature it was
+        specialised on, other signatures get their own (the custom operator's path, where no
+        dynamo guard stands in front)."""
+        sig = _signature(args)
+        key = sig if self.dynamic or (self._static_signature is not None
+                                      and sig != self._static_signature) else None
+        runner = self._runners.get(key)
+        if runner is not None:
+            return runner(args)
+        return self._first_call(args, key)
+
+    # ---- the custom operator (graph_op.py) ----------------------------------------------------
+
+    @property
+    def op(self):
+        """This graph as the custom operator torch.ops.tessera.graph_<serial>_<kind>.default:
+        takes the graph's inputs, returns its fresh tensor outputs (one tensor or a tuple; see
+        graph_op). Registered on first use; raises GraphOpUnsupported for graphs it cannot
+        express."""
+        return self._graph_op().op
+
+    def op_supported(self) -> bool:
+        """Can this graph be called through its custom operator?"""
+        if self._op is None:
+            try:
+                self._graph_op()
+            except Exception:
+                pass
+        return not isinstance(self._op, Exception)
+
+    def call_op(self, args: List[Any]) -> Any:
+        """The graph's outputs (as __call__ gives them) computed through the operator."""
+        return self._graph_op().call(list(args))
+
+    def as_module(self) -> fx.GraphModule:
+        """A GraphModule calling the operator once: what torch.export sees of this graph."""
+        return self._graph_op().as_module()
+
+    def _graph_op(self):
+        if self._op is None:
+            from .graph_op import make_graph_op
+            with self._lock:
+                if self._op is None:
+                    try:
+                        self._op = make_graph_op(self)
+                    except Exception as e:  # remembered: the graph runs without an operator
+                        self._op = e
+        if isinstance(self._op, Exception):
+            raise self._op
+        return self._op
+
+    def _call_op(self, args) -> Any:
+        a = list(args)
+        if type(args) is list:
+            args.clear()
+        return self._graph_op().call(a)
+
+    # ---- specialisation -----------------------------------------------------------------------
+
     def _first_call(self, args: List[Any], key) -> Any:
         args = list(args)
+        if key is None:
+            self._static_signature = _signature(args)
         outs, metas = record(self.gm, args)
         t0 = time.perf_counter()
         try:

@@ -8,6 +8,11 @@ a permutation of a dense layout (free: the kernel writes in that order).
 
 Kernels are cached in-process by a structural key (the lowered operators with their arguments
 and shapes, independent of node names), so repeated blocks of a model compile once.
+
+Schedules: construct mode (the default tuning mode) tunes kernels with enough summation work
+(matmul, conv, large reductions) and stores the result in the records database (records.py);
+a later process takes it from there instead of tuning again. Other kernels get the default
+heuristics.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 import torch
 import torch.fx as fx
 
 from .. import _C
+from . import records as records_mod
 from .log import log_once
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
 from .meta import TensorMeta, dense_permutation
@@ -122,6 +129,7 @@ class KernelSpec:
         self.key: str = ""
         self.name: str = "kernel"
         self.metas: Dict[fx.Node, Any] = {}
+        self.reduce_points: Optional[float] = None  # summing work (see _worth_tuning), lazily
 
 
 class _Builder:
@@ -283,38 +291,142 @@ def spec_bytes(spec: KernelSpec) -> int:
     return total
 
 
-def _schedule_for(spec: KernelSpec, tune: str, serial: bool) -> Optional[str]:
+# Construct mode in the backend. A kernel is tuned when its summing stages have at least
+# TUNE_MIN_POINTS iteration points (a 128x128x256 matmul): below that the default schedule's
+# kernel takes a fraction of a millisecond, and tuning it (about a second) adds more to
+# torch.compile's first call than it could save in most programs. Streaming kernels (no
+# summation) are bound by memory traffic whatever their schedule.
+TUNE_MIN_POINTS = 1 << 22
+# Smaller than construct's own defaults (top-8, 32 chains): building and measuring candidates is
+# most of the time, and every tuned kernel adds to torch.compile's first call.
+CONSTRUCT_ARGS = {"top_k": 4, "chains": 16, "iterations": 60}
+# The tuned schedule is kept only when it beats the default schedule, measured side by side, by
+# this factor: construct mode ranks by a model and measures its top-k only, and on some kernels
+# all of them are slower than the default heuristics.
+KEEP_MARGIN = 0.97
+# Seconds of construct mode per process. Past it kernels get the default schedule (logged once);
+# their records are missing, so the next process tunes them, starting where this one stopped.
+TUNE_BUDGET_S = 180.0
+
+
+def _worth_tuning(spec: KernelSpec) -> bool:
+    if spec.reduce_points is None:
+        try:
+            spec.reduce_points = _C.task_info(spec.te_outputs, spec.te_inputs)["reduce_points"]
+        except Exception:  # an older _C without task_info, or a kernel it cannot plan
+            spec.reduce_points = 0.0
+    return spec.reduce_points >= TUNE_MIN_POINTS
+
+
+def _tune(spec: KernelSpec, serial: bool):
+    """Construct mode, then the result against the default schedule (both verified against the
+    reference and timed interleaved, as the kernel will run: serial when it will be).
+    Returns (schedule, tuner, median_ms, trials)."""
+    result = _C.construct(spec.te_outputs, spec.te_inputs, **CONSTRUCT_ARGS)
+    trials = len(result["measured"])
+    default = ops.default_schedule(spec.te_outputs, spec.te_inputs)
+    if result["fell_back_to_default"]:  # no construct candidate passed verification
+        return default, "default", None, trials
+    tuned = result["schedule"]
+    candidates = [default, tuned]
+    if serial:
+        candidates = [_serial(spec, c) for c in candidates]
+    base, mine = _C.measure_schedules(spec.te_outputs, spec.te_inputs, candidates)
+    trials += 2
+    if not mine["ok"]:
+        log_once(f"construct-reject:{spec.key}", f"tessera: construct mode's schedule for "
+                 f"{spec.name} was rejected ({mine['error']}); using the default schedule",
+                 level=logging.WARNING)
+    elif not base["ok"] or mine["median_ms"] < KEEP_MARGIN * base["median_ms"]:
+        tuner = json.loads(tuned).get("tuner") or "construct"
+        return tuned, tuner, mine["median_ms"], trials
+    return default, "default", base["median_ms"] if base["ok"] else None, trials
+
+
+def _construct(spec: KernelSpec, serial: bool, records_option: Any) -> Optional[str]:
+    """The tuned schedule of the kernel: from the records when tuned before, else tuned now and
+    stored (candidates are verified against the default schedule's output before their time
+    counts). None: the default schedule."""
+    records = records_mod.open_records(records_option)
+    if records is not None:
+        rec = records.schedule(spec.te_outputs, spec.te_inputs)
+        if rec is not None:
+            return rec["schedule_json"]
+    if records_mod.counters()["tune_s"] >= TUNE_BUDGET_S:
+        log_once("construct-budget", f"tessera: construct mode used its {TUNE_BUDGET_S:.0f} s "
+                 "budget in this process; further kernels use default schedules",
+                 level=logging.WARNING)
+        return None
+    t0 = time.perf_counter()
+    try:
+        schedule, tuner, median_ms, trials = _tune(spec, serial)
+    except Exception as e:  # a tuner failure costs tuning, not the model
+        log_once(f"construct-failure:{type(e).__name__}",
+                 f"tessera: construct mode failed on {spec.name} ({type(e).__name__}: {e}); "
+                 "using the default schedule", level=logging.WARNING)
+        return None
+    finally:
+        records_mod.count("tuned")
+        records_mod.count("tune_s", time.perf_counter() - t0)
+    if records is not None:
+        records.store_schedule(spec.te_outputs, spec.te_inputs, schedule, tuner, median_ms,
+                               trials)
+    return schedule
+
+
+def _schedule_for(spec: KernelSpec, tune: str, serial: bool,
+                  records_option: Any) -> Optional[str]:
     """The schedule a tuning mode gives the kernel (None: the default heuristics), made serial
     when asked."""
     schedule = None
     if tune == "construct" and hasattr(_C, "construct"):
-        try:
-            schedule = _C.construct(spec.te_outputs, spec.te_inputs)["schedule"]
-        except Exception as e:  # construct mode is new: a failure costs tuning, not the model
-            log_once(f"construct-failure:{type(e).__name__}",
-                     f"tessera: construct mode failed on {spec.name} ({type(e).__name__}: {e}); "
-                     "using the default schedule", level=logging.WARNING)
-    elif tune != "default":
+        schedule = _construct(spec, serial, records_option)
+    elif tune not in ("default", "construct"):
         log_once(f"tune-unwired:{tune}", f"tessera: tune={tune!r} is not wired into the backend "
                  "yet; kernels use the default schedules")
-    if serial:
-        plan = json.loads(schedule or ops.default_schedule(spec.te_outputs, spec.te_inputs))
-        for stage in plan["stages"]:
-            stage["parallel"] = False
-        schedule = json.dumps(plan)
-    return schedule
+    return _serial(spec, schedule) if serial else schedule
 
 
-def compile_spec(spec: KernelSpec, tune: str = "default") -> KernelCall:
-    """Compiles (or reuses) the kernel of a spec, with the schedule `tune` gives it; small
-    kernels get a serial schedule (SERIAL_BYTES)."""
+def _serial(spec: KernelSpec, schedule: Optional[str]) -> str:
+    plan = json.loads(schedule or ops.default_schedule(spec.te_outputs, spec.te_inputs))
+    for stage in plan["stages"]:
+        stage["parallel"] = False
+    return json.dumps(plan)
+
+
+def _tune_and_records(tune: Any):
+    """(tuning mode, records_db option) from compile_spec's second argument: the backend
+    Options, or a tuning mode alone (then the records database is the default one)."""
+    if isinstance(tune, str):
+        return tune, None
+    return tune.tune, tune.records_db
+
+
+def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
+    """Compiles (or reuses) the kernel of a spec, with the schedule the tuning mode gives it;
+    small kernels get a serial schedule (SERIAL_BYTES). `tune`: the backend Options (tuning mode
+    and records database) or a tuning mode name."""
+    tune, records_option = _tune_and_records(tune)
+    if tune == "construct" and not _worth_tuning(spec):
+        tune = "default"  # the same kernel as with the default schedule: one cache entry
     serial = torch.get_num_threads() > 1 and spec_bytes(spec) < SERIAL_BYTES
     key = spec.key + ("" if tune == "default" else f"|tune={tune}") + ("|serial" if serial else "")
     with _cache_lock:
         kernel = _cache.get(key)
     if kernel is None:
-        kernel = _C.build(spec.te_outputs, spec.te_inputs, _schedule_for(spec, tune, serial),
-                          spec.name)
+        schedule = _schedule_for(spec, tune, serial, records_option)
+        try:
+            kernel = _C.build(spec.te_outputs, spec.te_inputs, schedule, spec.name)
+        except Exception as e:
+            if schedule is None:
+                raise
+            # A stored or tuned schedule that does not build (a record from another Tessera
+            # version): the default schedule still gives a working kernel.
+            log_once(f"schedule-failure:{spec.key}", f"tessera: the tuned schedule of {spec.name} "
+                     f"does not build ({type(e).__name__}: {e}); using the default schedule",
+                     level=logging.WARNING)
+            kernel = _C.build(spec.te_outputs, spec.te_inputs,
+                              _serial(spec, None) if serial else None, spec.name)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
         with _cache_lock:
@@ -330,3 +442,9 @@ def clear_cache() -> None:
 
 
 __all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec"]
+
+
+def kernel_call_parts(call: KernelCall):
+    """(compiled _C kernel, input preps, output specs) of a KernelCall: what the C++ graph
+    executor (program_runner.py) needs to run the kernel without this Python wrapper."""
+    return call.kernel, call._in_preps, call._out_specs

@@ -10,7 +10,8 @@ silently ignored setting.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+import os
+from typing import Any, Mapping, Optional, Union
 
 TUNE_MODES = ("default", "construct", "search")
 
@@ -27,16 +28,22 @@ MODES = {
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    # Schedule source: "default" heuristics; "construct" runs Gensor's construct mode on every
-    # kernel (seconds per kernel); "search" is not wired yet (default schedules, logged).
-    tune: str = "default"
+    # Schedule source: "construct" (default) runs Gensor's construct mode on kernels with enough
+    # summation work to gain from it (matmul, conv, large reductions; about a second each, once:
+    # the result goes to the records database) and gives the others the default heuristics;
+    # "default" uses the heuristics everywhere; "search" is not wired yet (default schedules,
+    # logged).
+    tune: str = "construct"
     verbose: bool = False          # log each compiled graph's partitions and choices
     fallback: bool = True          # run the graph eagerly (logged) if compiling it fails
     # Choose each partition's implementation by measurement: Tessera's fused kernel, ATen's
     # matmul/conv + a Tessera kernel for the rest, or ATen only (anchor.py). False: always
     # Tessera's fused kernels (for testing them; can be slower than eager).
     anchor_measure: bool = True
-    records_db: Optional[str] = None  # tuning-record database path (not wired yet, logged)
+    # Tuning-records database (records.py): tuned schedules and measured choices are stored
+    # there and reused by later processes. None or True: $TESSERA_RECORDS_DB, else
+    # ~/.cache/tessera/records.db; a path: that file; False: no database.
+    records_db: Union[str, bool, None] = None
 
 
 _DESCRIPTIONS = {
@@ -44,7 +51,7 @@ _DESCRIPTIONS = {
     "verbose": "bool",
     "fallback": "bool",
     "anchor_measure": "bool",
-    "records_db": "path or None",
+    "records_db": "path, True/None (default location) or False (off)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
@@ -76,10 +83,16 @@ def parse_options(mode: Optional[str] = None,
                 raise ValueError(f"tessera: option 'tune' must be one of {TUNE_MODES}, "
                                  f"got {value!r}")
         elif key == "records_db":
-            if value is not None and not isinstance(value, (str, bytes)) and \
-                    not hasattr(value, "__fspath__"):
-                raise ValueError(f"tessera: option 'records_db' must be a path, got {value!r}")
-            value = None if value is None else str(value)
+            if isinstance(value, bool) or value is None:
+                value = None if value is True else value
+            elif isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+                value = os.fsdecode(value)
+            else:
+                raise ValueError(f"tessera: option 'records_db' must be a path, True/None or "
+                                 f"False, got {value!r}")
+            if value == "":
+                raise ValueError("tessera: option 'records_db' is an empty path (use False to "
+                                 "turn the database off)")
         elif not isinstance(value, bool):
             raise ValueError(f"tessera: option {key!r} must be a bool, got {value!r}")
         values[key] = value

@@ -15,6 +15,7 @@ import torch
 import torch.fx as fx
 
 from . import anchor as anchor_choice
+from . import program_runner
 from .kernel_build import KernelSpec, build_spec, compile_spec
 from .log import log_once, logger
 from .meta import TensorMeta
@@ -39,9 +40,16 @@ class Summary:
     failures: List[str] = dataclasses.field(default_factory=list)       # partitions left to ATen
     source: str = ""
     steps: List[Step] = dataclasses.field(default_factory=list, repr=False)
+    # Runs of kernels executed by one C++ Program each (program_runner.Segment).
+    segments: List[Any] = dataclasses.field(default_factory=list, repr=False)
 
     def describe(self) -> str:
         lines = [f"{self.kernels} Tessera kernels"]
+        if self.segments:
+            arena = sum(g.arena_bytes for g in self.segments)
+            temps = sum(g.temp_bytes for g in self.segments)
+            lines.append(f"{len(self.segments)} C++ programs, {arena} arena bytes for "
+                         f"{temps} bytes of intermediates")
         if self.aten_ops:
             lines.append("ATen: " + ", ".join(f"{k} x{v}"
                                               for k, v in sorted(self.aten_ops.items())))
@@ -179,7 +187,7 @@ class Planner:
                      level=30)
 
     def _compile(self, spec: KernelSpec):
-        return compile_spec(spec, self.options.tune)
+        return compile_spec(spec, self.options)
 
     def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
                 fused) -> None:
@@ -214,7 +222,7 @@ class Planner:
                 return [self._eval(o, local) for o in spec.outputs]
             parts["aten"] = run_aten
 
-        choice, times = anchor_choice.decide(spec.key, parts)
+        choice, times = anchor_choice.decide(spec.key, parts, self.options)
         record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
                   "times_ms": times}
         if anchor is not None:
@@ -349,6 +357,9 @@ class Planner:
             reads = [a for a in input_nodes(n) if a not in self.folded]
             units.append(_Unit(Step("aten", [n], reads, node=n), self.index[n]))
         steps = self._order(units)
+        if program_runner.ENABLED:
+            steps, self.summary.segments = program_runner.segment_steps(
+                steps, self.output_args, self.metas, self.cls.kind)
         placeholders = [n for n in self.nodes if n.op == "placeholder"]
         constants = {n: self.metas[n] for n in self.folded}
         constants.update(self.constants)

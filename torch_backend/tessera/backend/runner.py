@@ -1,9 +1,11 @@
 """Executes a compiled graph: an ordered list of steps turned into straight-line Python.
 
-A step is a Tessera kernel call or an ATen call. The runner is generated Python source (one
-local variable per value, `del` right after a value's last use so intermediates are freed
-early), which keeps the per-call overhead to the calls themselves. It is deliberately small and
-separate from planning, so it can be replaced by a C++ executor without touching the rest.
+A step is a C++ Program running a run of Tessera kernels (program_runner.py), a single Tessera
+kernel called from Python (KernelCall: where programs are off or one could not be built), or an
+ATen call. The runner is generated Python source (one local variable per value, `del` right
+after a value's last use so intermediates are freed early), which keeps the per-call overhead to
+the calls themselves. A program step is a few lines: inputs made contiguous (or permuted as the
+kernels read them), outputs allocated with torch.empty, one call with every data pointer.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ _METHODS = {
 
 @dataclasses.dataclass(eq=False)
 class Step:
-    kind: str                       # "kernel" or "aten"
+    kind: str                       # "kernel", "program" or "aten"
     outputs: List[fx.Node]          # values this step defines
     inputs: List[fx.Node]           # values it reads (for kernels, in ABI order)
-    call: Any = None                # KernelCall for kernels
+    call: Any = None                # KernelCall for kernels, program_runner.Segment for programs
     node: Optional[fx.Node] = None  # the ATen node
 
 
@@ -42,8 +44,10 @@ class _Emitter:
     def __init__(self, constants: Dict[fx.Node, Any]):
         self.constants = constants  # folded scalar values by node
         self.names: Dict[fx.Node, str] = {}
-        self.globals: Dict[str, Any] = {}
+        self.globals: Dict[str, Any] = {"_empty": torch.empty, "_prepare": _prepare,
+                                        "_restride": _restride}
         self.lines: List[str] = []
+        self.contiguous: set = set()  # values known to be contiguous (fresh program outputs)
 
     def name(self, n: fx.Node) -> str:
         if n not in self.names:
@@ -81,7 +85,7 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     em = _Emitter(constants)
     last_use: Dict[fx.Node, int] = {}
     for i, s in enumerate(steps):
-        reads = s.inputs if s.kind == "kernel" else _nodes_in((s.node.args, s.node.kwargs))
+        reads = s.inputs if s.kind != "aten" else _nodes_in((s.node.args, s.node.kwargs))
         for n in reads:
             last_use[n] = i
     keep = set(_nodes_in(output_args))
@@ -94,7 +98,9 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     if unused:
         body.append("del " + ", ".join(em.name(p) for p in unused))
     for i, s in enumerate(steps):
-        if s.kind == "kernel":
+        if s.kind == "program":
+            body += _emit_program(em, s.call)
+        elif s.kind == "kernel":
             g = f"k{len(em.globals)}"
             em.globals[g] = s.call
             outs = ", ".join(em.name(o) for o in s.outputs)
@@ -120,6 +126,84 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     fn._boxed_call = True
     fn.source = src
     return fn
+
+
+def _emit_program(em: _Emitter, seg) -> List[str]:
+    """Lines running one program_runner.Segment: prepare inputs, allocate outputs, one call
+    with every data pointer, then give outputs their logical layout."""
+    lines, ptrs, temps, after = [], [], [], []
+    for n, prep in seg.inputs:
+        if n in em.constants:
+            c = em.constants[n]
+            if prepare_constant(c, prep).data_ptr() == c.data_ptr():
+                # Read in place: its address is fixed for the runner's life (the runner's
+                # globals keep the tensor alive). A constant that needs a copy is prepared on
+                # every call, like any value, in case something updates it in place.
+                em.const(c)
+                ptrs.append(f"{c.data_ptr()}")
+                continue
+        v = em.expr(n)
+        if prep is None and n in em.contiguous:
+            ptrs.append(f"{v}.data_ptr()")
+            continue
+        t = f"t{len(em.names) + len(temps)}_"
+        temps.append(t)
+        if prep is None:
+            lines.append(f"{t} = {v} if {v}.is_contiguous() else {v}.contiguous()")
+        else:
+            g = f"c{len(em.globals)}"
+            em.globals[g] = prep
+            lines.append(f"{t} = _prepare({v}, {g})")
+        ptrs.append(f"{t}.data_ptr()")
+    for n, spec in seg.outputs:
+        v = em.name(n)
+        shape = "()" if spec.shape == ((),) else ", ".join(str(d) for d in spec.shape)
+        alloc = f"_empty({shape}, dtype={em.const(spec.dtype)})"
+        if spec.inv_perm is None and spec.restride is None:
+            lines.append(f"{v} = {alloc}")
+            ptrs.append(f"{v}.data_ptr()")
+            em.contiguous.add(n)
+            continue
+        b = f"b{len(em.names) + len(temps)}_"
+        temps.append(b)
+        lines.append(f"{b} = {alloc}")
+        ptrs.append(f"{b}.data_ptr()")
+        if spec.inv_perm is not None:
+            after.append(f"{v} = {b}.permute({list(spec.inv_perm)!r})")
+        else:
+            shape, stride = spec.restride
+            after.append(f"{v} = _restride({b}, {tuple(shape)!r}, {tuple(stride)!r})")
+    g = f"p{len(em.globals)}"
+    em.globals[g] = seg.program
+    lines.append(f"{g}({', '.join(ptrs)})  # {seg.name}")
+    lines += after
+    if temps:
+        lines.append("del " + ", ".join(temps))
+    return lines
+
+
+def prepare_constant(t: torch.Tensor, prep) -> torch.Tensor:
+    """The buffer a kernel reads for a constant input (the tensor itself where its layout is
+    already the one the kernel reads)."""
+    return _prepare(t, prep) if prep is not None else t.contiguous()
+
+
+def _prepare(t: torch.Tensor, prep) -> torch.Tensor:
+    """The buffer a kernel reads for an input with a prep (kernel_build.InputPrep): broadcast
+    dims sliced to one element, dims in the buffer's order, then contiguous (a no-op for the
+    dense layouts preps describe)."""
+    if prep.index is not None:
+        t = t[prep.index]
+    if prep.perm is not None:
+        t = t.permute(prep.perm)
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _restride(buf: torch.Tensor, shape, stride) -> torch.Tensor:
+    """A copy of a kernel's output in the non-dense layout eager gives it (graph outputs)."""
+    r = torch.empty_strided(shape, stride, dtype=buf.dtype)
+    r.copy_(buf)
+    return r
 
 
 def _clone_as_view(x: torch.Tensor, memory_format=None) -> torch.Tensor:
