@@ -71,6 +71,16 @@ TEST(VectorAxis, ConvOnLargeImagesKeepsTheInnermostAxis) {
   EXPECT_EQ(rule_annotation({y}, {x, w}, y->name).vector_axis, 3);
 }
 
+TEST(VectorAxis, StrideTwoConvDoesNotVectoriseItsGatheredWidth) {
+  // A stride-2 stem: along w every input read is a gather (stride 2), along c_out the packed
+  // weight is contiguous, so c_out wins even on a wide image.
+  Tensor x = placeholder("X", dims({1, 3, 64, 64})), w = placeholder("W", dims({32, 3, 7, 7}));
+  Tensor y = ops::conv2d(x, w, nullptr, {2, 2}, {3, 3});
+  schedule::StageAnnotation ann = rule_annotation({y}, {x, w}, y->name);
+  EXPECT_EQ(ann.vector_axis, 1) << ann.to_json().dump();
+  check_graph({{y}, {x, w}}, std::nullopt, /*use_jit=*/true, {1e-4, 1e-4});
+}
+
 TEST(VectorAxis, ConvWithBiasReluAndOddChannelCounts) {
   // c_out = 40: the last panel along c_out is partial (zero-filled pack, scalar edge tiles).
   Tensor x = placeholder("X", dims({2, 24, 6, 5})), w = placeholder("W", dims({40, 24, 3, 3}));
