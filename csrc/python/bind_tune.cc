@@ -19,7 +19,8 @@ void bind_tune(py::module_& m) {
       "construct",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::string& mode, uint64_t seed, int top_k, bool predict_only,
-         const std::string& eq1, bool interleave, int iterations, int chains) {
+         const std::string& eq1, bool interleave, int iterations, int chains,
+         bool include_default) {
         std::vector<ir::Tensor> outs, ins;
         for (const auto& t : outputs) outs.push_back(t.tensor);
         for (const auto& t : inputs) ins.push_back(t.tensor);
@@ -30,6 +31,7 @@ void bind_tune(py::module_& m) {
         opts.predict_only = predict_only;
         opts.eq1 = tune::gensor::eq1_from_name(eq1);
         opts.interleave = interleave;
+        opts.include_default = include_default;
         opts.iterations = iterations;
         opts.chains = chains;
         tune::gensor::ConstructResult r;
@@ -56,6 +58,7 @@ void bind_tune(py::module_& m) {
       py::arg("outputs"), py::arg("inputs"), py::arg("mode") = "gensor", py::arg("seed") = 0,
       py::arg("top_k") = 8, py::arg("predict_only") = false, py::arg("eq1") = "printed",
       py::arg("interleave") = true, py::arg("iterations") = 80, py::arg("chains") = 32,
+      py::arg("include_default") = true,
       "Construct mode (Gensor, or the Roller baseline) for the kernel of `outputs`: returns "
       "{schedule (JSON), construct_s, search_s, measure_s, predicted (ms, top-k in rank order), "
       "measured (ms, -1 = not measured or rejected), chosen, candidates, metadata}.");

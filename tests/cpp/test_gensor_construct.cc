@@ -56,9 +56,14 @@ void check_construct(const Graph& g, const std::string& what) {
     Task task = Task::create(g.outputs, g.inputs, "t");
     ConstructResult r = construct(task, fast_options(mode));
     ASSERT_FALSE(r.candidates.empty());
-    EXPECT_LE(r.candidates.size(), 2u);
+    EXPECT_LE(r.candidates.size(), 3u);  // top-2 and the rules' default schedule
     EXPECT_FALSE(r.fell_back_to_default) << r.to_json().dump();
-    EXPECT_EQ(r.schedule.tuner, std::string("construct:") + construct_mode_name(mode));
+    EXPECT_TRUE(r.schedule.tuner == std::string("construct:") + construct_mode_name(mode) ||
+                r.schedule.tuner == "default")
+        << r.schedule.tuner;
+    int defaults = 0;
+    for (const ConstructCandidate& c : r.candidates) defaults += c.schedule.tuner == "default";
+    EXPECT_LE(defaults, 1);
     ASSERT_GE(r.chosen, 0);
     // Every candidate was built and verified against the default schedule's output by the
     // measurer; the choice is the fastest of them.

@@ -141,8 +141,10 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
   std::vector<std::vector<RankedAnnotation>> ranked(nstages);
   double max_work = -1;
   std::vector<double> last_state_ms(nstages, 0);
+  std::vector<double> default_stage_ms(nstages, 0);
   for (int i = 0; i < nstages; ++i) {
     StageSpace sp = make_stage_space(task.plan, i, task.target);
+    default_stage_ms[i] = model.predict(sp, sp.base).total_ms;
     std::vector<EtirState> states;
     if (options.mode == ConstructMode::kGensor) {
       WalkOptions w;
@@ -187,6 +189,21 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
       cand.predicted_ms += ra.prediction.total_ms;
     }
     res.candidates.push_back(std::move(cand));
+  }
+  if (options.include_default && !options.predict_only) {
+    ConstructCandidate cand;
+    cand.schedule = task.default_schedule();
+    auto stages_text = [](const schedule::KernelSchedule& ks) {
+      std::string t;
+      for (const auto& st : ks.stages) t += st.to_json().dump();
+      return t;
+    };
+    bool duplicate = false;
+    for (const ConstructCandidate& c : res.candidates) {
+      duplicate = duplicate || stages_text(c.schedule) == stages_text(cand.schedule);
+    }
+    for (double ms : default_stage_ms) cand.predicted_ms += ms;
+    if (!duplicate) res.candidates.push_back(std::move(cand));
   }
   res.search_s = seconds_since(t0);
 

@@ -38,6 +38,10 @@ struct ConstructOptions {
   bool interleave = true;           // Gensor's setVThread action (Roller never interleaves)
   int iterations = 80;              // per chain: T halves from 1 to 2^-iterations
   int chains = 32;
+  // Measure the rules' default schedule alongside the top-k, so construct mode never returns a
+  // kernel slower than the untuned one (the analytic model misranks some shapes; measuring one
+  // more candidate is cheap insurance).
+  bool include_default = true;
   MeasureConfig measure;
   // Machine description; host_memory_hierarchy() (probed once, cached on disk) when empty.
   std::optional<cost::MemoryHierarchy> hardware;
