@@ -3,8 +3,8 @@
     python benchmarks/models.py [--models resnet18 mobilenet_v2 bert gpt2] [--batch 1]
                                 [--json out.json]
 
-Random weights, no downloads: ResNet-18 and MobileNetV2 are defined here (torchvision is not
-a dependency), BERT-base and GPT-2 small are built from transformers configs. Eval mode, fp32,
+Random weights, no downloads: ResNet-18 and MobileNetV2 come from tessera.models (torchvision is
+not a dependency), BERT-base and GPT-2 small are built from transformers configs. Eval mode, fp32,
 batch 1 by default; ResNet/MobileNet at 224x224, BERT/GPT-2 at sequence length 128.
 
 Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
@@ -27,98 +27,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 
 import tessera  # noqa: E402
+from tessera.models import HiddenStates, MobileNetV2, ResNet18  # noqa: E402
 from common import arg_parser, interleaved, print_table, write_json  # noqa: E402
 
 
 # ---- models ---------------------------------------------------------------------------------
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                      nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = torch.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return torch.relu(y + (x if self.down is None else self.down(x)))
-
-
-class ResNet18(nn.Module):
-    def __init__(self, num_classes=1000):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
-                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        blocks, cin = [], 64
-        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
-            blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
-            cin = cout
-        self.layers = nn.Sequential(*blocks)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
-
-
-class InvertedResidual(nn.Module):
-    def __init__(self, cin, cout, stride, expand):
-        super().__init__()
-        hidden = cin * expand
-        self.residual = stride == 1 and cin == cout
-        layers = []
-        if expand != 1:
-            layers += [nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6()]
-        layers += [nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
-                   nn.BatchNorm2d(hidden), nn.ReLU6(),
-                   nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
-        self.block = nn.Sequential(*layers)
-
-    def forward(self, x):
-        return x + self.block(x) if self.residual else self.block(x)
-
-
-class MobileNetV2(nn.Module):
-    # (expansion, channels, repeats, stride) of the paper's table 2
-    SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                (6, 160, 3, 2), (6, 320, 1, 1)]
-
-    def __init__(self, num_classes=1000):
-        super().__init__()
-        layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()]
-        cin = 32
-        for t, c, n, s in self.SETTINGS:
-            for i in range(n):
-                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
-                cin = c
-        layers += [nn.Conv2d(cin, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU6()]
-        self.features = nn.Sequential(*layers)
-        self.classifier = nn.Linear(1280, num_classes)
-
-    def forward(self, x):
-        x = self.features(x)
-        return self.classifier(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
-
-
-class _HiddenStates(nn.Module):
-    """A transformers model returning its last hidden state as a plain tensor."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(ids).last_hidden_state
-
 
 def build(name: str, batch: int):
     torch.manual_seed(0)
@@ -129,11 +44,11 @@ def build(name: str, batch: int):
     if name == "bert":
         from transformers import BertConfig, BertModel
         model = BertModel(BertConfig())  # BERT-base: 12 layers, hidden 768, 12 heads
-        return _HiddenStates(model), torch.randint(0, 30522, (batch, 128))
+        return HiddenStates(model), torch.randint(0, 30522, (batch, 128))
     if name == "gpt2":
         from transformers import GPT2Config, GPT2Model
         model = GPT2Model(GPT2Config())  # GPT-2 small: 12 layers, hidden 768, 12 heads
-        return _HiddenStates(model), torch.randint(0, 50257, (batch, 128))
+        return HiddenStates(model), torch.randint(0, 50257, (batch, 128))
     raise ValueError(f"unknown model {name!r}")
 
 

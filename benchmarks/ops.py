@@ -3,6 +3,7 @@ torch, fp32, all cores.
 
     python benchmarks/ops.py [--json out.json] [--ops gemm2048 conv_res2 ...] [--seeds 5]
                              [--rounds 3] [--top-k 8] [--no-ablation] [--threads N] [--list]
+                             [--include-default]
 
 Per op a record
   {"op", "shape", "flops",
@@ -162,7 +163,8 @@ def bench_op(op: Op, args) -> dict:
     kernels["default"] = tessera.Kernel(outputs, inputs, name=f"{op.name}_default")
 
     def construct(key: str, **kw) -> dict:
-        r = tessera._C.construct(outputs, inputs, top_k=args.top_k, **kw)
+        r = tessera._C.construct(outputs, inputs, top_k=args.top_k,
+                                 include_default=args.include_default, **kw)
         kernels[key] = tessera.Kernel(outputs, inputs, schedule=r["schedule"], name=f"{op.name}_{key}")
         rec["schedules"][key] = r["schedule"]
         return r
@@ -246,6 +248,11 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--top-k", type=int, default=8)
     p.add_argument("--eq1", default="printed", choices=["corrected", "printed"])
+    # The backend measures the rules' default schedule next to construct's top-k (it never
+    # returns a slower kernel than the untuned one); the comparison of the construction
+    # algorithms themselves leaves it out unless asked.
+    p.add_argument("--include-default", action="store_true",
+                   help="measure the rules' default schedule with each construct run")
     p.add_argument("--min-time-ms", type=float, default=100.0)
     p.add_argument("--no-ablation", dest="ablation", action="store_false")
     p.add_argument("--ablation-seeds", type=int, default=3,

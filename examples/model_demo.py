@@ -31,24 +31,13 @@ import statistics
 import time
 
 import torch
-import torch.nn as nn
 
 import tessera
+from tessera.models import HiddenStates, ResNet18
 from tessera.backend import records
 
 
 # ---- models ---------------------------------------------------------------------------------
-
-class HiddenStates(nn.Module):
-    """A transformers model returning its last hidden state as a plain tensor."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(ids).last_hidden_state
-
 
 def small_bert(layers: int, seq: int):
     from transformers import BertConfig, BertModel
@@ -56,41 +45,6 @@ def small_bert(layers: int, seq: int):
                         intermediate_size=1024, max_position_embeddings=seq)
     model = HiddenStates(BertModel(config))
     return model, torch.randint(0, config.vocab_size, (1, seq))
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                      nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = torch.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return torch.relu(y + (x if self.down is None else self.down(x)))
-
-
-class ResNet18(nn.Module):
-    def __init__(self, num_classes=1000):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
-                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        blocks, cin = [], 64
-        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
-            blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
-            cin = cout
-        self.layers = nn.Sequential(*blocks)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
 
 
 def build(name: str, quick: bool):

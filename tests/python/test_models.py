@@ -17,6 +17,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+from tessera.models import HiddenStates, InvertedResidual, ResNet18
+
 KERNELS = {"anchor_measure": False, "fallback": False}
 DEFAULT = {"fallback": False}
 
@@ -76,56 +78,6 @@ def weighted_loss(model, x, w):
 
 # ---- models -------------------------------------------------------------------------------
 
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                      nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = torch.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return torch.relu(y + (x if self.down is None else self.down(x)))
-
-
-class ResNet18(nn.Module):
-    def __init__(self, num_classes=10):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
-                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        blocks, cin = [], 64
-        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
-            blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
-            cin = cout
-        self.layers = nn.Sequential(*blocks)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
-
-
-class InvertedResidual(nn.Module):
-    def __init__(self, cin, cout, stride, expand):
-        super().__init__()
-        hidden = cin * expand
-        self.residual = stride == 1 and cin == cout
-        self.block = nn.Sequential(
-            nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(),
-            nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
-            nn.BatchNorm2d(hidden), nn.ReLU6(),
-            nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        return x + self.block(x) if self.residual else self.block(x)
-
-
 def randomize_bn(model):
     """Non-trivial running statistics and affine parameters, so eval-mode batch norm is not
     the identity."""
@@ -151,15 +103,6 @@ def mobilenet_blocks():
     return randomize_bn(nn.Sequential(
         nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
         InvertedResidual(16, 24, 2, 6), InvertedResidual(24, 24, 1, 6)))
-
-
-class HiddenStates(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(ids).last_hidden_state
 
 
 def bert():
@@ -195,7 +138,7 @@ def test_mlp_inference(batch):
 @pytest.mark.parametrize("batch,options", [(1, DEFAULT), (1, KERNELS), (8, KERNELS)])
 def test_resnet18_inference(batch, options):
     torch.manual_seed(0)
-    model = randomize_bn(ResNet18())
+    model = randomize_bn(ResNet18(num_classes=10))
     got, want = run_inference(model, torch.randn(batch, 3, 32, 32), options)
     assert_close_scaled(got, want, rel=1e-3)
 
@@ -230,7 +173,7 @@ def test_mlp_training_step():
 
 def test_resnet18_training_step():
     torch.manual_seed(0)
-    model = ResNet18()
+    model = ResNet18(num_classes=10)
     x = torch.randn(4, 3, 32, 32)
     w = torch.randn(4, 10, generator=torch.Generator().manual_seed(3))
     # Default options: large convolutions go to ATen without building Tessera's (slower) fused
