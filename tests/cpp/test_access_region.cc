@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 
+#include "const_dims.h"
 #include "cost/access_region.h"
 #include "ir/eval.h"
 #include "ir/functor.h"
@@ -18,11 +19,7 @@ namespace {
 using ir::Expr;
 using ir::Tensor;
 
-std::vector<Expr> dims(std::initializer_list<int64_t> d) {
-  std::vector<Expr> out;
-  for (int64_t x : d) out.push_back(ir::int_imm(x));
-  return out;
-}
+using testing::dims;
 
 // Regions of the reduction stage computing `t` (producers such as pads inlined).
 AccessRegions regions_of(const Tensor& t, const std::vector<Tensor>& inputs) {

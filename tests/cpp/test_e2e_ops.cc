@@ -1,5 +1,6 @@
 // Every operator the foundation supports, compiled with its default schedule through the LLVM
 // JIT (and, for small cases, the loop-IR interpreter), checked against the reference interpreter.
+#include "const_dims.h"
 #include "e2e_harness.h"
 #include "ops/ops.h"
 
@@ -9,12 +10,6 @@ namespace {
 using ir::Expr;
 using ir::placeholder;
 using ir::Tensor;
-
-std::vector<Expr> dims(std::initializer_list<int64_t> d) {
-  std::vector<Expr> out;
-  for (int64_t x : d) out.push_back(ir::int_imm(x));
-  return out;
-}
 
 void check_both(const Graph& g, Tolerance tol = {}) {
   check_graph(g, std::nullopt, /*use_jit=*/true, tol);

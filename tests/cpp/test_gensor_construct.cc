@@ -3,6 +3,7 @@
 // candidate measurer rejects schedules that do not build. Small shapes and top-2 keep it fast.
 #include <gtest/gtest.h>
 
+#include "const_dims.h"
 #include "e2e_harness.h"
 #include "ops/ops.h"
 #include "tune/common.h"
@@ -15,11 +16,7 @@ using ir::Expr;
 using ir::Tensor;
 using testing::Graph;
 
-std::vector<Expr> dims(std::initializer_list<int64_t> d) {
-  std::vector<Expr> out;
-  for (int64_t x : d) out.push_back(ir::int_imm(x));
-  return out;
-}
+using testing::dims;
 
 // A fixed machine: nothing is probed, results do not depend on the host's timing noise.
 cost::MemoryHierarchy synthetic_hw() {

@@ -6,6 +6,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "const_dims.h"
 #include "ops/ops.h"
 #include "schedule/lower.h"
 #include "tune/gensor/etir.h"
@@ -20,11 +21,7 @@ namespace {
 using ir::Expr;
 using ir::Tensor;
 
-std::vector<Expr> dims(std::initializer_list<int64_t> d) {
-  std::vector<Expr> out;
-  for (int64_t x : d) out.push_back(ir::int_imm(x));
-  return out;
-}
+using testing::dims;
 
 // 2 GHz (128 GFLOP/s per core with 16 lanes and 2 FMA ports), 1 MiB L2, 32 KiB L1.
 cost::MemoryHierarchy synthetic_hw(int64_t l2_bytes = 1 << 20) {

@@ -1,6 +1,7 @@
 // Row fusion: softmax and layer norm lower to one parallel loop (their stages walk the same
 // rows); a chain whose consumer reads another row's result keeps separate loops. Results are
 // checked against the reference interpreter either way.
+#include "const_dims.h"
 #include "e2e_harness.h"
 #include "ir/functor.h"
 #include "ops/ops.h"
@@ -25,12 +26,6 @@ int count_parallel_loops(const loop::Stmt& s) {
 int parallel_loops_of(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
   compiler::BuiltKernel k = compiler::build_cpu(outs, ins);
   return count_parallel_loops(k.func().body);
-}
-
-std::vector<ir::Expr> dims(std::initializer_list<int64_t> d) {
-  std::vector<ir::Expr> out;
-  for (int64_t x : d) out.push_back(ir::int_imm(x));
-  return out;
 }
 
 TEST(RowFusion, SoftmaxIsOneParallelLoop) {

@@ -2,6 +2,7 @@
 // with operands packed along whichever dimension that axis indexes: the schedule rules' choice
 // (conv2d on small images picks c_out and packs the weight along dim 0; Q.K^T packs K's row dim)
 // and the generated kernels, checked against the reference interpreter.
+#include "const_dims.h"
 #include "e2e_harness.h"
 #include "ops/ops.h"
 #include "schedule/default_schedule.h"
@@ -13,12 +14,6 @@ namespace {
 using ir::Expr;
 using ir::placeholder;
 using ir::Tensor;
-
-std::vector<Expr> dims(std::initializer_list<int64_t> d) {
-  std::vector<Expr> out;
-  for (int64_t x : d) out.push_back(ir::int_imm(x));
-  return out;
-}
 
 schedule::Target avx512_target() {
   schedule::Target t;
