@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List
 import torch
 import torch.fx as fx
 
+from . import graph_guard
 from .log import log_once
 from .meta import record
 from .options import Options
@@ -181,12 +182,38 @@ class CompiledGraph:
                      f"tessera: compiling a {self.kind} graph failed, it runs eagerly "
                      f"({type(e).__name__}: {e})", level=logging.WARNING)
             runner, summary = self._eager_runner(), Summary(failures=[f"graph: {e}"])
+        if self.options.anchor_measure and self.kind == "inference" and summary.kernels > 0 \
+                and not graph_guard.has_side_effects(self.gm):
+            runner = self._guard(runner, summary, args)
         self.compile_s += time.perf_counter() - t0
         with self._lock:
             self._runners[key] = runner
             self.summaries[key] = summary
         _recent.append((self.serial, self.kind, summary))
         return outs
+
+    def _guard(self, runner: Callable, summary: Summary, args: List[Any]) -> Callable:
+        """The compiled runner, unless the whole graph measures slower than eager (see
+        graph_guard); then the eager runner, logged."""
+        try:
+            compiled_ms, eager_ms = graph_guard.compare(runner, self.gm, args)
+        except Exception as e:  # a failed measurement changes nothing
+            log_once(f"graph-guard:{type(e).__name__}", f"tessera: could not time the compiled "
+                     f"graph against eager ({type(e).__name__}: {e})", level=logging.INFO)
+            return runner
+        summary.graph_times_ms = {"compiled": compiled_ms, "eager": eager_ms}
+        if self.options.verbose:
+            logging.getLogger("tessera").info(
+                "tessera: whole %s graph: compiled %.3f ms, eager %.3f ms", self.kind,
+                compiled_ms, eager_ms)
+        if compiled_ms <= graph_guard.MARGIN * eager_ms:
+            return runner
+        summary.graph_choice = "eager"
+        log_once(f"graph-guard-eager:{self.serial}",
+                 f"tessera: a compiled {self.kind} graph ({summary.kernels} kernels) measured "
+                 f"{compiled_ms:.3f} ms against {eager_ms:.3f} ms eager; it runs eagerly",
+                 level=logging.INFO)
+        return self._eager_runner()
 
     def _eager_runner(self) -> Callable:
         gm = self.gm

@@ -42,6 +42,10 @@ class Summary:
     steps: List[Step] = dataclasses.field(default_factory=list, repr=False)
     # Runs of kernels executed by one C++ Program each (program_runner.Segment).
     segments: List[Any] = dataclasses.field(default_factory=list, repr=False)
+    # The whole graph timed against eager on its first inputs (graph_guard.py): "compiled" or
+    # "eager" (the compiled runner lost and the graph runs eagerly).
+    graph_choice: str = "compiled"
+    graph_times_ms: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
         lines = [f"{self.kernels} Tessera kernels"]
@@ -50,6 +54,10 @@ class Summary:
             temps = sum(g.temp_bytes for g in self.segments)
             lines.append(f"{len(self.segments)} C++ programs, {arena} arena bytes for "
                          f"{temps} bytes of intermediates")
+        if self.graph_times_ms:
+            t = self.graph_times_ms
+            lines.append(f"whole graph: compiled {t['compiled']:.3f} ms, eager {t['eager']:.3f} ms"
+                         f" -> {self.graph_choice}")
         if self.aten_ops:
             lines.append("ATen: " + ", ".join(f"{k} x{v}"
                                               for k, v in sorted(self.aten_ops.items())))

@@ -1,0 +1,63 @@
+"""The whole-graph check (backend/graph_guard.py): a compiled inference graph that measures
+slower than its eager execution runs eagerly, logged; graphs with side effects are never timed."""
+
+import torch
+import torch.fx as fx
+
+from tessera.backend import graph_guard
+from tessera.backend.graph import compiled_graphs
+
+aten = torch.ops.aten
+
+
+def _graph(op):
+    g = fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(op, (x, 1.0))
+    g.output(y)
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_side_effects_are_detected_from_the_schema():
+    assert graph_guard.has_side_effects(_graph(aten.add_.Scalar))
+    assert not graph_guard.has_side_effects(_graph(aten.add.Scalar))
+
+
+def test_compare_times_both_implementations():
+    gm = _graph(aten.mul.Scalar)
+    calls = []
+
+    def runner(args):
+        calls.append(len(args))
+        return gm(*args)
+    compiled_ms, eager_ms = graph_guard.compare(runner, gm, [torch.randn(64, 64)])
+    assert compiled_ms > 0 and eager_ms > 0
+    assert calls and all(n == 1 for n in calls)  # every call got its own copy of the inputs
+
+
+def _compile_mlp(monkeypatch, times):
+    monkeypatch.setattr(graph_guard, "compare", lambda runner, gm, args: times)
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    fast = torch.compile(model, backend="tessera", options={"records_db": False,
+                                                             "tune": "default"})
+    x = torch.randn(16, 32)
+    with torch.no_grad():
+        fast(x)
+        out = fast(x)
+        torch.testing.assert_close(out, model(x))
+    graph = compiled_graphs()[-1]
+    return graph, next(iter(graph.summaries.values()))
+
+
+def test_a_graph_slower_than_eager_runs_eagerly(monkeypatch):
+    graph, summary = _compile_mlp(monkeypatch, (2.0, 1.0))
+    assert summary.kernels > 0
+    assert summary.graph_choice == "eager"
+    assert summary.graph_times_ms == {"compiled": 2.0, "eager": 1.0}
+    assert "-> eager" in summary.describe()
+
+
+def test_a_graph_faster_than_eager_keeps_its_kernels(monkeypatch):
+    graph, summary = _compile_mlp(monkeypatch, (1.0, 2.0))
+    assert summary.graph_choice == "compiled"
