@@ -42,6 +42,7 @@ import tessera  # noqa: E402
 from common import arg_parser, interleaved, print_table, write_json  # noqa: E402
 from tessera.backend import graph as graph_mod  # noqa: E402
 from tessera.backend import program_runner  # noqa: E402
+from tessera.models import TransformerBlock  # noqa: E402
 
 OPTS = {"anchor_measure": False}
 
@@ -144,30 +145,9 @@ def chain(rounds: int) -> list:
     return _records("4 kernels in a chain", times)
 
 
-class Block(torch.nn.Module):
-    """A tiny pre-norm transformer block (d=32, 4 heads, 6 tokens): 7 kernels whose
-    intermediates are separated by reshapes and weight transposes."""
-
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        nn = torch.nn
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
-        att = (q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5).softmax(-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(self.ln2(x))
-
-
 def block(rounds: int) -> list:
     torch.manual_seed(0)
-    model = Block().eval()
+    model = TransformerBlock().eval()
     x = torch.randn(2, 6, 32)
 
     def fn(x):

@@ -153,12 +153,14 @@ struct VectorChoice {
   RegisterTile rt;
 };
 
-VectorChoice choose_vector_axis(const Stage& stage, const StagePlan& plan, const Target& target) {
+// `innermost` is the analysis for the output's innermost axis (the caller has it already).
+VectorChoice choose_vector_axis(const Stage& stage, const StagePlan& plan, const Target& target,
+                                const AccessPattern& innermost) {
   const ir::ComputeOpNode& op = *stage.op->op;
   const int n = static_cast<int>(op.axes.size());
   auto evaluate = [&](int axis) {
     VectorChoice c;
-    c.ap = analyze_access_pattern(stage, plan, axis);
+    c.ap = axis == innermost.vector_axis ? innermost : analyze_access_pattern(stage, plan, axis);
     if (c.ap.row_axis < 0) return c;
     c.rt = choose_register_tile(extent_of(op.axes[c.ap.row_axis].extent),
                                 extent_of(op.axes[c.ap.vector_axis].extent), target);
@@ -217,7 +219,7 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
     return std::min<int64_t>(target.vector_lanes, pow2_floor(std::max<int64_t>(ext, 1)));
   };
   if (m > 0 && n > 0) {
-    VectorChoice vc = choose_vector_axis(stage, plan, target);
+    VectorChoice vc = choose_vector_axis(stage, plan, target, ap);
     const int vaxis = vc.ap.vector_axis;
     const int64_t vl = lanes_for(vaxis);
     if (vl >= 4 && vc.ap.row_axis >= 0) {

@@ -1,5 +1,7 @@
 #include "schedule/row_fusion.h"
 
+#include <set>
+
 #include "ir/functor.h"
 #include "util/check.h"
 
@@ -15,15 +17,16 @@ bool same_extent(const Expr& a, const Expr& b) {
   return a->is_const_int() && b->is_const_int() && a->int_value == b->int_value;
 }
 
-// Does `reader` (the stage, with inlined producers and its epilogue) read `producer` in its own
-// rows only: the first `rows` indices of every access are the reader's first `rows` axis
-// variables? (The other indices may be anything: the producer's task covers those dims whole.)
-bool reads_in_own_rows(const Stage& reader, const StagePlan& plan, const ir::TensorNode* producer,
-                       size_t rows) {
+// Does `reader` (the stage, with inlined producers and its epilogue) read the `producers` in its
+// own rows only: the first `rows` indices of every access to one of them are the reader's first
+// `rows` axis variables? (The other indices may be anything: a producer's task covers those
+// dims whole.)
+bool reads_in_own_rows(const Stage& reader, const StagePlan& plan,
+                       const std::set<const ir::TensorNode*>& producers, size_t rows) {
   bool ok = true;
   auto check = [&](const Expr& body, const std::vector<ir::IterVar>& axes) {
     ir::visit_expr(body, [&](const Expr& e) {
-      if (!ok || e->kind != ExprKind::kAccess || e->tensor.get() != producer) return;
+      if (!ok || e->kind != ExprKind::kAccess || !producers.count(e->tensor.get())) return;
       if (e->operands.size() < rows || axes.size() < rows) {
         ok = false;
         return;
@@ -61,12 +64,9 @@ bool joins(const StagePlan& plan, const KernelSchedule& ks, const std::vector<si
     }
   }
   // Every earlier member it reads must be read in its own rows.
-  for (size_t m : members) {
-    if (!reads_in_own_rows(plan.stages[next], plan, plan.stages[m].written().get(), rows.size())) {
-      return false;
-    }
-  }
-  return true;
+  std::set<const ir::TensorNode*> written;
+  for (size_t m : members) written.insert(plan.stages[m].written().get());
+  return reads_in_own_rows(plan.stages[next], plan, written, rows.size());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "const_dims.h"
 #include "e2e_harness.h"
 #include "ops/ops.h"
+#include "synthetic_hw.h"
 #include "tune/common.h"
 #include "tune/gensor/construct.h"
 
@@ -17,21 +18,7 @@ using ir::Tensor;
 using testing::Graph;
 
 using testing::dims;
-
-// A fixed machine: nothing is probed, results do not depend on the host's timing noise.
-cost::MemoryHierarchy synthetic_hw() {
-  cost::MemoryHierarchy h;
-  h.cores = 2;
-  h.vector_lanes = 16;
-  h.num_vector_registers = 32;
-  h.fp32_gflops_core = 128;
-  h.dram_bw_all_gbs = 20;
-  h.levels = {{"dram", 0, 64, 10.0, 100.0},
-              {"l2", 1 << 20, 64, 100.0, 5.0},
-              {"l1", 32 << 10, 64, 200.0, 1.0},
-              {"reg", 2048, 64, 1000.0, 0.5}};
-  return h;
-}
+using testing::synthetic_hw;
 
 ConstructOptions fast_options(ConstructMode mode, bool predict_only = false) {
   ConstructOptions o;

@@ -9,6 +9,7 @@
 #include "const_dims.h"
 #include "ops/ops.h"
 #include "schedule/lower.h"
+#include "synthetic_hw.h"
 #include "tune/gensor/etir.h"
 #include "tune/gensor/model.h"
 #include "tune/gensor/roller.h"
@@ -22,21 +23,7 @@ using ir::Expr;
 using ir::Tensor;
 
 using testing::dims;
-
-// 2 GHz (128 GFLOP/s per core with 16 lanes and 2 FMA ports), 1 MiB L2, 32 KiB L1.
-cost::MemoryHierarchy synthetic_hw(int64_t l2_bytes = 1 << 20) {
-  cost::MemoryHierarchy h;
-  h.cores = 2;
-  h.vector_lanes = 16;
-  h.num_vector_registers = 32;
-  h.fp32_gflops_core = 128;
-  h.dram_bw_all_gbs = 20;
-  h.levels = {{"dram", 0, 64, 10.0, 100.0},
-              {"l2", l2_bytes, 64, 100.0, 5.0},
-              {"l1", 32 << 10, 64, 200.0, 1.0},
-              {"reg", 2048, 64, 1000.0, 0.5}};
-  return h;
-}
+using testing::synthetic_hw;
 
 schedule::Target synthetic_target() {
   schedule::Target t;

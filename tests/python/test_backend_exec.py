@@ -20,6 +20,7 @@ from tessera.backend import program_runner
 from tessera.backend.kernel_build import InputPrep, OutputSpec
 from tessera.backend.options import Options
 from tessera.backend.runner import Step
+from tessera.models import TransformerBlock
 
 KERNELS = {"anchor_measure": False, "fallback": False}
 
@@ -194,30 +195,9 @@ def test_small_convnet(channels_last):
         assert_close(c(x), net(x), rel=1e-3)
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block written out (nn.TransformerEncoderLayer in eval mode is one
-    fused ATen operator, which would leave nothing to compile)."""
-
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
-        att = (q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, d)
-        x = x + self.proj(y)
-        return x + self.mlp(self.ln2(x))
-
-
 def test_transformer_block_inference_and_training_step():
     torch.manual_seed(0)
-    block = Block()
+    block = TransformerBlock()
     x, wgt = torch.randn(2, 6, 32), torch.randn(2, 6, 32)
     with torch.no_grad():
         c, graphs = compile_fn(block, x)

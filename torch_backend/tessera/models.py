@@ -88,6 +88,27 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class TransformerBlock(nn.Module):
+    """A pre-norm transformer block written out op by op (nn.TransformerEncoderLayer in eval
+    mode is one fused ATen operator, which would leave nothing to compile): its kernels are
+    separated by reshapes and weight transposes, as in real transformer graphs."""
+
+    def __init__(self, d: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+        att = (q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
 class HiddenStates(nn.Module):
     """A transformers model returning its last hidden state as a plain tensor."""
 
@@ -99,4 +120,5 @@ class HiddenStates(nn.Module):
         return self.model(ids).last_hidden_state
 
 
-__all__ = ["BasicBlock", "ResNet18", "InvertedResidual", "MobileNetV2", "HiddenStates"]
+__all__ = ["BasicBlock", "ResNet18", "InvertedResidual", "MobileNetV2", "TransformerBlock",
+           "HiddenStates"]
