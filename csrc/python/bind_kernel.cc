@@ -143,6 +143,10 @@ void bind_kernel(py::module_& m) {
                              [](const PyKernel& k) { return k.built.schedule().dump(); })
       .def_property_readonly("loop_ir",
                              [](const PyKernel& k) { return loop::to_string(k.built.func()); })
+      .def_property_readonly(
+          "llvm_ir", [](const PyKernel& k) { return k.built.kernel()->compiled().llvm_ir(); })
+      .def_property_readonly(
+          "assembly", [](const PyKernel& k) { return k.built.kernel()->compiled().assembly(); })
       .def_property_readonly("num_inputs",
                              [](const PyKernel& k) { return k.built.plan().inputs.size(); })
       .def_property_readonly("num_outputs",
@@ -205,19 +209,23 @@ void bind_kernel(py::module_& m) {
   m.def(
       "build",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
-         const std::optional<std::string>& schedule_json, const std::string& name) {
+         const std::optional<std::string>& schedule_json, const std::string& name,
+         bool keep_source) {
         std::vector<ir::Tensor> outs, ins;
         for (const auto& t : outputs) outs.push_back(t.tensor);
         for (const auto& t : inputs) ins.push_back(t.tensor);
         compiler::BuildOptions opts;
         opts.name = name;
+        opts.codegen.keep_ir = keep_source;
+        opts.codegen.keep_asm = keep_source;
         if (schedule_json) opts.schedule = schedule::KernelSchedule::parse(*schedule_json);
         return PyKernel{compiler::build_cpu(outs, ins, opts)};
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("schedule") = py::none(),
-      py::arg("name") = "kernel",
+      py::arg("name") = "kernel", py::arg("keep_source") = false,
       "Compiles the compute DAG of `outputs` (reading `inputs`) to a CPU kernel; `schedule` is "
-      "a JSON schedule (default heuristics when omitted).");
+      "a JSON schedule (default heuristics when omitted). keep_source keeps the optimised LLVM "
+      "IR and the assembly (Kernel.llvm_ir, Kernel.assembly).");
 }
 
 }  // namespace tessera::python

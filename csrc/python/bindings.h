@@ -18,6 +18,7 @@ void bind_ir(pybind11::module_& m);
 void bind_ops(pybind11::module_& m);
 void bind_kernel(pybind11::module_& m);
 void bind_runtime(pybind11::module_& m);
+void bind_host_threads(pybind11::module_& m);
 void bind_frontend(pybind11::module_& m);
 void bind_db(pybind11::module_& m);
 void bind_tune(pybind11::module_& m);

@@ -22,6 +22,7 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_ops(ops);
   tessera::python::bind_kernel(m);
   tessera::python::bind_runtime(m);
+  tessera::python::bind_host_threads(m);
   tessera::python::bind_frontend(m);
   tessera::python::bind_db(m);
   tessera::python::bind_tune(m);

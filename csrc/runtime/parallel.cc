@@ -275,6 +275,48 @@ PoolState* state() {
   return g_state.load(std::memory_order_acquire);
 }
 
+std::atomic<TeamLauncher> g_team_launcher{nullptr};
+
+// One parallel loop run by a host team: every member takes chunks until none is left.
+struct TeamJob {
+  ParallelBody body;
+  void* closure;
+  int64_t num_tasks;
+  int64_t num_chunks;
+  std::atomic<int64_t> next_chunk{0};
+  std::mutex error_mu;
+  std::exception_ptr error;
+
+  static void member(void* data) {
+    auto* job = static_cast<TeamJob*>(data);
+    ParallelRegionGuard guard;
+    const int64_t q = job->num_tasks / job->num_chunks, r = job->num_tasks % job->num_chunks;
+    for (;;) {
+      const int64_t chunk = job->next_chunk.fetch_add(1, std::memory_order_relaxed);
+      if (chunk >= job->num_chunks) return;
+      const int64_t begin = chunk * q + std::min<int64_t>(chunk, r);
+      const int64_t end = begin + q + (chunk < r ? 1 : 0);
+      try {
+        job->body(job->closure, begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(job->error_mu);
+        if (!job->error) job->error = std::current_exception();
+      }
+    }
+  }
+};
+
+void run_on_team(TeamLauncher launch, int num_threads, int64_t num_tasks, ParallelBody body,
+                 void* closure) {
+  TeamJob job;
+  job.body = body;
+  job.closure = closure;
+  job.num_tasks = num_tasks;
+  job.num_chunks = std::min<int64_t>(num_tasks, int64_t{num_threads} * kChunksPerThread);
+  launch(&TeamJob::member, &job, num_threads);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
 void run_serial(int64_t num_tasks, ParallelBody body, void* closure) {
   ParallelRegionGuard guard;
   body(closure, 0, num_tasks);
@@ -295,6 +337,10 @@ int get_num_threads() {
 
 bool in_parallel_region() { return t_in_parallel; }
 
+void set_team_launcher(TeamLauncher launch) { g_team_launcher.store(launch); }
+
+TeamLauncher team_launcher() { return g_team_launcher.load(); }
+
 void parallel_for(int64_t num_tasks, ParallelBody body, void* closure) {
   if (num_tasks <= 0) return;
   if (t_in_parallel) {
@@ -304,6 +350,10 @@ void parallel_for(int64_t num_tasks, ParallelBody body, void* closure) {
   const int want = get_num_threads();
   if (want <= 1 || num_tasks == 1) {
     run_serial(num_tasks, body, closure);
+    return;
+  }
+  if (TeamLauncher launch = g_team_launcher.load(std::memory_order_acquire)) {
+    run_on_team(launch, want, num_tasks, body, closure);
     return;
   }
   PoolState* s = state();

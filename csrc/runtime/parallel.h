@@ -37,6 +37,16 @@ void parallel_for(int64_t num_tasks, ParallelBody body, void* closure);
 // True while the current thread is executing a parallel_for body (on a worker or the caller).
 bool in_parallel_region();
 
+// A host framework's thread team. Inside PyTorch, ATen ops run on torch's OpenMP threads; a
+// second pool of Tessera threads next to them oversubscribes the cores (each pool spins while the
+// other works) and slows both. A launcher hands parallel loops to the host's team instead:
+// launch(member, data, num_threads) must call member(data) once on each thread of a team of up
+// to num_threads threads, the calling thread included, and return when all calls have returned.
+// Chunks are then taken dynamically by the team's members. nullptr restores Tessera's own pool.
+using TeamLauncher = void (*)(void (*member)(void* data), void* data, int num_threads);
+void set_team_launcher(TeamLauncher launch);
+TeamLauncher team_launcher();
+
 }  // namespace tessera::runtime
 
 // C ABI entry point for JIT-compiled code. Same semantics as tessera::runtime::parallel_for; if a

@@ -1,5 +1,6 @@
 // Tests for the thread pool: coverage and balance of the chunks, dynamic hand-out, nesting,
-// concurrent callers, resizing, exceptions, the C ABI entry point and behaviour after fork().
+// concurrent callers, resizing, exceptions, the C ABI entry point, behaviour after fork(), and
+// loops handed to a host thread team (set_team_launcher).
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -297,6 +298,90 @@ TEST_F(ParallelTest, ChildProcessAfterForkGetsAWorkingPool) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "child died (signal " << WTERMSIG(status) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A host team made of plain threads, standing in for an OpenMP runtime: member(data) runs once on
+// the caller and once on each of num_threads - 1 fresh threads. Counts launches.
+std::atomic<int> g_team_launches{0};
+void thread_team(void (*member)(void*), void* data, int num_threads) {
+  g_team_launches.fetch_add(1);
+  std::vector<std::thread> team;
+  for (int t = 1; t < num_threads; ++t) team.emplace_back(member, data);
+  member(data);
+  for (auto& t : team) t.join();
+}
+
+// Installs the test team for one test and always restores Tessera's pool.
+class TeamLauncherTest : public ParallelTest {
+ protected:
+  void SetUp() override {
+    g_team_launches.store(0);
+    set_team_launcher(&thread_team);
+  }
+  void TearDown() override {
+    set_team_launcher(nullptr);
+    ParallelTest::TearDown();
+  }
+};
+
+TEST_F(TeamLauncherTest, LoopsRunOnTheHostTeamWithTheSameChunks) {
+  ASSERT_EQ(team_launcher(), &thread_team);
+  for (int threads : {2, 3}) {
+    set_num_threads(threads);
+    for (int64_t n : {2, 7, 100, 1001}) {
+      Recorder rec(n);
+      tessera_parallel_for(n, Recorder::body, &rec);  // the JIT's entry point takes the same path
+      expect_exact_balanced_cover(rec, n, threads);
+    }
+  }
+  EXPECT_EQ(g_team_launches.load(), 8);
+}
+
+TEST_F(TeamLauncherTest, SerialCasesAndNestedLoopsDoNotLaunchATeam) {
+  set_num_threads(1);
+  Recorder one_thread(10);
+  parallel_for(10, Recorder::body, &one_thread);
+  set_num_threads(2);
+  Recorder one_task(1);
+  parallel_for(1, Recorder::body, &one_task);
+  EXPECT_EQ(g_team_launches.load(), 0);
+  // A loop inside a body runs inline on the member that issued it.
+  std::atomic<int64_t> inner_total{0};
+  parallel_for(
+      4,
+      [](void* c, int64_t b, int64_t e) {
+        EXPECT_TRUE(in_parallel_region());
+        for (int64_t i = b; i < e; ++i) {
+          parallel_for(
+              5,
+              [](void* c2, int64_t b2, int64_t e2) {
+                static_cast<std::atomic<int64_t>*>(c2)->fetch_add(e2 - b2);
+              },
+              c);
+        }
+      },
+      &inner_total);
+  EXPECT_EQ(inner_total.load(), 20);
+  EXPECT_EQ(g_team_launches.load(), 1);
+  EXPECT_FALSE(in_parallel_region());
+}
+
+TEST_F(TeamLauncherTest, ExceptionsPropagateAndTheOwnPoolComesBack) {
+  set_num_threads(2);
+  int64_t throwing_begin = 3;
+  EXPECT_THROW(parallel_for(
+                   8,
+                   [](void* c, int64_t b, int64_t) {
+                     if (b == *static_cast<int64_t*>(c)) throw std::runtime_error("boom");
+                   },
+                   &throwing_begin),
+               std::runtime_error);
+  EXPECT_FALSE(in_parallel_region());
+  set_team_launcher(nullptr);
+  Recorder rec(50);
+  parallel_for(50, Recorder::body, &rec);
+  expect_exact_balanced_cover(rec, 50, 2);
+  EXPECT_EQ(g_team_launches.load(), 1);
 }
 
 }  // namespace

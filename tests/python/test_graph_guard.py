@@ -37,6 +37,8 @@ def test_compare_times_both_implementations():
 
 def _compile_mlp(monkeypatch, times):
     monkeypatch.setattr(graph_guard, "compare", lambda runner, gm, args: times)
+    # Tessera kernels whatever the partitions measure: the guard only looks at graphs with some.
+    monkeypatch.setenv("TESSERA_FORCE_CHOICE", "tessera")
     torch._dynamo.reset()
     model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
     fast = torch.compile(model, backend="tessera", options={"records_db": False,
@@ -61,3 +63,33 @@ def test_a_graph_slower_than_eager_runs_eagerly(monkeypatch):
 def test_a_graph_faster_than_eager_keeps_its_kernels(monkeypatch):
     graph, summary = _compile_mlp(monkeypatch, (1.0, 2.0))
     assert summary.graph_choice == "compiled"
+
+
+def test_the_times_are_kept_in_the_records_database(monkeypatch, tmp_path):
+    # A second compile of the same graph (a new process in real use: here the in-process caches
+    # are cleared) reads the guard's times from the database instead of timing again.
+    from tessera.backend import anchor
+    db = str(tmp_path / "records.db")
+    calls = []
+
+    def fake_compare(runner, gm, args):
+        calls.append(1)
+        return 3.0, 1.0
+    monkeypatch.setattr(graph_guard, "compare", fake_compare)
+    monkeypatch.setenv("TESSERA_FORCE_CHOICE", "tessera")
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(), torch.nn.Linear(40, 8))
+    x = torch.randn(8, 24)
+    summaries = []
+    for _ in range(2):
+        torch._dynamo.reset()
+        anchor.clear_decisions()
+        monkeypatch.setattr(anchor, "_remeasure", [False])  # a fresh process reads the records
+        fast = torch.compile(model, backend="tessera", options={"records_db": db,
+                                                                 "tune": "default"})
+        with torch.no_grad():
+            torch.testing.assert_close(fast(x), model(x))
+        summaries.append(next(iter(compiled_graphs()[-1].summaries.values())))
+    assert len(calls) == 1
+    for s in summaries:
+        assert s.graph_choice == "eager"
+        assert s.graph_times_ms == {"compiled": 3.0, "eager": 1.0}

@@ -14,10 +14,16 @@ from .kernel import Kernel
 
 __version__ = _C.version()
 
-# One pool size for both runtimes: Tessera's kernels and ATen's never oversubscribe the cores.
+# One set of threads for both runtimes: Tessera's parallel loops run on torch's OpenMP team, so
+# ATen's idle spinning threads never compete with a second pool for the cores.
+# TESSERA_THREAD_POOL=tessera keeps Tessera's own pool (then sized like torch's).
+import os as _os  # noqa: E402
+
 import torch as _torch  # noqa: E402
 
 _C.set_num_threads(_torch.get_num_threads())
+if _os.environ.get("TESSERA_THREAD_POOL", "openmp") != "tessera":
+    _C.use_openmp_threads(True)
 
 
 def set_num_threads(n: int) -> None:

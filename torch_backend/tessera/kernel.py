@@ -25,9 +25,9 @@ class Kernel:
     """A kernel compiled from tensor-expression outputs; call it with torch tensors."""
 
     def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
-                 schedule: Optional[str] = None, name: str = "kernel"):
+                 schedule: Optional[str] = None, name: str = "kernel", keep_source: bool = False):
         self._inputs = list(inputs)
-        self._kernel = _C.build(list(outputs), self._inputs, schedule, name)
+        self._kernel = _C.build(list(outputs), self._inputs, schedule, name, keep_source)
 
     @property
     def jit_ms(self) -> float:
@@ -40,6 +40,16 @@ class Kernel:
     @property
     def loop_ir(self) -> str:
         return self._kernel.loop_ir
+
+    @property
+    def llvm_ir(self) -> str:
+        """Optimised LLVM IR; needs keep_source=True (else empty)."""
+        return self._kernel.llvm_ir
+
+    @property
+    def assembly(self) -> str:
+        """Host assembly of the kernel; needs keep_source=True (else empty)."""
+        return self._kernel.assembly
 
     def _prepare(self, args, out):
         if len(args) != len(self._inputs):

@@ -186,6 +186,11 @@ def decide(key: str, parts: Dict[str, Callable[[], object]],
 _remeasure = [False]
 
 
+def remeasuring() -> bool:
+    """True after clear_decisions(): stored decisions are not read in this process."""
+    return _remeasure[0]
+
+
 def clear_decisions() -> None:
     """Forgets this process's decisions; later ones are measured again, not read from the
     records database (tests and benchmarks that want fresh measurements call it)."""

@@ -196,7 +196,8 @@ class CompiledGraph:
         """The compiled runner, unless the whole graph measures slower than eager (see
         graph_guard); then the eager runner, logged."""
         try:
-            compiled_ms, eager_ms = graph_guard.compare(runner, self.gm, args)
+            compiled_ms, eager_ms, stored = graph_guard.decide(
+                runner, self.gm, args, _signature(args), summary.kernels, self.options)
         except Exception as e:  # a failed measurement changes nothing
             log_once(f"graph-guard:{type(e).__name__}", f"tessera: could not time the compiled "
                      f"graph against eager ({type(e).__name__}: {e})", level=logging.INFO)
@@ -204,9 +205,9 @@ class CompiledGraph:
         summary.graph_times_ms = {"compiled": compiled_ms, "eager": eager_ms}
         if self.options.verbose:
             logging.getLogger("tessera").info(
-                "tessera: whole %s graph: compiled %.3f ms, eager %.3f ms", self.kind,
-                compiled_ms, eager_ms)
-        if compiled_ms <= graph_guard.MARGIN * eager_ms:
+                "tessera: whole %s graph: compiled %.3f ms, eager %.3f ms%s", self.kind,
+                compiled_ms, eager_ms, " (records database)" if stored else "")
+        if graph_guard.keeps_compiled(compiled_ms, eager_ms):
             return runner
         summary.graph_choice = "eager"
         log_once(f"graph-guard-eager:{self.serial}",

@@ -9,16 +9,25 @@ more than MARGIN slower, the graph runs eagerly instead, and the log says so.
 
 Only graphs without side effects are timed this way: running them a few extra times must not
 change anything (training graphs update batch-norm statistics and are left alone).
+
+The two times are kept in the records database next to the partition decisions (anchor.py),
+keyed by the graph's code, its input signature, the number of kernels its plan runs and
+everything anchor.decision_text adds (thread counts, tuning mode, version): a later process
+compiling the same graph decides without timing it again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import time
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
+
+from . import anchor
+from . import records as records_mod
 
 MARGIN = 1.02      # compiled may be at most 2% slower than eager before eager takes over
 ROUNDS = 5
@@ -62,3 +71,49 @@ def compare(runner: Callable, gm: fx.GraphModule, args: List[Any]) -> Tuple[floa
             times["compiled"].append(_round_ms(compiled))
             times["eager"].append(_round_ms(eager))
     return statistics.median(times["compiled"]), statistics.median(times["eager"])
+
+
+def keeps_compiled(compiled_ms: float, eager_ms: float) -> bool:
+    return compiled_ms <= MARGIN * eager_ms
+
+
+def _decision_text(gm: fx.GraphModule, signature: tuple, kernels: int, options: Any) -> str:
+    code = hashlib.sha256(gm.code.encode()).hexdigest()
+    return anchor.decision_text(f"graph-guard code={code} kernels={kernels} args={signature!r}",
+                                ("compiled", "eager"), options)
+
+
+def stored_times(gm: fx.GraphModule, signature: tuple, kernels: int,
+                 options: Any) -> Optional[Tuple[float, float]]:
+    """(compiled ms, eager ms) measured for this graph by an earlier process, or None."""
+    records = records_mod.open_records(getattr(options, "records_db", None))
+    if records is None or anchor.remeasuring():
+        return None
+    hit = records.decision(_decision_text(gm, signature, kernels, options))
+    if hit is None or not {"compiled", "eager"} <= hit[1].keys():
+        return None
+    return hit[1]["compiled"], hit[1]["eager"]
+
+
+def decide(runner: Callable, gm: fx.GraphModule, args: List[Any], signature: tuple,
+           kernels: int, options: Any) -> Tuple[float, float, bool]:
+    """(compiled ms, eager ms, read from the records database): the stored times of this graph,
+    else a fresh measurement (compare), which is stored."""
+    stored = stored_times(gm, signature, kernels, options)
+    if stored is not None:
+        return stored[0], stored[1], True
+    compiled_ms, eager_ms = compare(runner, gm, args)
+    records_mod.count("measured")
+    store_times(gm, signature, kernels, options, compiled_ms, eager_ms)
+    return compiled_ms, eager_ms, False
+
+
+def store_times(gm: fx.GraphModule, signature: tuple, kernels: int, options: Any,
+                compiled_ms: float, eager_ms: float) -> None:
+    records = records_mod.open_records(getattr(options, "records_db", None))
+    if records is None:
+        return
+    choice = "compiled" if keeps_compiled(compiled_ms, eager_ms) else "eager"
+    records.store_decision(_decision_text(gm, signature, kernels, options), choice,
+                           {"compiled": compiled_ms, "eager": eager_ms},
+                           min(compiled_ms, eager_ms))

@@ -54,7 +54,7 @@ _COUNTER_NAMES = (
     "schedules_stored",   # tuned schedules written (or held in memory for this process)
     "decision_lookups",   # partition choices looked up
     "decision_hits",      # ... and found: their measurement was skipped
-    "measured",           # partition choices measured (anchor.measure calls)
+    "measured",           # choices measured (anchor.measure calls, whole-graph checks)
     "decisions_stored",
 )
 _counters: Dict[str, float] = {k: 0 for k in _COUNTER_NAMES}
