@@ -25,6 +25,7 @@ import torch
 
 from .. import _C
 from . import records as records_mod
+from .timing_context import without_dispatch_modes
 
 MARGIN = 0.97          # a Tessera candidate must take < 97% of the ATen candidate's time
 TARGET_MS = 15.0       # measurement budget per candidate
@@ -66,6 +67,11 @@ def _once_ms(fn: Callable[[], object]) -> float:
 def measure(parts: Dict[str, Callable[[], object]]) -> Dict[str, float]:
     """Median ms per part: one warm-up each, then interleaved rounds. A fused candidate that is
     hopeless after the first round (HOPELESS times the best alternative) stops being timed."""
+    with without_dispatch_modes():  # see timing_context.py
+        return _measure(parts)
+
+
+def _measure(parts: Dict[str, Callable[[], object]]) -> Dict[str, float]:
     for fn in parts.values():
         fn()
     samples = {k: [_once_ms(fn)] for k, fn in parts.items()}
