@@ -1,6 +1,7 @@
 #include "ir/eval.h"
 
 #include <cmath>
+#include <optional>
 
 #include "ir/buffer.h"
 #include "ir/tensor.h"
@@ -125,7 +126,29 @@ class Evaluator {
     return Scalar::of_float(f);
   }
 
+  // Comparisons give a 0/1 integer whatever the operands' type; nullopt for other kinds.
+  template <typename T>
+  static std::optional<Scalar> comparison(ExprKind k, T a, T b) {
+    switch (k) {
+      case ExprKind::kEQ:
+        return Scalar::of_int(a == b);
+      case ExprKind::kNE:
+        return Scalar::of_int(a != b);
+      case ExprKind::kLT:
+        return Scalar::of_int(a < b);
+      case ExprKind::kLE:
+        return Scalar::of_int(a <= b);
+      case ExprKind::kGT:
+        return Scalar::of_int(a > b);
+      case ExprKind::kGE:
+        return Scalar::of_int(a >= b);
+      default:
+        return std::nullopt;
+    }
+  }
+
   static Scalar int_binary(ExprKind k, int64_t a, int64_t b) {
+    if (std::optional<Scalar> c = comparison(k, a, b)) return *c;
     switch (k) {
       case ExprKind::kAdd:
         return Scalar::of_int(a + b);
@@ -142,18 +165,6 @@ class Evaluator {
         return Scalar::of_int(a < b ? a : b);
       case ExprKind::kMax:
         return Scalar::of_int(a > b ? a : b);
-      case ExprKind::kEQ:
-        return Scalar::of_int(a == b);
-      case ExprKind::kNE:
-        return Scalar::of_int(a != b);
-      case ExprKind::kLT:
-        return Scalar::of_int(a < b);
-      case ExprKind::kLE:
-        return Scalar::of_int(a <= b);
-      case ExprKind::kGT:
-        return Scalar::of_int(a > b);
-      case ExprKind::kGE:
-        return Scalar::of_int(a >= b);
       default:
         break;
     }
@@ -161,6 +172,7 @@ class Evaluator {
   }
 
   static Scalar float_binary(ExprKind k, double a, double b) {
+    if (std::optional<Scalar> c = comparison(k, a, b)) return *c;
     switch (k) {
       case ExprKind::kAdd:
         return Scalar::of_float(a + b);
@@ -174,18 +186,6 @@ class Evaluator {
         return Scalar::of_float(fmin_nan(a, b));
       case ExprKind::kMax:
         return Scalar::of_float(fmax_nan(a, b));
-      case ExprKind::kEQ:
-        return Scalar::of_int(a == b);
-      case ExprKind::kNE:
-        return Scalar::of_int(a != b);
-      case ExprKind::kLT:
-        return Scalar::of_int(a < b);
-      case ExprKind::kLE:
-        return Scalar::of_int(a <= b);
-      case ExprKind::kGT:
-        return Scalar::of_int(a > b);
-      case ExprKind::kGE:
-        return Scalar::of_int(a >= b);
       default:
         break;
     }
