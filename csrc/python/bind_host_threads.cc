@@ -11,6 +11,7 @@
 // linking the system libgomp would start a second OpenMP runtime with a second team.
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 
 #include <cstring>
 #include <string>
@@ -51,9 +52,15 @@ void launch_on_openmp(void (*member)(void*), void* data, int num_threads) {
   g_gomp_parallel(member, data, static_cast<unsigned>(num_threads), 0);
 }
 
+// libgomp's team does not survive fork(): a forked child that enters a parallel region after
+// the parent used one hangs (torch's own ops included). Tessera's own pool starts afresh in a
+// child, so children (e.g. forked data-loader workers) go back to it.
+void use_own_pool_in_child() { runtime::set_team_launcher(nullptr); }
+
 // Looks up GOMP_parallel once; returns the library it came from ("" when none is loaded).
 std::string resolve_openmp() {
   static const std::string library = [] {
+    pthread_atfork(nullptr, nullptr, &use_own_pool_in_child);
     std::string path = loaded_openmp_library();
     if (path.empty()) return std::string();
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);

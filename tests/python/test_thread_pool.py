@@ -19,7 +19,7 @@ OPENMP_TORCH = "OpenMP" in torch.__config__.parallel_info()
 def _run_script(body: str, pool: str) -> str:
     env = dict(os.environ, TESSERA_THREAD_POOL=pool)
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], env=env,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -86,3 +86,28 @@ def test_kernel_inside_a_compiled_model_with_aten_ops_matches_eager():
         want = model(x)
         got = torch.compile(model, backend="tessera")(x)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not OPENMP_TORCH, reason="torch is not built with OpenMP")
+def test_forked_child_runs_kernels_on_the_own_pool():
+    # libgomp's team does not survive fork (a child's parallel region hangs, torch's own ops
+    # included); a forked child's Tessera kernels go back to Tessera's pool and complete.
+    body = """
+        import os, numpy as np, torch, tessera
+        torch.set_num_threads(2)
+        tessera.set_num_threads(2)
+        T = tessera.te_ops
+        a, b = tessera.placeholder("A", [256, 192]), tessera.placeholder("B", [192, 320])
+        k = tessera.Kernel([T.matmul(a, b)], [a, b])
+        x, y = torch.randn(256, 192), torch.randn(192, 320)
+        want = torch.mm(x, y).numpy()
+        k(x, y)  # the parent's OpenMP team is running
+        pid = os.fork()
+        if pid == 0:  # no torch op here: those would hang in libgomp
+            ok = (tessera._C.thread_pool() == "tessera"
+                  and np.allclose(k(x, y).numpy(), want, atol=1e-3))
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print(tessera._C.thread_pool(), os.WEXITSTATUS(status))
+    """
+    assert _run_script(body, "openmp").split() == ["openmp", "0"]
