@@ -96,3 +96,14 @@ def test_machine_facts():
     hw = json.loads(tessera._C.hardware())
     assert hw["num_cores"] >= 1 and hw["caches"]
     assert tessera.get_num_threads() == torch.get_num_threads()
+
+
+def test_keep_source_keeps_llvm_ir_and_assembly():
+    a, b = tessera.placeholder("A", [64, 48]), tessera.placeholder("B", [48, 80])
+    kept = tessera.Kernel([ops.matmul(a, b)], [a, b], keep_source=True)
+    assert "define" in kept.llvm_ir and ("fma" in kept.llvm_ir or "fmul" in kept.llvm_ir)
+    assert "ret" in kept.assembly and ("vfmadd" in kept.assembly or "mulps" in kept.assembly)
+    plain = tessera.Kernel([ops.matmul(a, b)], [a, b])
+    assert plain.llvm_ir == "" and plain.assembly == ""
+    x, y = torch.randn(64, 48), torch.randn(48, 80)
+    torch.testing.assert_close(kept(x, y), x @ y, rtol=1e-4, atol=1e-4)
