@@ -24,17 +24,22 @@ def _run_script(body: str, pool: str) -> str:
     return out.stdout.strip()
 
 
-# Counts the process's threads before and after a parallel Tessera kernel runs, once torch's
-# OpenMP team exists; prints "<pool> <threads added by the kernel> <max error>".
-_THREADS_SCRIPT = """
-    import os, torch, tessera
+# A parallel Tessera GEMM `k` on x, y and torch's result `want` (which starts torch's OpenMP
+# team), both pools with two threads.
+_SETUP = """
+    import os, numpy as np, torch, tessera
     torch.set_num_threads(2)
     tessera.set_num_threads(2)
     T = tessera.te_ops
     a, b = tessera.placeholder("A", [256, 192]), tessera.placeholder("B", [192, 320])
     k = tessera.Kernel([T.matmul(a, b)], [a, b])
     x, y = torch.randn(256, 192), torch.randn(192, 320)
-    want = torch.mm(x, y)  # starts torch's OpenMP team
+    want = torch.mm(x, y)
+"""
+
+# Counts the process's threads before and after the kernel runs; prints
+# "<pool> <threads added by the kernel> <max error>".
+_THREADS_SCRIPT = _SETUP + """
     before = len(os.listdir("/proc/self/task"))
     got = k(x, y)
     after = len(os.listdir("/proc/self/task"))
@@ -92,22 +97,14 @@ def test_kernel_inside_a_compiled_model_with_aten_ops_matches_eager():
 def test_forked_child_runs_kernels_on_the_own_pool():
     # libgomp's team does not survive fork (a child's parallel region hangs, torch's own ops
     # included); a forked child's Tessera kernels go back to Tessera's pool and complete.
-    body = """
-        import os, numpy as np, torch, tessera
-        torch.set_num_threads(2)
-        tessera.set_num_threads(2)
-        T = tessera.te_ops
-        a, b = tessera.placeholder("A", [256, 192]), tessera.placeholder("B", [192, 320])
-        k = tessera.Kernel([T.matmul(a, b)], [a, b])
-        x, y = torch.randn(256, 192), torch.randn(192, 320)
-        want = torch.mm(x, y).numpy()
-        k(x, y)  # the parent's OpenMP team is running
-        pid = os.fork()
-        if pid == 0:  # no torch op here: those would hang in libgomp
-            ok = (tessera._C.thread_pool() == "tessera"
-                  and np.allclose(k(x, y).numpy(), want, atol=1e-3))
-            os._exit(0 if ok else 1)
-        _, status = os.waitpid(pid, 0)
-        print(tessera._C.thread_pool(), os.WEXITSTATUS(status))
+    body = _SETUP + """
+    k(x, y)  # the parent's OpenMP team is running
+    pid = os.fork()
+    if pid == 0:  # no torch op here: those would hang in libgomp
+        ok = (tessera._C.thread_pool() == "tessera"
+              and np.allclose(k(x, y).numpy(), want.numpy(), atol=1e-3))
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    print(tessera._C.thread_pool(), os.WEXITSTATUS(status))
     """
     assert _run_script(body, "openmp").split() == ["openmp", "0"]
