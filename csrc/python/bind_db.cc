@@ -12,12 +12,6 @@ namespace tessera::python {
 
 namespace {
 
-std::vector<ir::Tensor> unwrap(const std::vector<PyTensor>& ts) {
-  std::vector<ir::Tensor> out;
-  for (const PyTensor& t : ts) out.push_back(t.tensor);
-  return out;
-}
-
 db::WorkloadKey key_of(const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
                        const std::optional<std::string>& target) {
   return db::make_workload_key(unwrap(outputs), unwrap(inputs), target.value_or(""));

@@ -211,9 +211,7 @@ void bind_kernel(py::module_& m) {
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::optional<std::string>& schedule_json, const std::string& name,
          bool keep_source) {
-        std::vector<ir::Tensor> outs, ins;
-        for (const auto& t : outputs) outs.push_back(t.tensor);
-        for (const auto& t : inputs) ins.push_back(t.tensor);
+        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         compiler::BuildOptions opts;
         opts.name = name;
         opts.codegen.keep_ir = keep_source;

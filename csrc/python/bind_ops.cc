@@ -261,9 +261,7 @@ void bind_schedule_query(py::module_& m) {
   m.def(
       "default_schedule",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
-        std::vector<ir::Tensor> outs, ins;
-        for (const auto& t : outputs) outs.push_back(t.tensor);
-        for (const auto& t : inputs) ins.push_back(t.tensor);
+        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         schedule::StagePlan plan = schedule::plan_stages(outs, ins);
         return schedule::default_schedule(plan, schedule::Target::host()).dump();
       },

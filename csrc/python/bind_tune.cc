@@ -21,9 +21,7 @@ void bind_tune(py::module_& m) {
          const std::string& mode, uint64_t seed, int top_k, bool predict_only,
          const std::string& eq1, bool interleave, int iterations, int chains,
          bool include_default) {
-        std::vector<ir::Tensor> outs, ins;
-        for (const auto& t : outputs) outs.push_back(t.tensor);
-        for (const auto& t : inputs) ins.push_back(t.tensor);
+        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         tune::gensor::ConstructOptions opts;
         opts.mode = tune::gensor::construct_mode_from_name(mode);
         opts.seed = seed;
@@ -66,9 +64,7 @@ void bind_tune(py::module_& m) {
       "measure_schedules",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::vector<std::string>& schedules, int rounds, double round_ms) {
-        std::vector<ir::Tensor> outs, ins;
-        for (const auto& t : outputs) outs.push_back(t.tensor);
-        for (const auto& t : inputs) ins.push_back(t.tensor);
+        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         std::vector<schedule::KernelSchedule> parsed;
         for (const std::string& s : schedules) parsed.push_back(schedule::KernelSchedule::parse(s));
         std::vector<tune::CandidateResult> results;
@@ -99,9 +95,7 @@ void bind_tune(py::module_& m) {
   m.def(
       "task_info",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
-        std::vector<ir::Tensor> outs, ins;
-        for (const auto& t : outputs) outs.push_back(t.tensor);
-        for (const auto& t : inputs) ins.push_back(t.tensor);
+        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         const tune::Task task = tune::Task::create(outs, ins, "info");
         // Iteration points (spatial x summation extents) of the stages that reduce: the work a
         // tuner can reorganise. Stages without summation are streaming copies, bound by memory
@@ -131,9 +125,7 @@ void bind_tune(py::module_& m) {
       "predict_schedule",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::string& schedule_json) {
-        std::vector<ir::Tensor> outs, ins;
-        for (const auto& t : outputs) outs.push_back(t.tensor);
-        for (const auto& t : inputs) ins.push_back(t.tensor);
+        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         tune::Task task = tune::Task::create(outs, ins, "predict");
         schedule::KernelSchedule ks = schedule::KernelSchedule::parse(schedule_json);
         TESSERA_CHECK(ks.stages.size() == task.plan.stages.size())

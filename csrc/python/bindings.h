@@ -2,6 +2,8 @@
 // Registration functions of the tessera._C submodules, one translation unit each.
 #include <pybind11/pybind11.h>
 
+#include <vector>
+
 #include "ir/tensor.h"
 
 namespace tessera::python {
@@ -13,6 +15,14 @@ struct PyExpr {
 struct PyTensor {
   ir::Tensor tensor;
 };
+
+// The IR tensors behind a list of handles (kernel outputs / inputs passed from Python).
+inline std::vector<ir::Tensor> unwrap(const std::vector<PyTensor>& ts) {
+  std::vector<ir::Tensor> out;
+  out.reserve(ts.size());
+  for (const PyTensor& t : ts) out.push_back(t.tensor);
+  return out;
+}
 
 void bind_ir(pybind11::module_& m);
 void bind_ops(pybind11::module_& m);
