@@ -104,6 +104,62 @@ bool spin_until(Pred pred, std::chrono::microseconds budget) {
 // share operand blocks) and the shared counter is touched rarely.
 constexpr int64_t kChunksPerThread = 4;
 
+// One parallel loop split into chunks that threads take until none is left: Tessera's pool and a
+// host team (set_team_launcher) run the same jobs. Chunks are balanced contiguous ranges; a body's
+// exception is kept (the first one) and rethrown on the caller by rethrow_error().
+struct ChunkedJob {
+  ParallelBody body = nullptr;
+  void* closure = nullptr;
+  int64_t num_tasks = 0;
+  int64_t num_chunks = 0;
+  std::atomic<int64_t> next_chunk{0};
+  std::mutex error_mu;
+  std::exception_ptr error;
+
+  // Prepares the job; chunks below first_free are handed out by the caller itself.
+  void reset(ParallelBody b, void* c, int64_t tasks, int threads, int64_t first_free) {
+    body = b;
+    closure = c;
+    num_tasks = tasks;
+    num_chunks = std::min<int64_t>(tasks, int64_t{threads} * kChunksPerThread);
+    next_chunk.store(first_free, std::memory_order_relaxed);
+    error = nullptr;
+  }
+
+  void run_chunk(int64_t chunk) {
+    // Balanced split into contiguous ranges: the first (n % chunks) chunks get one extra task.
+    const int64_t q = num_tasks / num_chunks;
+    const int64_t r = num_tasks % num_chunks;
+    const int64_t begin = chunk * q + std::min<int64_t>(chunk, r);
+    const int64_t end = begin + q + (chunk < r ? 1 : 0);
+    try {
+      ParallelRegionGuard guard;
+      body(closure, begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu);
+      if (!error) error = std::current_exception();
+    }
+  }
+
+  // Takes the next chunk until none is left. Handing chunks out dynamically means a thread the OS
+  // preempts (other processes on a busy machine) delays only the chunk it holds: the others take
+  // over the rest of its share.
+  void run_chunks() {
+    for (;;) {
+      const int64_t chunk = next_chunk.fetch_add(1, std::memory_order_relaxed);
+      if (chunk >= num_chunks) return;
+      run_chunk(chunk);
+    }
+  }
+
+  void rethrow_error() {
+    if (!error) return;
+    std::exception_ptr e = error;
+    error = nullptr;
+    std::rethrow_exception(e);
+  }
+};
+
 class Pool {
  public:
   explicit Pool(int num_threads) : size_(num_threads) {
@@ -132,12 +188,7 @@ class Pool {
     // (release/acquire on generation_), and we do not touch them again until every worker has
     // acknowledged via pending_. Every worker acknowledges every job, even without a chunk, so no
     // worker can lag a job behind and read fields of the next one.
-    body_ = body;
-    closure_ = closure;
-    num_tasks_ = num_tasks;
-    num_chunks_ = std::min<int64_t>(num_tasks, int64_t{size_} * kChunksPerThread);
-    next_chunk_.store(1, std::memory_order_relaxed);  // chunk 0 is the caller's
-    error_ = nullptr;
+    job_.reset(body, closure, num_tasks, size_, 1);  // chunk 0 is the caller's
     pending_.store(size_ - 1, std::memory_order_relaxed);
 
     // seq_cst pairs with the worker's sleepers_ increment: either we see the sleeper and notify,
@@ -148,44 +199,13 @@ class Pool {
       wake_cv_.notify_all();
     }
 
-    run_chunk(0);
-    run_chunks();
+    job_.run_chunk(0);
+    job_.run_chunks();
     wait_for_workers();
-
-    if (error_) {
-      std::exception_ptr e = error_;
-      error_ = nullptr;
-      std::rethrow_exception(e);
-    }
+    job_.rethrow_error();
   }
 
  private:
-  // Each thread (the caller and every worker) takes the next chunk until none is left. Chunks
-  // are handed out dynamically so that a thread the OS preempts (other processes on a busy
-  // machine) delays only the chunk it holds: the others take over the rest of its share.
-  void run_chunks() {
-    for (;;) {
-      const int64_t chunk = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-      if (chunk >= num_chunks_) return;
-      run_chunk(chunk);
-    }
-  }
-
-  void run_chunk(int64_t chunk) {
-    // Balanced split into contiguous ranges: the first (n % chunks) chunks get one extra task.
-    const int64_t q = num_tasks_ / num_chunks_;
-    const int64_t r = num_tasks_ % num_chunks_;
-    const int64_t begin = chunk * q + std::min<int64_t>(chunk, r);
-    const int64_t end = begin + q + (chunk < r ? 1 : 0);
-    try {
-      ParallelRegionGuard guard;
-      body_(closure_, begin, end);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mu_);
-      if (!error_) error_ = std::current_exception();
-    }
-  }
-
   void wait_for_workers() {
     if (spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; },
                    caller_spin_budget())) {
@@ -220,7 +240,7 @@ class Pool {
       }
       if (stop_.load()) return;
       seen = gen;
-      run_chunks();
+      job_.run_chunks();
       if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
         std::lock_guard<std::mutex> lock(done_mu_);
         done_cv_.notify_one();
@@ -231,14 +251,7 @@ class Pool {
   const int size_;
   std::vector<std::thread> workers_;
 
-  // Current job.
-  ParallelBody body_ = nullptr;
-  void* closure_ = nullptr;
-  int64_t num_tasks_ = 0;
-  int64_t num_chunks_ = 0;
-  std::atomic<int64_t> next_chunk_{0};
-  std::mutex error_mu_;
-  std::exception_ptr error_;
+  ChunkedJob job_;  // the current job
 
   std::atomic<uint64_t> generation_{0};  // bumped once per job (and once to stop)
   std::atomic<int> pending_{0};          // workers that have not acknowledged the job yet
@@ -277,44 +290,13 @@ PoolState* state() {
 
 std::atomic<TeamLauncher> g_team_launcher{nullptr};
 
-// One parallel loop run by a host team: every member takes chunks until none is left.
-struct TeamJob {
-  ParallelBody body;
-  void* closure;
-  int64_t num_tasks;
-  int64_t num_chunks;
-  std::atomic<int64_t> next_chunk{0};
-  std::mutex error_mu;
-  std::exception_ptr error;
-
-  static void member(void* data) {
-    auto* job = static_cast<TeamJob*>(data);
-    ParallelRegionGuard guard;
-    const int64_t q = job->num_tasks / job->num_chunks, r = job->num_tasks % job->num_chunks;
-    for (;;) {
-      const int64_t chunk = job->next_chunk.fetch_add(1, std::memory_order_relaxed);
-      if (chunk >= job->num_chunks) return;
-      const int64_t begin = chunk * q + std::min<int64_t>(chunk, r);
-      const int64_t end = begin + q + (chunk < r ? 1 : 0);
-      try {
-        job->body(job->closure, begin, end);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(job->error_mu);
-        if (!job->error) job->error = std::current_exception();
-      }
-    }
-  }
-};
-
+// A host team runs the job: every member takes chunks until none is left.
 void run_on_team(TeamLauncher launch, int num_threads, int64_t num_tasks, ParallelBody body,
                  void* closure) {
-  TeamJob job;
-  job.body = body;
-  job.closure = closure;
-  job.num_tasks = num_tasks;
-  job.num_chunks = std::min<int64_t>(num_tasks, int64_t{num_threads} * kChunksPerThread);
-  launch(&TeamJob::member, &job, num_threads);
-  if (job.error) std::rethrow_exception(job.error);
+  ChunkedJob job;
+  job.reset(body, closure, num_tasks, num_threads, 0);
+  launch([](void* data) { static_cast<ChunkedJob*>(data)->run_chunks(); }, &job, num_threads);
+  job.rethrow_error();
 }
 
 void run_serial(int64_t num_tasks, ParallelBody body, void* closure) {
