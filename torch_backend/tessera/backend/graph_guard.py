@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Tuple
 
 import torch
 import torch.fx as fx
@@ -84,37 +84,20 @@ def _decision_text(gm: fx.GraphModule, signature: tuple, kernels: int, options: 
                                 ("compiled", "eager"), options)
 
 
-def stored_times(gm: fx.GraphModule, signature: tuple, kernels: int,
-                 options: Any) -> Optional[Tuple[float, float]]:
-    """(compiled ms, eager ms) measured for this graph by an earlier process, or None."""
-    records = records_mod.open_records(getattr(options, "records_db", None))
-    if records is None or anchor.remeasuring():
-        return None
-    hit = records.decision(_decision_text(gm, signature, kernels, options))
-    if hit is None or not {"compiled", "eager"} <= hit[1].keys():
-        return None
-    return hit[1]["compiled"], hit[1]["eager"]
-
-
 def decide(runner: Callable, gm: fx.GraphModule, args: List[Any], signature: tuple,
            kernels: int, options: Any) -> Tuple[float, float, bool]:
-    """(compiled ms, eager ms, read from the records database): the stored times of this graph,
-    else a fresh measurement (compare), which is stored."""
-    stored = stored_times(gm, signature, kernels, options)
-    if stored is not None:
-        return stored[0], stored[1], True
+    """(compiled ms, eager ms, read from the records database): the times an earlier process
+    stored for this graph, else a fresh measurement (compare), which is stored."""
+    records = records_mod.open_records(getattr(options, "records_db", None))
+    text = _decision_text(gm, signature, kernels, options) if records is not None else ""
+    if records is not None and not anchor.remeasuring():
+        hit = records.decision(text)
+        if hit is not None and {"compiled", "eager"} <= hit[1].keys():
+            return hit[1]["compiled"], hit[1]["eager"], True
     compiled_ms, eager_ms = compare(runner, gm, args)
     records_mod.count("measured")
-    store_times(gm, signature, kernels, options, compiled_ms, eager_ms)
+    if records is not None:
+        choice = "compiled" if keeps_compiled(compiled_ms, eager_ms) else "eager"
+        records.store_decision(text, choice, {"compiled": compiled_ms, "eager": eager_ms},
+                               min(compiled_ms, eager_ms))
     return compiled_ms, eager_ms, False
-
-
-def store_times(gm: fx.GraphModule, signature: tuple, kernels: int, options: Any,
-                compiled_ms: float, eager_ms: float) -> None:
-    records = records_mod.open_records(getattr(options, "records_db", None))
-    if records is None:
-        return
-    choice = "compiled" if keeps_compiled(compiled_ms, eager_ms) else "eager"
-    records.store_decision(_decision_text(gm, signature, kernels, options), choice,
-                           {"compiled": compiled_ms, "eager": eager_ms},
-                           min(compiled_ms, eager_ms))
