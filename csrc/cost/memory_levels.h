@@ -5,10 +5,18 @@
 //
 // Gensor's benefit formulas (Eq. 1-3 of the paper) and the construct-mode time model read these
 // numbers. Capacities and line sizes come from the OS (cost/hardware.h); the DRAM bandwidth and
-// the fp32 peak come from the peak probe (cost/peak_probe.h); L1/L2 bandwidths and the L1/L2/DRAM
-// latencies are measured here by a small read kernel and a pointer chase (about 0.2 s), cached on
-// disk next to peak.json. Registers are modelled, not measured: their "bandwidth" is what the two
-// FMA ports consume (3 operands per FMA), their latency one cycle.
+// the fp32 peak come from the peak probe (cost/peak_probe.h); L1/L2/LLC bandwidths, the LLC's
+// usable capacity and the L1/L2/DRAM latencies are measured here by a small read kernel and a
+// pointer chase (about 0.5 s), cached on disk next to peak.json. Registers are modelled, not
+// measured: their "bandwidth" is what the two FMA ports consume (3 operands per FMA), their
+// latency one cycle.
+//
+// The last-level cache matters to the models even though no schedule tiles for it: a problem
+// whose tensors fit in it (a ResNet res4 conv: 2.8 MB) refills L2 from there at twice the DRAM
+// rate on this kind of machine, and a model that charges DRAM bandwidth for it ranks schedules on
+// a memory time three times too large. Its capacity is the share a process can count on, found by
+// reading ever larger buffers: in a VM the OS reports the whole socket's L3 (260 MB) while the
+// bandwidth falls to DRAM's well before that.
 //
 // Override: a TESSERA_HW_FILE JSON (see cost/hardware.h) may carry a "memory_levels" array of
 // {"name", "capacity_bytes", "line_bytes", "bandwidth_gbs", "latency_ns", "ways"} objects (matched
@@ -23,8 +31,9 @@
 namespace tessera::cost {
 
 struct MemoryLevel {
-  std::string name;            // "dram", "l2", "l1", "reg"
-  int64_t capacity_bytes = 0;  // usable by one core; 0 = unbounded (DRAM)
+  std::string name;            // "dram", "llc", "l2", "l1", "reg"
+  int64_t capacity_bytes = 0;  // usable by one core (the LLC: by the process); 0 = unbounded
+                               // for DRAM, none for an LLC
   int line_bytes = 64;         // transfer granularity into the next level inward
   double bandwidth_gbs = 0;    // sustained read bandwidth of one core from this level
   double latency_ns = 0;       // load-to-use latency
@@ -32,7 +41,7 @@ struct MemoryLevel {
 };
 
 struct MemoryHierarchy {
-  // Outermost first: dram, l2, l1, reg. Index constants below.
+  // Outermost first: dram, llc, l2, l1, reg. Index constants below.
   std::vector<MemoryLevel> levels;
   int cores = 1;
   int vector_lanes = 16;  // fp32 lanes of one SIMD register
@@ -49,9 +58,11 @@ struct MemoryHierarchy {
 };
 
 inline constexpr int kLevelDram = 0;
-inline constexpr int kLevelL2 = 1;
-inline constexpr int kLevelL1 = 2;
-inline constexpr int kLevelReg = 3;
+inline constexpr int kLevelLlc = 1;
+inline constexpr int kLevelL2 = 2;
+inline constexpr int kLevelL1 = 3;
+inline constexpr int kLevelReg = 4;
+inline constexpr int kNumLevels = 5;
 
 // Measures now (L1/L2 bandwidth and latencies; takes the rest from host_hardware(true)).
 MemoryHierarchy probe_memory_hierarchy();

@@ -271,6 +271,36 @@ TEST(GensorModel, Eq2CacheAndEq3Interleave) {
   EXPECT_FALSE(apply_action(sp, v8, Action{ActionKind::kSetVThread, 0}, &out));  // max 8
 }
 
+TEST(GensorModel, StagesThatFitTheLlcRefillL2FromIt) {
+  // 256^3: three 256 KiB tensors, 768 KiB in all. An 8 MiB LLC holds them, a 512 KiB one not.
+  MatmulSpace ms = matmul_space(256, 256, 256);
+  const StageSpace& sp = ms.sp;
+  AnalyticModel none(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
+  AnalyticModel small(synthetic_hw(1 << 20, 512 << 10), ModelOptions{Eq1Form::kPrinted, 2});
+  AnalyticModel big(synthetic_hw(1 << 20, 8 << 20), ModelOptions{Eq1Form::kPrinted, 2});
+  EXPECT_EQ(none.refill_level(sp).name, "dram");
+  EXPECT_EQ(small.refill_level(sp).name, "dram");
+  EXPECT_EQ(big.refill_level(sp).name, "llc");
+  // 2 cores: DRAM saturates at 20 GB/s, the LLC's slices add up to 2 x 30.
+  EXPECT_DOUBLE_EQ(none.refill_bandwidth_gbs(sp, 2), 20.0);
+  EXPECT_DOUBLE_EQ(big.refill_bandwidth_gbs(sp, 2), 60.0);
+
+  // A tile that misses L2 on every reduce step: its refill time shrinks by the bandwidth ratio,
+  // the rest of the prediction does not move.
+  EtirState l2 = initial_state(sp);
+  for (int i = 0; i < 12; ++i) l2 = apply_ok(sp, l2, ActionKind::kTile, i % 3);
+  EtirState s = apply_ok(sp, apply_ok(sp, l2, ActionKind::kCache), ActionKind::kCache);
+  const schedule::StageAnnotation ann = to_annotation(sp, s);
+  const Prediction from_dram = none.predict(sp, ann), from_llc = big.predict(sp, ann);
+  ASSERT_GT(from_dram.dram_ms, 0);
+  EXPECT_NEAR(from_llc.dram_ms, from_dram.dram_ms / 3.0, 1e-9);
+  EXPECT_DOUBLE_EQ(from_llc.compute_ms, from_dram.compute_ms);
+  EXPECT_DOUBLE_EQ(from_llc.l2_ms, from_dram.l2_ms);
+  // Eq. 2 for the L2 tile compares L2 with where its data comes from: the LLC is closer.
+  EXPECT_GT(none.benefit_cache(sp, l2), 0);
+  EXPECT_LT(big.benefit_cache(sp, l2), none.benefit_cache(sp, l2));
+}
+
 TEST(GensorModel, RegisterFileIsACapacity) {
   MatmulSpace ms = matmul_space(256, 256, 256);
   const StageSpace& sp = ms.sp;

@@ -100,9 +100,14 @@ def test_bad_arguments_raise():
 def test_memory_hierarchy_description():
     h = json.loads(tessera._C.memory_hierarchy())
     names = [lv["name"] for lv in h["memory_levels"]]
-    assert names == ["dram", "l2", "l1", "reg"]
+    assert names == ["dram", "llc", "l2", "l1", "reg"]
     for lv in h["memory_levels"]:
         assert lv["bandwidth_gbs"] > 0 and lv["latency_ns"] >= 0
-    l2, l1 = h["memory_levels"][1], h["memory_levels"][2]
+    dram, llc, l2, l1 = h["memory_levels"][:4]
     assert l2["capacity_bytes"] > l1["capacity_bytes"] > 0
+    # An LLC the probe kept is larger than L2 and faster than DRAM; 0 means none was found.
+    assert llc["capacity_bytes"] == 0 or (
+        llc["capacity_bytes"] > l2["capacity_bytes"]
+        and llc["bandwidth_gbs"] > dram["bandwidth_gbs"]
+    )
     assert h["compute"]["fp32_gflops_core"] > 0

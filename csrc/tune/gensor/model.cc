@@ -50,6 +50,12 @@ double product(const std::vector<int64_t>& v) {
   return p;
 }
 
+double tensor_bytes(const cost::TensorAccesses& t) {
+  double bytes = t.elem_bytes;
+  for (int64_t dim : t.shape) bytes *= static_cast<double>(std::max<int64_t>(1, dim));
+  return bytes;
+}
+
 }  // namespace
 
 const char* eq1_name(Eq1Form f) { return f == Eq1Form::kPrinted ? "printed" : "corrected"; }
@@ -63,7 +69,8 @@ Eq1Form eq1_from_name(const std::string& name) {
 
 AnalyticModel::AnalyticModel(cost::MemoryHierarchy hw, ModelOptions options)
     : hw_(std::move(hw)), opts_(options) {
-  TESSERA_CHECK(hw_.levels.size() == 4) << "memory hierarchy needs dram, l2, l1, reg";
+  TESSERA_CHECK(hw_.levels.size() == cost::kNumLevels)
+      << "memory hierarchy needs dram, llc, l2, l1, reg";
   opts_.cores = std::max(1, opts_.cores);
 }
 
@@ -168,6 +175,21 @@ double AnalyticModel::parallel_efficiency(const StageSpace& sp, const EtirState&
   return tasks / (waves * opts_.cores);
 }
 
+const cost::MemoryLevel& AnalyticModel::refill_level(const StageSpace& sp) const {
+  const cost::MemoryLevel& llc = hw_.levels[cost::kLevelLlc];
+  double bytes = 0;
+  for (const auto& t : sp.regions->tensors()) bytes += tensor_bytes(t);
+  const bool fits = llc.capacity_bytes > 0 && bytes <= static_cast<double>(llc.capacity_bytes);
+  return fits ? llc : hw_.levels[cost::kLevelDram];
+}
+
+double AnalyticModel::refill_bandwidth_gbs(const StageSpace& sp, double cores) const {
+  const cost::MemoryLevel& from = refill_level(sp);
+  const double dram_all =
+      std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
+  return from.name == "llc" ? std::max(dram_all, cores * from.bandwidth_gbs) : dram_all;
+}
+
 double AnalyticModel::benefit_tile(const StageSpace& sp, const EtirState& s,
                                    const EtirState& next) const {
   if (!feasible(sp, next)) return 0;
@@ -183,8 +205,10 @@ double AnalyticModel::benefit_tile(const StageSpace& sp, const EtirState& s,
 double AnalyticModel::benefit_cache(const StageSpace& sp, const EtirState& s) const {
   if (s.level >= kReg) return 0;
   // Eq. 2 for the data of the current tile: read from where it comes from now (the level
-  // outside: DRAM for the L2 tile, L2 for the L1 tile) versus from the level it is cached in.
-  const cost::MemoryLevel& low = hw_.levels[memory_level_of(s.level) - 1];
+  // outside: LLC or DRAM for the L2 tile, L2 for the L1 tile) versus from the level it is
+  // cached in.
+  const cost::MemoryLevel& low =
+      s.level == kL2 ? refill_level(sp) : hw_.levels[memory_level_of(s.level) - 1];
   const cost::MemoryLevel& high = hw_.levels[memory_level_of(s.level)];
   const double bytes = footprint(sp, s, s.level);
   // GB/s = bytes per ns, so S / B is in ns like the latencies.
@@ -236,13 +260,15 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   const int vw = ann.vector_axis >= 0 ? ann.vector_width : 1;
   Prediction pr;
 
-  double points = 1, reduce = 1, full = 1, reg_points = 1, n_regtiles = 1, tasks = 1;
+  // edge: accumulators of the smallest edge tile (cut along one axis) over a full tile's.
+  double points = 1, reduce = 1, full = 1, reg_points = 1, tasks = 1, edge = 1;
   for (int a = 0; a < n; ++a) {
     const double e = static_cast<double>(sp.extents[a]), tr = static_cast<double>(ann.tile_reg[a]);
     points *= e;
     reg_points *= tr;
     full *= std::floor(e / tr) * tr / e;
-    n_regtiles *= std::floor(e / tr);
+    const double rem = e - std::floor(e / tr) * tr;
+    if (rem > 0) edge = std::min(edge, rem / tr);
     tasks *= ceil_div(e, static_cast<double>(ann.tile_outer[a]));
   }
   double n_r0 = 1;
@@ -308,16 +334,28 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
                       0.5;
     if (vw == 1 && llvm_vectorizes_points) per_step = std::min(per_step, reg_points * scalar_pk);
     cycles += fast_points * reduce / reg_points * per_step;
-    // Remainder points: one scalar chain each, latency bound (unless vectorised, see above).
-    cycles += (points - fast_points) * reduce * scalar_pk;
+    if (vw > 1) {
+      // Remainder points with a vector axis run the same vector code over what is left of the
+      // tile (lower_stage.cc: rows cut short, lanes past the end masked) with the accumulators
+      // in memory: per reduce step each one is loaded, updated and stored (one store a cycle),
+      // and its chain waits an FMA plus a store-to-load forward. Measured, ResNet res5 3x3 with
+      // 3-row tiles over 7 rows: 1.3-2 ms in all, where one scalar chain per point was 13 ms.
+      constexpr double kStoreForwardCycles = 5;
+      const double acc_edge = std::max(1.0, acc * edge);
+      const double per_edge_step =
+          std::max({acc_edge * (1 + loads / acc) / P_ld, acc_edge, L + kStoreForwardCycles}) + 0.5;
+      cycles += (points - fast_points) / vw * reduce * per_edge_step / acc_edge;
+    } else {
+      // Remainder points: one scalar chain each, latency bound (unless vectorised, see above).
+      cycles += (points - fast_points) * reduce * scalar_pk;
+    }
     // Accumulators loaded/initialised and stored per register tile and R0 step.
     cycles += (points / reg_points) * n_r0 * (acc + 6);
   } else {
     const double per_tile = std::max(acc * sp.body_ops / P_fma, (loads + acc) / P_ld) + 2;
     cycles += fast_points / reg_points * per_tile;
-    cycles += (points - fast_points) * (std::max(sp.body_ops, 2.0) + 1);
+    cycles += (points - fast_points) / vw * (std::max(sp.body_ops, 2.0) + 1);
   }
-  (void)n_regtiles;
 
   // Traffic. L2 -> L1: the innermost S1 axis sweeps its whole cache tile; the operands that do
   // not move along it are reused from L1 across the sweep (they must fit, next to one register
@@ -362,9 +400,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   pr.parallel_efficiency = ann.parallel ? tasks / (waves * opts_.cores) : 1.0 / opts_.cores;
   pr.compute_ms = cycles * per_task_share * cycle_ms();
   pr.l2_ms = q_l1 * per_task_share / (hw_.levels[cost::kLevelL2].bandwidth_gbs * 1e6);
-  const double dram_bw =
-      std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
-  pr.dram_ms = q_l2 / (dram_bw * 1e6);
+  const double refill_bw = refill_bandwidth_gbs(sp, cores);
+  pr.dram_ms = q_l2 / (refill_bw * 1e6);
   // Write-back order: register tiles visited down the rows (innermost S1 axis not the output's
   // contiguous one) write a few lines in each of many rows, one page per row, and the write
   // streams defeat the prefetchers and the TLB. Negligible behind a long reduction; behind a
@@ -372,10 +409,7 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   // written in order).
   if (n > 1 && !ann.s1_order.empty() && ann.s1_order.back() != n - 1) {
     for (const auto& t : tensors) {
-      if (!t.is_output) continue;
-      double bytes = t.elem_bytes;
-      for (int64_t dim : t.shape) bytes *= static_cast<double>(std::max<int64_t>(1, dim));
-      pr.dram_ms += 1.3 * bytes / (dram_bw * 1e6);
+      if (t.is_output) pr.dram_ms += 1.3 * tensor_bytes(t) / (refill_bw * 1e6);
     }
   }
 
@@ -386,13 +420,12 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   for (const std::string& name : ann.pack) {
     for (const auto& t : tensors) {
       if (t.name != name) continue;
-      double bytes = t.elem_bytes;
-      for (int64_t s : t.shape) bytes *= static_cast<double>(std::max<int64_t>(1, s));
-      // Read once and written once; a tensor larger than the cores' L2 streams from DRAM.
+      const double bytes = tensor_bytes(t);
+      // Read once and written once; a tensor larger than the cores' L2 streams from outside.
       const double l2_total =
           static_cast<double>(hw_.levels[cost::kLevelL2].capacity_bytes) * cores;
       const double bw =
-          bytes > l2_total ? dram_bw : hw_.levels[cost::kLevelL2].bandwidth_gbs * cores;
+          bytes > l2_total ? refill_bw : hw_.levels[cost::kLevelL2].bandwidth_gbs * cores;
       overhead += 2 * bytes / (bw * 1e6);
     }
   }
@@ -448,9 +481,7 @@ Prediction AnalyticModel::predict_cross_lane(const StageSpace& sp,
   pr.tasks = tasks;
   pr.parallel_efficiency = ann.parallel ? tasks / (waves * opts_.cores) : 1.0 / opts_.cores;
   pr.compute_ms = cycles * (waves / tasks) * cycle_ms();
-  const double dram_bw =
-      std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
-  pr.dram_ms = q_l2 / (dram_bw * 1e6);
+  pr.dram_ms = q_l2 / (refill_bandwidth_gbs(sp, cores) * 1e6);
   pr.overhead_ms = (ann.parallel ? 0.004 : 0) + tasks * 30 * cycle_ms() / cores;
   const double mx = std::max(pr.compute_ms, pr.dram_ms);
   pr.total_ms = mx + 0.2 * (pr.compute_ms + pr.dram_ms - mx) + pr.overhead_ms;

@@ -11,11 +11,11 @@
 //                   times, at the L2 level, the change of parallel efficiency over the cores
 //                   (tasks / (waves x cores)): the paper has no compute/occupancy term.
 //   cache           Eq. 2: (L_low + S/B_low) / (L_high + S/B_high), S = the current footprint,
-//                   low = where the current tile's data comes from (DRAM for the L2 tile, L2 for
-//                   the L1 tile), high = the level it is cached in; times the level's utilization
-//                   F(T) / capacity (the paper's "based on the current memory level's
-//                   utilization"; without it the latency-bound ratio of tiny tiles sends every
-//                   chain inward after a step or two).
+//                   low = where the current tile's data comes from (for the L2 tile the LLC when
+//                   the stage's tensors fit there, else DRAM; L2 for the L1 tile), high = the level
+//                   it is cached in; times the level's utilization F(T) / capacity (the paper's
+//                   "based on the current memory level's utilization"; without it the latency-bound
+//                   ratio of tiny tiles sends every chain inward after a step or two).
 //   setVThread      Eq. 3, CPU form: ceil(C / A) / ceil(C / A') with A, A' the independent
 //                   accumulator chains before/after and C = FMA latency x FMA ports, the chains
 //                   needed to keep the FMA pipes busy (the paper's x / (V W) bank-conflict ratio).
@@ -46,7 +46,8 @@ struct Prediction {
   double total_ms = 0;
   double compute_ms = 0;   // register-tile FMA/ALU time (with the scalar remainders)
   double l2_ms = 0;        // L2 -> L1 traffic
-  double dram_ms = 0;      // DRAM -> L2 traffic
+  double dram_ms = 0;      // refills of L2 from outside: from the LLC when the stage's tensors
+                           // fit there, else from DRAM
   double overhead_ms = 0;  // accumulator init/write-back, tasks, parallel dispatch, packing
   double tasks = 1;        // parallel tasks
   double parallel_efficiency = 1;
@@ -72,6 +73,10 @@ class AnalyticModel {
   bool feasible(const StageSpace& sp, const EtirState& s) const;
   // Parallel efficiency of the L2 tiling: tasks / (waves * cores).
   double parallel_efficiency(const StageSpace& sp, const EtirState& s) const;
+  // Where L2 misses are served from: the LLC when all of the stage's tensors fit in it, else DRAM.
+  const cost::MemoryLevel& refill_level(const StageSpace& sp) const;
+  // Bandwidth (GB/s) of that level to `cores` cores: LLC slices add up, DRAM saturates.
+  double refill_bandwidth_gbs(const StageSpace& sp, double cores) const;
 
   // Benefit of taking `a` in `s` (0 when the result is infeasible or undefined). The annealing
   // factor is the walk's business.
