@@ -8,7 +8,9 @@
 // entry point) leaves one set of threads in the process.
 //
 // The symbol is looked up at run time in the OpenMP library torch already loaded, never linked:
-// linking the system libgomp would start a second OpenMP runtime with a second team.
+// linking the system libgomp would start a second OpenMP runtime with a second team. Its
+// omp_get_max_threads gives the team size torch.set_num_threads chose, so Tessera's loops follow
+// that setting unless tessera.set_num_threads pins a count.
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -28,6 +30,7 @@ namespace {
 using GompParallel = void (*)(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
 
 GompParallel g_gomp_parallel = nullptr;
+int (*g_omp_get_max_threads)() = nullptr;
 
 // Path of the first loaded shared object whose file name contains one of the OpenMP runtimes.
 std::string loaded_openmp_library() {
@@ -66,6 +69,7 @@ std::string resolve_openmp() {
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
     if (handle == nullptr) return std::string();
     g_gomp_parallel = reinterpret_cast<GompParallel>(dlsym(handle, "GOMP_parallel"));
+    g_omp_get_max_threads = reinterpret_cast<int (*)()>(dlsym(handle, "omp_get_max_threads"));
     return g_gomp_parallel ? path : std::string();
   }();
   return library;
@@ -82,13 +86,18 @@ void bind_host_threads(py::module_& m) {
           return "";
         }
         std::string library = resolve_openmp();
-        runtime::set_team_launcher(library.empty() ? nullptr : &launch_on_openmp);
+        if (library.empty()) {
+          runtime::set_team_launcher(nullptr);
+        } else {
+          runtime::set_team_launcher(&launch_on_openmp, g_omp_get_max_threads);
+        }
         return library;
       },
       py::arg("enable"),
       "Runs Tessera's parallel loops on the OpenMP team of the OpenMP runtime already loaded in "
-      "the process (torch's), or on Tessera's own pool (enable=False). Returns the OpenMP "
-      "library used, '' when Tessera's pool is in use (none loaded, or disabled).");
+      "the process (torch's), as many threads as it would use (torch.set_num_threads) unless "
+      "set_num_threads pinned a count; or on Tessera's own pool (enable=False). Returns the "
+      "OpenMP library used, '' when Tessera's pool is in use (none loaded, or disabled).");
   m.def(
       "thread_pool", [] { return runtime::team_launcher() ? "openmp" : "tessera"; },
       "Which threads run Tessera's parallel loops: 'openmp' (the host's team) or 'tessera'.");

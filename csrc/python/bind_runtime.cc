@@ -13,7 +13,8 @@ namespace tessera::python {
 
 void bind_runtime(py::module_& m) {
   m.def("set_num_threads", &runtime::set_num_threads, py::arg("n"),
-        "Threads of Tessera's pool (keep equal to torch.get_num_threads()).");
+        "Pins the threads of Tessera's parallel loops; n <= 0 follows torch's OpenMP team "
+        "(torch.set_num_threads) when it runs them, else all CPUs.");
   m.def("get_num_threads", &runtime::get_num_threads);
   m.def(
       "peak_info",

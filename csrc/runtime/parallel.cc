@@ -289,6 +289,7 @@ PoolState* state() {
 }
 
 std::atomic<TeamLauncher> g_team_launcher{nullptr};
+std::atomic<TeamSize> g_team_size{nullptr};
 
 // A host team runs the job: every member takes chunks until none is left.
 void run_on_team(TeamLauncher launch, int num_threads, int64_t num_tasks, ParallelBody body,
@@ -313,13 +314,19 @@ void set_num_threads(int n) {
 }
 
 int get_num_threads() {
-  int n = g_requested_threads.load();
-  return n > 0 ? n : hardware_threads();
+  if (int n = g_requested_threads.load(); n > 0) return n;
+  if (g_team_launcher.load() != nullptr) {
+    if (TeamSize size = g_team_size.load()) return std::clamp(size(), 1, 1024);
+  }
+  return hardware_threads();
 }
 
 bool in_parallel_region() { return t_in_parallel; }
 
-void set_team_launcher(TeamLauncher launch) { g_team_launcher.store(launch); }
+void set_team_launcher(TeamLauncher launch, TeamSize team_size) {
+  g_team_size.store(launch ? team_size : nullptr);
+  g_team_launcher.store(launch);
+}
 
 TeamLauncher team_launcher() { return g_team_launcher.load(); }
 

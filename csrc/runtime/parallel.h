@@ -25,7 +25,9 @@ namespace tessera::runtime {
 // may throw: the first exception is rethrown on the caller after all chunks finished.
 using ParallelBody = void (*)(void* closure, int64_t begin, int64_t end);
 
-// n <= 0 -> hardware concurrency (CPUs in this process's affinity mask). Takes effect on the next
+// n > 0 pins the thread count. n <= 0 (the default) follows the host team's size when a launcher
+// with a size query is installed (set_team_launcher: inside PyTorch, torch.set_num_threads),
+// else the hardware concurrency (CPUs in this process's affinity mask). Takes effect on the next
 // parallel_for (the pool is resized lazily there).
 void set_num_threads(int n);
 int get_num_threads();
@@ -43,8 +45,11 @@ bool in_parallel_region();
 // launch(member, data, num_threads) must call member(data) once on each thread of a team of up
 // to num_threads threads, the calling thread included, and return when all calls have returned.
 // Chunks are then taken dynamically by the team's members. nullptr restores Tessera's own pool.
+// team_size (optional) says how many threads the host would use now, so that loops follow the
+// host's thread setting unless set_num_threads pinned a count.
 using TeamLauncher = void (*)(void (*member)(void* data), void* data, int num_threads);
-void set_team_launcher(TeamLauncher launch);
+using TeamSize = int (*)();
+void set_team_launcher(TeamLauncher launch, TeamSize team_size = nullptr);
 TeamLauncher team_launcher();
 
 }  // namespace tessera::runtime

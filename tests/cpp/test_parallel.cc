@@ -366,6 +366,30 @@ TEST_F(TeamLauncherTest, SerialCasesAndNestedLoopsDoNotLaunchATeam) {
   EXPECT_FALSE(in_parallel_region());
 }
 
+// The host's thread setting, as omp_get_max_threads reports it.
+std::atomic<int> g_host_threads{3};
+int host_team_size() { return g_host_threads.load(); }
+
+TEST_F(TeamLauncherTest, UnpinnedLoopsFollowTheHostTeamSize) {
+  set_team_launcher(&thread_team, &host_team_size);
+  set_num_threads(0);
+  for (int host : {3, 1, 2}) {
+    g_host_threads.store(host);
+    EXPECT_EQ(get_num_threads(), host);
+    Recorder rec(100);
+    parallel_for(100, Recorder::body, &rec);
+    expect_exact_balanced_cover(rec, 100, host);
+  }
+  EXPECT_EQ(g_team_launches.load(), 2);  // a host setting of 1 runs serially
+  set_num_threads(4);                    // pinned: the host's setting no longer applies
+  EXPECT_EQ(get_num_threads(), 4);
+  set_num_threads(0);
+  g_host_threads.store(999);
+  EXPECT_EQ(get_num_threads(), 999);
+  set_team_launcher(nullptr);  // the own pool does not ask the host
+  EXPECT_NE(get_num_threads(), 999);
+}
+
 TEST_F(TeamLauncherTest, ExceptionsPropagateAndTheOwnPoolComesBack) {
   set_num_threads(2);
   int64_t throwing_begin = 3;

@@ -55,6 +55,24 @@ def test_default_pool_is_torchs_openmp_team():
     assert float(err) < 1e-3
 
 
+@pytest.mark.skipif(not OPENMP_TORCH, reason="torch is not built with OpenMP")
+def test_kernels_follow_torch_set_num_threads_unless_pinned():
+    assert tessera._C.thread_pool() == "openmp"
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert tessera.get_num_threads() == 1
+        torch.set_num_threads(3)
+        assert tessera.get_num_threads() == 3
+        tessera.set_num_threads(2)  # pinned
+        torch.set_num_threads(1)
+        assert tessera.get_num_threads() == 2
+    finally:
+        tessera.set_num_threads(0)
+        torch.set_num_threads(before)
+    assert tessera.get_num_threads() == before
+
+
 def test_own_pool_on_request():
     pool, added, err = _run_script(_THREADS_SCRIPT, "tessera").split()
     assert pool == "tessera"

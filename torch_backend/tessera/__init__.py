@@ -15,19 +15,20 @@ from .kernel import Kernel
 __version__ = _C.version()
 
 # One set of threads for both runtimes: Tessera's parallel loops run on torch's OpenMP team, so
-# ATen's idle spinning threads never compete with a second pool for the cores.
-# TESSERA_THREAD_POOL=tessera keeps Tessera's own pool (then sized like torch's).
+# ATen's idle spinning threads never compete with a second pool for the cores, and they use as
+# many threads as torch does (torch.set_num_threads applies to both).
+# TESSERA_THREAD_POOL=tessera keeps Tessera's own pool, sized like torch's at import.
 import os as _os  # noqa: E402
 
 import torch as _torch  # noqa: E402
 
-_C.set_num_threads(_torch.get_num_threads())
-if _os.environ.get("TESSERA_THREAD_POOL", "openmp") != "tessera":
-    _C.use_openmp_threads(True)
+if _os.environ.get("TESSERA_THREAD_POOL", "openmp") == "tessera" or not _C.use_openmp_threads(True):
+    _C.set_num_threads(_torch.get_num_threads())
 
 
 def set_num_threads(n: int) -> None:
-    """Threads used by Tessera kernels (keep equal to torch.get_num_threads())."""
+    """Pins the threads of Tessera kernels to n. n <= 0 (the default on torch's OpenMP team)
+    follows torch.set_num_threads."""
     _C.set_num_threads(n)
 
 
