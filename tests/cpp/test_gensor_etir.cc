@@ -301,6 +301,30 @@ TEST(GensorModel, StagesThatFitTheLlcRefillL2FromIt) {
   EXPECT_LT(big.benefit_cache(sp, l2), none.benefit_cache(sp, l2));
 }
 
+TEST(GensorModel, PackingTheRowOperandRemovesItsL1ConflictsAtTheCostOfACopy) {
+  // 2048^3: A's rows are 8 KiB apart, so a 12-row register tile reads 12 lines of one L1 set
+  // (4 KiB set span), while the 256 x 32 B panel already fills that set's 8 ways.
+  MatmulSpace ms = matmul_space(2048, 2048, 2048);
+  const StageSpace& sp = ms.sp;
+  ASSERT_EQ(sp.row_packable.size(), 1u);
+  EXPECT_EQ(sp.row_packable[0].name, "A");
+  EXPECT_EQ(sp.row_packable[0].axis, 0);
+  AnalyticModel model(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
+  schedule::StageAnnotation ann = sp.base;
+  ann.tile_reg = {12, 32};
+  ann.tile_reduce = {256};
+  ann.tile_outer = {96, 256};
+  ann.vector_width = 16;
+  schedule::StageAnnotation packed = ann;
+  packed.pack.push_back("A");
+  const Prediction plain = model.predict(sp, ann), with_pack = model.predict(sp, packed);
+  EXPECT_GT(plain.compute_ms, with_pack.compute_ms);
+  EXPECT_LT(plain.overhead_ms, with_pack.overhead_ms);
+  // One row: nothing to alias, so packing only costs.
+  ann.tile_reg = packed.tile_reg = {1, 32};
+  EXPECT_DOUBLE_EQ(model.predict(sp, ann).compute_ms, model.predict(sp, packed).compute_ms);
+}
+
 TEST(GensorModel, RegisterFileIsACapacity) {
   MatmulSpace ms = matmul_space(256, 256, 256);
   const StageSpace& sp = ms.sp;

@@ -58,12 +58,23 @@ std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticMod
   std::vector<RankedAnnotation> out;
   std::map<std::string, size_t> index;  // annotation JSON -> position (different states often
                                         // realise the same schedule)
-  for (const EtirState& s : states) {
-    schedule::StageAnnotation ann = to_annotation(sp, s);
+  auto add = [&](const schedule::StageAnnotation& ann) {
     std::string key = ann.to_json().dump();
-    if (index.count(key)) continue;
+    if (index.count(key)) return;
     index[key] = out.size();
     out.push_back({ann, model.predict(sp, ann)});
+  };
+  for (const EtirState& s : states) {
+    schedule::StageAnnotation ann = to_annotation(sp, s);
+    add(ann);
+    // The same tiling with the broadcast operands packed: the model weighs the copy against the
+    // L1 conflicts of rows a stride apart.
+    if (ann.vector_axis < 0) continue;
+    schedule::StageAnnotation packed = ann;
+    for (const StageSpace::RowOperand& r : sp.row_packable) {
+      if (ann.tile_reg[r.axis] > 1) packed.pack.push_back(r.name);
+    }
+    if (packed.pack.size() > ann.pack.size()) add(packed);
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const RankedAnnotation& a, const RankedAnnotation& b) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/functor.h"
+#include "schedule/lower_access.h"
 #include "tune/common.h"
 #include "util/check.h"
 
@@ -152,6 +153,22 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
           contiguous = true;
         }
         sp.vector_contiguous[t] = contiguous;
+      }
+    }
+  }
+
+  if (sp.vector_axis >= 0 && sp.num_reduce > 0) {
+    for (int t = 0; t < nt; ++t) {
+      const cost::TensorAccesses& ta = sp.regions->tensors()[t];
+      if (ta.is_output || ta.epilogue || sp.vector_dependent[t] || !ta.tensor ||
+          !ta.tensor->is_placeholder()) {
+        continue;
+      }
+      for (int a = 0; a < sp.num_spatial; ++a) {
+        if (a == sp.vector_axis || schedule::dim_indexed_by(body, ta.tensor, op.axes[a].var) < 0)
+          continue;
+        sp.row_packable.push_back({ta.name, a});
+        break;
       }
     }
   }

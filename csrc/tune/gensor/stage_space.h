@@ -40,6 +40,16 @@ struct StageSpace {
   // (plain vector loads) or not (gathers)?
   std::vector<bool> vector_dependent;
   std::vector<bool> vector_contiguous;
+  // Broadcast operands the lowering can pack into panels of a row register tile: kernel inputs
+  // the vector iterator does not index, with a dimension indexed by exactly the spatial iterator
+  // `axis` (the A of a GEMM). Packed, a register tile's rows become neighbours in memory instead
+  // of rows a stride apart that compete for the same L1 sets; the rules never pack them, construct
+  // mode ranks both.
+  struct RowOperand {
+    std::string name;
+    int axis = -1;
+  };
+  std::vector<RowOperand> row_packable;
   // ladder[level][iterator]: the values a tile may take, ascending. Empty = not tiled there.
   std::vector<std::vector<int64_t>> ladder[kNumLevels];
   double body_ops = 1;  // arithmetic nodes of the body (compute cost per point of injective stages)
