@@ -252,6 +252,49 @@ Prediction AnalyticModel::predict(const StageSpace& sp,
   return sp.cross_lane() ? predict_cross_lane(sp, ann) : predict_tiled(sp, ann);
 }
 
+double AnalyticModel::l1_conflict_lines_per_step(const StageSpace& sp,
+                                                 const schedule::StageAnnotation& ann) const {
+  // Cache-set aliasing: the rows a register tile reads from a tensor that is not vector-loaded
+  // (broadcast operands such as an unpacked A) sit one row stride apart; with a stride that is a
+  // multiple of the L1 set span (4 KiB on 48 KiB / 12 ways) they all map to a few sets. Those sets
+  // also hold the vector operands' panel of the reduce tile (kc x the register tile's vector
+  // width: a B panel of 32 KiB takes 8 of 12 ways), and rows beyond the ways left over evict
+  // each other: their reads come from L2, mostly hidden behind the FMAs (measured, GEMM 2048 with
+  // 12x32 tiles and kc 256: 1.12x faster with A packed, where 8 rows per step miss L1). A packed
+  // operand's rows are neighbours and do not alias.
+  const int n = sp.num_spatial, m = sp.num_reduce, d = sp.num_iters();
+  const auto& tensors = sp.regions->tensors();
+  const int vw = ann.vector_axis >= 0 ? ann.vector_width : 1;
+  const cost::MemoryLevel& l1 = hw_.levels[cost::kLevelL1];
+  const double set_span =
+      l1.capacity_bytes > 0 ? static_cast<double>(l1.capacity_bytes) / l1.ways : 4096;
+  std::vector<int64_t> panel(d, 1);  // the vector operands' panel: register tile x reduce tile
+  for (int a = 0; a < n; ++a) panel[a] = ann.tile_reg[a];
+  for (int r = 0; r < m; ++r) panel[n + r] = ann.tile_reduce[r];
+  double panel_ways = 0;  // ways per L1 set that panel occupies
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].is_output || tensors[t].epilogue || !(vw > 1 && sp.vector_dependent[t]))
+      continue;
+    panel_ways += sp.regions->region_bytes(t, panel, l1.line_bytes) / set_span;
+  }
+  const double free_ways = std::max(1.0, std::floor(l1.ways - panel_ways));
+  double conflict_lines_per_step = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].is_output || tensors[t].epilogue) continue;
+    if (vw > 1 && sp.vector_dependent[t]) continue;
+    if (std::find(ann.pack.begin(), ann.pack.end(), tensors[t].name) != ann.pack.end()) continue;
+    for (int a = 0; a < n; ++a) {
+      if (ann.tile_reg[a] <= 1) continue;
+      const int64_t stride = sp.regions->element_stride(t, a) * tensors[t].elem_bytes;
+      if (stride <= 0 || stride % l1.line_bytes != 0) continue;
+      const double sets =
+          set_span / static_cast<double>(gcd64(stride, static_cast<int64_t>(set_span)));
+      conflict_lines_per_step += std::max(0.0, ann.tile_reg[a] - free_ways * sets);
+    }
+  }
+  return conflict_lines_per_step;
+}
+
 Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
                                         const schedule::StageAnnotation& ann) const {
   const int n = sp.num_spatial, m = sp.num_reduce, d = sp.num_iters();
@@ -294,45 +337,9 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     }
   }
 
-  // Cache-set aliasing: the rows a register tile reads from a tensor that is not vector-loaded
-  // (broadcast operands such as an unpacked A) sit one row stride apart; with a stride that is a
-  // multiple of the L1 set span (4 KiB on 48 KiB / 12 ways) they all map to a few sets. Those sets
-  // also hold the vector operands' panel of the reduce tile (kc x the register tile's vector
-  // width: a B panel of 32 KiB takes 8 of 12 ways), and rows beyond the ways left over evict
-  // each other: their reads come from L2, mostly hidden behind the FMAs (measured, GEMM 2048 with
-  // 12x32 tiles and kc 256: 1.12x faster with A packed, where 8 rows per step miss L1). A packed
-  // operand's rows are neighbours and do not alias.
   const cost::MemoryLevel& l1 = hw_.levels[cost::kLevelL1];
-  const double set_span =
-      l1.capacity_bytes > 0 ? static_cast<double>(l1.capacity_bytes) / l1.ways : 4096;
   const double l2_bytes_per_cycle = hw_.levels[cost::kLevelL2].bandwidth_gbs / hw_.ghz();
-  double panel_ways = 0;  // ways per set the vector operands' reduce-tile panel occupies
-  {
-    std::vector<int64_t> panel(d, 1);
-    for (int a = 0; a < n; ++a) panel[a] = ann.tile_reg[a];
-    for (int r = 0; r < m; ++r) panel[n + r] = ann.tile_reduce[r];
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      if (tensors[t].is_output || tensors[t].epilogue || !(vw > 1 && sp.vector_dependent[t]))
-        continue;
-      panel_ways += sp.regions->region_bytes(t, panel, l1.line_bytes) / set_span;
-    }
-  }
-  const double free_ways = std::max(1.0, std::floor(l1.ways - panel_ways));
-  constexpr double kConflictExposed = 0.15;  // share of an L1 conflict miss not hidden
-  double conflict_lines_per_step = 0;
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    if (tensors[t].is_output || tensors[t].epilogue) continue;
-    if (vw > 1 && sp.vector_dependent[t]) continue;
-    if (std::find(ann.pack.begin(), ann.pack.end(), tensors[t].name) != ann.pack.end()) continue;
-    for (int a = 0; a < n; ++a) {
-      if (ann.tile_reg[a] <= 1) continue;
-      const int64_t stride = sp.regions->element_stride(t, a) * tensors[t].elem_bytes;
-      if (stride <= 0 || stride % l1.line_bytes != 0) continue;
-      const double sets =
-          set_span / static_cast<double>(gcd64(stride, static_cast<int64_t>(set_span)));
-      conflict_lines_per_step += std::max(0.0, ann.tile_reg[a] - free_ways * sets);
-    }
-  }
+  const double conflict_lines_per_step = l1_conflict_lines_per_step(sp, ann);
 
   double cycles = 0;
   const double fast_points = points * full;
@@ -347,6 +354,7 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
                                : std::max(L, sp.body_ops);
   if (m > 0) {
     // FMA pipes, load ports, and the latency every accumulator chain waits per step.
+    constexpr double kConflictExposed = 0.15;  // share of an L1 conflict miss not hidden
     double per_step =
         std::max({acc / P_fma, loads / P_ld, L}) + 0.5 +
         kConflictExposed * conflict_lines_per_step * l1.line_bytes / l2_bytes_per_cycle;

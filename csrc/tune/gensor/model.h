@@ -92,6 +92,9 @@ class AnalyticModel {
  private:
   Prediction predict_tiled(const StageSpace& sp, const schedule::StageAnnotation& ann) const;
   Prediction predict_cross_lane(const StageSpace& sp, const schedule::StageAnnotation& ann) const;
+  // Lines per reduction step that the broadcast operand's rows miss in L1 through set conflicts.
+  double l1_conflict_lines_per_step(const StageSpace& sp,
+                                    const schedule::StageAnnotation& ann) const;
   double cycle_ms() const;  // one core cycle in ms
 
   cost::MemoryHierarchy hw_;
