@@ -166,10 +166,9 @@ double chase_latency_ns(int64_t bytes, int64_t steps) {
 bool sane(double v) { return std::isfinite(v) && v > 0; }
 
 // The LLC's bandwidth and latency from a buffer of four L2s (beyond L2, well inside any L3), and
-// the share of
-// it this process can count on: the largest buffer, doubling from there up to what the OS
-// reports (at most 128 MiB), still read at 80% of that bandwidth. Measured on a 2-vCPU VM of a
-// 260 MB-L3 socket: 28-30 GB/s up to 32 MiB, 24.5 at 64, 23 at 128, DRAM's 15 at 256.
+// the share of it this process can count on: the largest buffer, doubling from there up to what
+// the OS reports (at most 128 MiB), still read at 80% of that bandwidth. Measured on a 2-vCPU VM of
+// a 260 MB-L3 socket: 28-30 GB/s up to 32 MiB, 24.5 at 64, 23 at 128, DRAM's 15 at 256.
 void probe_llc(ReadKernel kernel, const MemoryLevel& l2, const MemoryLevel& dram,
                MemoryLevel* llc) {
   if (llc->capacity_bytes <= 0) return;  // no L3: nothing between L2 and DRAM

@@ -315,9 +315,8 @@ void set_num_threads(int n) {
 
 int get_num_threads() {
   if (int n = g_requested_threads.load(); n > 0) return n;
-  if (g_team_launcher.load() != nullptr) {
-    if (TeamSize size = g_team_size.load()) return std::clamp(size(), 1, 1024);
-  }
+  // Set only together with a launcher (set_team_launcher clears it with the launcher).
+  if (TeamSize size = g_team_size.load()) return std::clamp(size(), 1, 1024);
   return hardware_threads();
 }
 
