@@ -175,19 +175,22 @@ double AnalyticModel::parallel_efficiency(const StageSpace& sp, const EtirState&
   return tasks / (waves * opts_.cores);
 }
 
-const cost::MemoryLevel& AnalyticModel::refill_level(const StageSpace& sp) const {
-  const cost::MemoryLevel& llc = hw_.levels[cost::kLevelLlc];
+bool AnalyticModel::fits_llc(const StageSpace& sp) const {
+  const int64_t cap = hw_.levels[cost::kLevelLlc].capacity_bytes;
   double bytes = 0;
   for (const auto& t : sp.regions->tensors()) bytes += tensor_bytes(t);
-  const bool fits = llc.capacity_bytes > 0 && bytes <= static_cast<double>(llc.capacity_bytes);
-  return fits ? llc : hw_.levels[cost::kLevelDram];
+  return cap > 0 && bytes <= static_cast<double>(cap);
+}
+
+const cost::MemoryLevel& AnalyticModel::refill_level(const StageSpace& sp) const {
+  return hw_.levels[fits_llc(sp) ? cost::kLevelLlc : cost::kLevelDram];
 }
 
 double AnalyticModel::refill_bandwidth_gbs(const StageSpace& sp, double cores) const {
-  const cost::MemoryLevel& from = refill_level(sp);
   const double dram_all =
       std::min(hw_.dram_bw_all_gbs, cores * hw_.levels[cost::kLevelDram].bandwidth_gbs);
-  return from.name == "llc" ? std::max(dram_all, cores * from.bandwidth_gbs) : dram_all;
+  if (!fits_llc(sp)) return dram_all;
+  return std::max(dram_all, cores * hw_.levels[cost::kLevelLlc].bandwidth_gbs);
 }
 
 double AnalyticModel::benefit_tile(const StageSpace& sp, const EtirState& s,

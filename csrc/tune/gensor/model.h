@@ -73,7 +73,9 @@ class AnalyticModel {
   bool feasible(const StageSpace& sp, const EtirState& s) const;
   // Parallel efficiency of the L2 tiling: tasks / (waves * cores).
   double parallel_efficiency(const StageSpace& sp, const EtirState& s) const;
-  // Where L2 misses are served from: the LLC when all of the stage's tensors fit in it, else DRAM.
+  // Do all of the stage's tensors fit in the LLC share? Then L2 misses are served from there.
+  bool fits_llc(const StageSpace& sp) const;
+  // Where L2 misses are served from: the LLC when the stage fits it, else DRAM.
   const cost::MemoryLevel& refill_level(const StageSpace& sp) const;
   // Bandwidth (GB/s) of that level to `cores` cores: LLC slices add up, DRAM saturates.
   double refill_bandwidth_gbs(const StageSpace& sp, double cores) const;
