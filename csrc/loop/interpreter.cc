@@ -32,6 +32,7 @@ class Interpreter {
   void run(const Stmt& s) {
     switch (s->kind) {
       case StmtKind::kNop:
+      case StmtKind::kPrefetch:  // a cache hint: no effect on results
         return;
       case StmtKind::kSeq:
         for (const Stmt& c : s->seq) run(c);

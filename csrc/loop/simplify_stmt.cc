@@ -28,6 +28,8 @@ class StmtSimplifier {
         return visit_if(s);
       case StmtKind::kStore:
         return make_store(s->buffer, expr(s->index), expr(s->value));
+      case StmtKind::kPrefetch:
+        return make_prefetch(s->buffer, expr(s->index), s->cache_level);
       case StmtKind::kAllocate: {
         Stmt body = visit(s->body);
         return is_nop(body) ? make_nop() : make_allocate(s->buffer, body);

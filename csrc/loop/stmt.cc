@@ -81,6 +81,16 @@ Stmt make_allocate(Buffer buffer, Stmt body) {
   return s;
 }
 
+Stmt make_prefetch(Buffer buffer, Expr index, int cache_level) {
+  TESSERA_CHECK(buffer != nullptr) << "prefetch of a null buffer";
+  TESSERA_CHECK(cache_level == 1 || cache_level == 2) << "prefetch into L1 or L2 only";
+  auto s = new_stmt(StmtKind::kPrefetch);
+  s->buffer = std::move(buffer);
+  s->index = std::move(index);
+  s->cache_level = cache_level;
+  return s;
+}
+
 Stmt make_seq(std::vector<Stmt> stmts) {
   std::vector<Stmt> flat;
   for (auto& s : stmts) {

@@ -10,6 +10,8 @@
 //  - Store writes buffer[index] = value (flat element index).
 //  - Allocate introduces a temporary buffer visible in `body`; kRegister/kStack buffers need a
 //    constant size.
+//  - Prefetch hints that buffer[index] will be read soon (`cache_level` 1: into L1, 2: into L2).
+//    It has no effect on results, and the index may lie outside the buffer (it never faults).
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,7 +39,7 @@ enum class ForKind : uint8_t {
 };
 const char* for_kind_name(ForKind k);
 
-enum class StmtKind : uint8_t { kFor, kLet, kIf, kStore, kAllocate, kSeq, kNop };
+enum class StmtKind : uint8_t { kFor, kLet, kIf, kStore, kAllocate, kSeq, kNop, kPrefetch };
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -55,9 +57,10 @@ struct StmtNode {
   Stmt then_case;
   Stmt else_case;
   Stmt body;  // kFor, kLet, kAllocate
-  // kStore: buffer[index] = value. kAllocate: buffer.
+  // kStore: buffer[index] = value. kAllocate: buffer. kPrefetch: buffer[index], cache_level.
   Buffer buffer;
   Expr index;
+  int cache_level = 0;
   std::vector<Stmt> seq;  // kSeq
 };
 
@@ -66,6 +69,7 @@ Stmt make_let(Var var, Expr value, Stmt body);
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt make_store(Buffer buffer, Expr index, Expr value);
 Stmt make_allocate(Buffer buffer, Stmt body);
+Stmt make_prefetch(Buffer buffer, Expr index, int cache_level);
 Stmt make_seq(std::vector<Stmt> stmts);  // flattens nested sequences, drops nops
 Stmt make_nop();
 

@@ -52,6 +52,9 @@ Json StageAnnotation::to_json() const {
   j["s1_order"] = to_array(s1_order);
   j["pack"] = to_array(pack);
   j["parallel"] = parallel;
+  // Written only when set, so that schedules from before the option keep their text (and keys).
+  if (prefetch) j["prefetch"] = true;
+  if (reduce_unroll != 1) j["reduce_unroll"] = reduce_unroll;
   return j;
 }
 
@@ -69,6 +72,8 @@ StageAnnotation StageAnnotation::from_json(const Json& j) {
     for (const Json& x : p->as_array()) a.pack.push_back(x.as_string());
   }
   a.parallel = j.get_bool("parallel", true);
+  a.prefetch = j.get_bool("prefetch", false);
+  a.reduce_unroll = j.get_int("reduce_unroll", 1);
   return a;
 }
 

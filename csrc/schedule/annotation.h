@@ -35,6 +35,8 @@ struct StageAnnotation {
   std::vector<int> s1_order;         // S1 loop order (spatial axis ids), outermost first
   std::vector<std::string> pack;     // inputs repacked into vector_axis panels before the loop
   bool parallel = true;              // distribute cache tiles over the thread pool
+  int64_t reduce_unroll = 1;         // inner reduce steps unrolled per loop iteration
+  bool prefetch = false;             // hint later register tiles' operands (tile_prefetch.h)
 
   util::Json to_json() const;
   static StageAnnotation from_json(const util::Json& j);

@@ -263,6 +263,7 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
       for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
       if (vaxis > row && !writes_dominate) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
       if (rext * vext >= 64 * 64 || vaxis != n - 1) ann.pack = vc.ap.packable;
+      unroll_inner_reduce(ann);
       return ann;
     }
   }
@@ -280,6 +281,13 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
     ann.tile_outer[n - 1] = std::min<int64_t>(vext, 64);
   }
   return ann;
+}
+
+void unroll_inner_reduce(StageAnnotation& ann) {
+  const bool blocked = ann.sketch == Sketch::kMultiLevelTiling && ann.vector_axis >= 0;
+  const bool long_inner = !ann.tile_reduce.empty() && ann.tile_reduce.back() >= 16;
+  ann.reduce_unroll = blocked && long_inner ? 8 : 1;
+  ann.prefetch = ann.reduce_unroll > 1;
 }
 
 KernelSchedule default_schedule(const StagePlan& plan, const Target& target) {

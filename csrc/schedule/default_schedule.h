@@ -45,4 +45,9 @@ struct RegisterTile {
 };
 RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const Target& target);
 
+// Unrolls the inner reduce loop of a register-blocked stage (8 steps per iteration once its
+// tile has 16 or more) and turns on prefetch hints, which are issued once per unrolled group.
+// On GEMM 2048 (2 threads) the unroll measured +4-7% and the hints a further 0-4%.
+void unroll_inner_reduce(StageAnnotation& ann);
+
 }  // namespace tessera::schedule

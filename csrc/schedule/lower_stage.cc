@@ -1,6 +1,7 @@
 #include "schedule/lower_stage.h"
 
 #include "ir/functor.h"
+#include "schedule/tile_prefetch.h"
 #include "util/check.h"
 
 namespace tessera::schedule {
@@ -112,6 +113,8 @@ void check_annotation(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
   TESSERA_CHECK(reg_points <= 1024) << "stage " << op.name << ": register tile of " << reg_points
                                     << " points is too large to unroll";
   for (int64_t t : ann.tile_reduce) TESSERA_CHECK(t >= 1) << "reduce tiles must be positive";
+  TESSERA_CHECK(ann.reduce_unroll >= 1 && ann.reduce_unroll <= 32)
+      << "stage " << op.name << ": reduce_unroll " << ann.reduce_unroll << " not in [1, 32]";
   if (ann.vector_axis >= 0) {
     TESSERA_CHECK(ann.vector_axis < static_cast<int>(n)) << "vector axis out of range";
     TESSERA_CHECK(ann.vector_width >= 1 && ann.tile_reg[ann.vector_axis] % ann.vector_width == 0)
@@ -174,9 +177,30 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     last_c.push_back(ir::eq(ro[r], rcount[r] - ir::int_imm(1)));
   }
   const Expr first = all_of(first_c), last = all_of(last_c);
-  auto wrap_r1 = [&](Stmt body) {
+  // The inner reduce loops around a register-tile step. The innermost one runs `reduce_unroll`
+  // steps per iteration (a remainder loop takes what is left): the loop's own counter and branch
+  // otherwise compete with the FMAs for issue ports.
+  // `hints` (written for the group's first step) open each unrolled group.
+  auto wrap_r1 = [&](Stmt body, std::vector<Stmt> hints) {
     for (size_t r = m; r-- > 0;) {
-      body = loop::make_for(ri[r], ir::int_imm(0), rext[r], ForKind::kSerial, body);
+      const int64_t u = r + 1 == m ? ann.reduce_unroll : 1;
+      if (u == 1) {
+        body = loop::make_for(ri[r], ir::int_imm(0), rext[r], ForKind::kSerial, body);
+        continue;
+      }
+      const std::string nm = ri[r]->name;
+      Var group = ir::var(nm + "_g", 0, ir::kNoUpperBound), step = ir::var(nm + "_u", 0, u - 1);
+      const Expr groups = ir::floordiv(rext[r], ir::int_imm(u));
+      const Expr done = groups * ir::int_imm(u);
+      const Expr first_step = group * ir::int_imm(u);
+      Stmt group_body =
+          loop::make_seq({loop::make_let(ri[r], first_step, loop::make_seq(std::move(hints))),
+                          loop::make_for(step, ir::int_imm(0), ir::int_imm(u), ForKind::kUnrolled,
+                                         loop::make_let(ri[r], first_step + step, body))});
+      Stmt unrolled = loop::make_for(group, ir::int_imm(0), groups, ForKind::kSerial, group_body);
+      hints.clear();
+      Stmt rest = loop::make_for(ri[r], done, rext[r] - done, ForKind::kSerial, body);
+      body = loop::make_seq({unrolled, rest});
     }
     return body;
   };
@@ -242,6 +266,32 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     return body;
   };
 
+  std::vector<int> order = ann.s1_order;
+  if (order.empty()) {
+    for (size_t a = 0; a < n; ++a) order.push_back(static_cast<int>(a));
+  }
+  TESSERA_CHECK(order.size() == n) << "s1_order must list every spatial axis once";
+  // Prefetch hints for the full register tiles' inner reduce steps (partial tiles are rare).
+  auto prefetches = [&]() {
+    TileLoops loops;
+    for (int a : order) {
+      loops.s1.push_back(mid[a]);
+      loops.s1_trips.push_back(ann.tile_outer[a] / ann.tile_reg[a]);
+      if (a == vaxis) continue;
+      loops.rows.push_back(s2[a]);
+      loops.row_trips.push_back(ann.tile_reg[a]);
+    }
+    if (vaxis >= 0) {
+      loops.vector_unroll = unroll_v;
+      loops.vector_unrolls = ann.tile_reg[vaxis] / vl;
+      loops.lane = lane;
+    }
+    loops.step = ri[m - 1];
+    loops.steps = ann.tile_reduce[m - 1];
+    const int64_t line_elems = 64 / ir::dtype_bytes(sb.dtype);
+    return next_tile_prefetches(pw.value(point, rval), loops, line_elems);
+  };
+
   auto register_tile = [&](bool partial_rows, bool partial_lanes = false) {
     auto w = [&](Stmt b) { return wrap_s2(b, partial_rows, partial_lanes); };
     if (!reduce) return w(pw.store_out(point, pw.value(point, {})));
@@ -251,8 +301,10 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     Stmt init = loop::make_if(
         first, w(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
         w(loop::make_store(acc, acc_index, pw.load_out(point))));
-    Stmt update = wrap_r1(w(loop::make_store(
-        acc, acc_index, ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval)))));
+    Stmt step = w(loop::make_store(acc, acc_index,
+                                   ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval))));
+    const bool hinted = ann.prefetch && !partial_rows && !partial_lanes;
+    Stmt update = wrap_r1(step, hinted ? prefetches() : std::vector<Stmt>{});
     Stmt write = sb.epilogue.defined()
                      ? loop::make_if(last, w(pw.store_out(point, pw.finish(point, acc_val))),
                                      w(pw.store_out(point, acc_val)))
@@ -321,11 +373,6 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
   Stmt tile_body =
       loop::make_if(all_of(exists_c),
                     loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
-  std::vector<int> order = ann.s1_order;
-  if (order.empty()) {
-    for (size_t a = 0; a < n; ++a) order.push_back(static_cast<int>(a));
-  }
-  TESSERA_CHECK(order.size() == n) << "s1_order must list every spatial axis once";
   for (size_t k = n; k-- > 0;) {
     int a = order[k];
     tile_body =

@@ -62,6 +62,10 @@ StageAnnotation random_stage_annotation(const Stage& stage, const StagePlan& pla
   a.s1_order.resize(n);
   std::iota(a.s1_order.begin(), a.s1_order.end(), 0);
   std::shuffle(a.s1_order.begin(), a.s1_order.end(), rng);
+  if (m > 0) {
+    a.reduce_unroll = int64_t{1} << pick(rng, 0, 3);
+    a.prefetch = pick(rng, 0, 1) != 0;
+  }
   return a;
 }
 

@@ -59,6 +59,9 @@ class MiniExec {
       case StmtKind::kAllocate:
         run(s->body);
         return;
+      case StmtKind::kPrefetch:  // logged with its level in place of a value
+        log.emplace_back("prefetch " + s->buffer->name, eval(s->index), s->cache_level);
+        return;
     }
   }
 
@@ -107,6 +110,22 @@ TEST(SimplifyStmt, TiledGuardsAndIndicesCollapse) {
             "parallel for i_o in [0, 32):\n"
             "  for i_i in [0, 32):\n"
             "    B[i_o * 32 + i_i] = A[i_o * 32 + i_i]");
+  expect_same_stores(nest, s);
+}
+
+TEST(SimplifyStmt, PrefetchIndicesAreSimplifiedAndTheHintKept) {
+  ir::Buffer A = buf("A");
+  Var io = ir::var("i_o"), ii = ir::var("i_i");
+  Expr i = io * 16 + ii;
+  Expr idx = ir::floordiv(i, 16) * 16 + ir::floormod(i, 16) + 64;
+  Stmt nest =
+      make_for(io, int_imm(0), int_imm(4), ForKind::kSerial,
+               make_for(ii, int_imm(0), int_imm(16), ForKind::kSerial, make_prefetch(A, idx, 2)));
+  Stmt s = simplify_stmt(nest);
+  EXPECT_EQ(to_string(s),
+            "for i_o in [0, 4):\n"
+            "  for i_i in [0, 16):\n"
+            "    prefetch_l2 A[i_o * 16 + i_i + 64]");
   expect_same_stores(nest, s);
 }
 

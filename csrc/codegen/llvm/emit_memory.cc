@@ -147,6 +147,23 @@ VVal Emitter::emit_load(const Expr& e) {
   return {from_storage(v, t), true};
 }
 
+void Emitter::emit_prefetch(const Stmt& s) {
+  const ir::Buffer& buf = s->buffer;
+  llvm::Type* st = storage_type(buf->dtype);
+  begin_root();
+  // Inside vector code the hint is for the first lane's element: lanes share its cache line.
+  const Expr idx = vec_ != nullptr && is_varying(s->index) ? lane0_index(s->index) : s->index;
+  // A plain (not inbounds) GEP: the hinted element may lie past the buffer, which is harmless
+  // for a prefetch but must not let LLVM assume otherwise.
+  llvm::Value* addr = b_.CreateGEP(st, buffer_ptr(buf), index_i64(emit_uniform(idx), idx->dtype));
+  llvm::Value* ptr = b_.CreatePointerCast(addr, b_.getInt8PtrTy());
+  // llvm.prefetch(addr, rw = read, locality, cache = data): locality 3 keeps the line in every
+  // level (prefetcht0), 2 brings it into L2 (prefetcht1).
+  const int locality = s->cache_level == 1 ? 3 : 2;
+  b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {ptr->getType()},
+                     {ptr, b_.getInt32(0), b_.getInt32(locality), b_.getInt32(1)});
+}
+
 void Emitter::emit_store(const Stmt& s) {
   const ir::Buffer& buf = s->buffer;
   DType t = buf->dtype;

@@ -80,6 +80,9 @@ void Emitter::emit_stmt(const Stmt& s) {
     case loop::StmtKind::kAllocate:
       emit_allocate(s);
       return;
+    case loop::StmtKind::kPrefetch:
+      emit_prefetch(s);
+      return;
   }
   TESSERA_FAIL() << "unknown statement kind";
 }

@@ -127,6 +127,7 @@ class Emitter {
   // ---- memory (emit_memory.cc) ----
   VVal emit_load(const Expr& e);
   void emit_store(const Stmt& s);
+  void emit_prefetch(const Stmt& s);
   llvm::Value* buffer_ptr(const ir::Buffer& b);
   llvm::Value* index_i64(llvm::Value* idx, DType t);
   llvm::Value* address(llvm::Type* elem, llvm::Value* base, llvm::Value* index);  // shared GEPs

@@ -271,6 +271,9 @@ class VectorBodyChecker {
         record_loads(s->value);
         record(s->buffer, s->index, true);
         return true;
+      case StmtKind::kPrefetch:  // reads nothing the loop depends on
+        record_loads(s->index);
+        return true;
       case StmtKind::kLet: {
         record_loads(s->value);
         defs_[s->var.get()] = ir::substitute(s->value, defs_);
@@ -348,6 +351,10 @@ UsedNames collect_used_names(const Stmt& root) {
         add_buffer(s->buffer);
         add_expr(s->index);
         add_expr(s->value);
+        break;
+      case StmtKind::kPrefetch:
+        add_buffer(s->buffer);
+        add_expr(s->index);
         break;
       case StmtKind::kLet:
         add_expr(s->var);

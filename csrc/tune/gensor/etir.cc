@@ -228,6 +228,7 @@ schedule::StageAnnotation to_annotation(const StageSpace& sp, const EtirState& s
     return pos[x] < pos[y];
   });
   ann.s1_order = order;
+  schedule::unroll_inner_reduce(ann);
   return ann;
 }
 

@@ -1,0 +1,39 @@
+#pragma once
+// Software prefetch for the register-tile loops of multi-level tiling.
+//
+// Inside the inner reduce loop of a register tile, each step can hint the data a *later* register
+// tile will read, so that it arrives while this one computes:
+//  - operands that change with the innermost S1 loop (the A rows of a GEMM when rows are inner)
+//    are hinted for the next S1 iteration, at the same reduce step, into L1;
+//  - operands that stay put over the innermost S1 loop but change with the one around it (the B
+//    panel) are hinted for the next outer iteration into L2, spread over all inner iterations:
+//    loading that panel on first use would stall the first register tile on last-level-cache
+//    bandwidth (about twice as long as its compute on the machines measured).
+// One hint per operand and step: the register coordinates of the hinted element cycle with the
+// step, so that over a line's worth of steps every line of the tile is touched.
+#include <vector>
+
+#include "ir/expr.h"
+#include "loop/stmt.h"
+
+namespace tessera::schedule {
+
+// The loop variables a register tile's accesses are written in.
+struct TileLoops {
+  std::vector<ir::Var> s1;         // S1 tile variables, outermost first
+  std::vector<int64_t> s1_trips;   // their trip counts
+  std::vector<ir::Var> rows;       // unrolled non-vector register coordinates
+  std::vector<int64_t> row_trips;  // their extents
+  ir::Var vector_unroll;           // vector index in the register tile (may be undefined)
+  int64_t vector_unrolls = 1;
+  ir::Var lane;  // lane variable (may be undefined)
+  ir::Var step;  // innermost reduce variable
+  int64_t steps = 1;
+};
+
+// Prefetch statements for one reduce step of a register tile whose body reads `value` (accesses
+// lowered to loads). Empty when no operand changes between register tiles.
+std::vector<loop::Stmt> next_tile_prefetches(const ir::Expr& value, const TileLoops& loops,
+                                             int64_t line_elems);
+
+}  // namespace tessera::schedule
