@@ -36,7 +36,8 @@ struct StageAnnotation {
   std::vector<std::string> pack;     // inputs repacked into vector_axis panels before the loop
   bool parallel = true;              // distribute cache tiles over the thread pool
   int64_t reduce_unroll = 1;         // inner reduce steps unrolled per loop iteration
-  bool prefetch = false;             // hint later register tiles' operands (tile_prefetch.h)
+  bool prefetch =
+      false;  // hint later register tiles' operands per unrolled group (tile_prefetch.h)
 
   util::Json to_json() const;
   static StageAnnotation from_json(const util::Json& j);
