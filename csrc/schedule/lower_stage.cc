@@ -177,13 +177,13 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     last_c.push_back(ir::eq(ro[r], rcount[r] - ir::int_imm(1)));
   }
   const Expr first = all_of(first_c), last = all_of(last_c);
-  // The inner reduce loops around a register-tile step. The innermost one runs `reduce_unroll`
-  // steps per iteration (a remainder loop takes what is left): the loop's own counter and branch
-  // otherwise compete with the FMAs for issue ports.
-  // `hints` (written for the group's first step) open each unrolled group.
-  auto wrap_r1 = [&](Stmt body, std::vector<Stmt> hints) {
+  // The inner reduce loops around a register-tile step. The innermost one runs `unroll` steps
+  // per iteration (a remainder loop takes what is left): the loop's own counter and branch
+  // otherwise compete with the FMAs for issue ports. `hints` (written for the group's first step)
+  // open each unrolled group.
+  auto wrap_r1 = [&](Stmt body, int64_t unroll, std::vector<Stmt> hints) {
     for (size_t r = m; r-- > 0;) {
-      const int64_t u = r + 1 == m ? ann.reduce_unroll : 1;
+      const int64_t u = r + 1 == m ? unroll : 1;
       if (u == 1) {
         body = loop::make_for(ri[r], ir::int_imm(0), rext[r], ForKind::kSerial, body);
         continue;
@@ -303,8 +303,12 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
         w(loop::make_store(acc, acc_index, pw.load_out(point))));
     Stmt step = w(loop::make_store(acc, acc_index,
                                    ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval))));
-    const bool hinted = ann.prefetch && !partial_rows && !partial_lanes;
-    Stmt update = wrap_r1(step, hinted ? prefetches() : std::vector<Stmt>{});
+    // Only full tiles are unrolled and hinted: edge tiles are rare, and unrolling their loops too
+    // would double the kernel's compile time.
+    const bool full = !partial_rows && !partial_lanes;
+    Stmt update =
+        full ? wrap_r1(step, ann.reduce_unroll, ann.prefetch ? prefetches() : std::vector<Stmt>{})
+             : wrap_r1(step, 1, {});
     Stmt write = sb.epilogue.defined()
                      ? loop::make_if(last, w(pw.store_out(point, pw.finish(point, acc_val))),
                                      w(pw.store_out(point, acc_val)))
