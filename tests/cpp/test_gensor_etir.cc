@@ -325,6 +325,52 @@ TEST(GensorModel, PackingTheRowOperandRemovesItsL1ConflictsAtTheCostOfACopy) {
   EXPECT_DOUBLE_EQ(model.predict(sp, ann).compute_ms, model.predict(sp, packed).compute_ms);
 }
 
+TEST(GensorModel, StridedOutputAccumulatorsAreGatheredAndScatteredPerReduceTile) {
+  // NCHW 1x1 convolution vectorised over output channels: each accumulator vector is 16
+  // elements a plane apart in the output, reloaded and stored once per reduce tile.
+  Tensor x = ir::placeholder("X", dims({1, 256, 56, 56})),
+         w = ir::placeholder("W", dims({64, 256, 1, 1}));
+  Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {0, 0});
+  schedule::StagePlan plan = schedule::plan_stages({y}, {x, w});
+  StageSpace conv =
+      make_stage_space(plan, static_cast<int>(plan.stages.size()) - 1, synthetic_target());
+  ASSERT_EQ(conv.base.vector_axis, 1) << conv.base.to_json().dump();
+  AnalyticModel model(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
+  schedule::StageAnnotation whole = conv.base, short_tiles = conv.base;
+  whole.tile_reduce = {256, 1, 1};
+  short_tiles.tile_reduce = {4, 1, 1};
+  const double conv_ratio =
+      model.predict(conv, short_tiles).compute_ms / model.predict(conv, whole).compute_ms;
+  // The same change on a GEMM, whose accumulators are contiguous vectors.
+  MatmulSpace ms = matmul_space(3136, 64, 256);
+  schedule::StageAnnotation g_whole = ms.sp.base, g_short = ms.sp.base;
+  g_whole.tile_reduce = {256};
+  g_short.tile_reduce = {4};
+  const double gemm_ratio =
+      model.predict(ms.sp, g_short).compute_ms / model.predict(ms.sp, g_whole).compute_ms;
+  EXPECT_GT(conv_ratio, 3.0);
+  EXPECT_GT(conv_ratio, 2 * gemm_ratio) << conv_ratio << " vs " << gemm_ratio;
+}
+
+TEST(GensorModel, AnS1AxisOfOneTileDoesNotDecideTheWriteOrder) {
+  // Rows in one register tile per cache tile: whichever order s1_order lists, the sweep runs
+  // along the output's contiguous axis, and the output is written in order.
+  MatmulSpace ms = matmul_space(4096, 1024, 32);
+  AnalyticModel model(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
+  schedule::StageAnnotation ann = ms.sp.base;
+  ann.tile_reg = {6, 32};
+  ann.tile_outer = {6, 256};
+  ann.tile_reduce = {32};
+  schedule::StageAnnotation rows_listed_last = ann;
+  ann.s1_order = {0, 1};
+  rows_listed_last.s1_order = {1, 0};
+  EXPECT_DOUBLE_EQ(model.predict(ms.sp, ann).dram_ms,
+                   model.predict(ms.sp, rows_listed_last).dram_ms);
+  // With several row tiles the sweep does run down the rows, and pays for it.
+  ann.tile_outer = rows_listed_last.tile_outer = {48, 256};
+  EXPECT_LT(model.predict(ms.sp, ann).dram_ms, model.predict(ms.sp, rows_listed_last).dram_ms);
+}
+
 TEST(GensorModel, RegisterFileIsACapacity) {
   MatmulSpace ms = matmul_space(256, 256, 256);
   const StageSpace& sp = ms.sp;
