@@ -375,21 +375,38 @@ TEST(GensorModel, RegisterFileIsACapacity) {
   MatmulSpace ms = matmul_space(256, 256, 256);
   const StageSpace& sp = ms.sp;
   AnalyticModel model(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
-  EtirState s = initial_state(sp);
-  for (int i = 0; i < 15; ++i) s = apply_ok(sp, s, ActionKind::kTile, i % 3);
-  s = apply_ok(sp, apply_ok(sp, s, ActionKind::kCache), ActionKind::kCache);
-  for (int i = 0; i < 5; ++i) s = apply_ok(sp, s, ActionKind::kTile, 1);  // two vectors of j
+  EtirState base = initial_state(sp);
+  for (int i = 0; i < 18; ++i) base = apply_ok(sp, base, ActionKind::kTile, i % 3);
+  base = apply_ok(sp, apply_ok(sp, base, ActionKind::kCache), ActionKind::kCache);
+  // Rows grown until the tile no longer fits 32 - 2 spare registers.
+  auto grow_rows = [&](EtirState s, int* rows) {
+    *rows = 1;
+    EtirState next;
+    while (apply_action(sp, s, Action{ActionKind::kTile, 0}, &next) && model.feasible(sp, next)) {
+      s = next;
+      ++*rows;
+    }
+    return s;
+  };
+  // Two vectors of j: each broadcast of A feeds 2 FMAs, so 4 are in flight (FMA latency 4 x 2
+  // ports / 2): rows x 2 accumulators + 2 B vectors + 4 <= 30.
+  EtirState s = base;
+  for (int i = 0; i < 5; ++i) s = apply_ok(sp, s, ActionKind::kTile, 1);
   ASSERT_EQ(effective_reg_tile(sp, s, 1), 32);
-  // Rows x 2 vectors: accumulators + 2 vectors + 1 broadcast <= 32 - 4 spare registers.
-  int rows = 1;
-  EtirState next;
-  while (apply_action(sp, s, Action{ActionKind::kTile, 0}, &next) && model.feasible(sp, next)) {
-    s = next;
-    ++rows;
-  }
-  EXPECT_EQ(model.registers_needed(sp, s), 2 * rows + 3);
+  int rows = 0;
+  s = grow_rows(s, &rows);
+  EXPECT_EQ(model.registers_needed(sp, s), 2 * rows + 2 + 4);
   EXPECT_EQ(rows, 12);
   EXPECT_EQ(model.benefit(sp, s, Action{ActionKind::kTile, 0}), 0.0);
+  // Four vectors: each broadcast feeds 4 FMAs and 2 are in flight; 6 rows fit (24 + 4 + 2).
+  EtirState wide = base;
+  for (int i = 0; i < 8 && effective_reg_tile(sp, wide, 1) < 64; ++i) {
+    wide = apply_ok(sp, wide, ActionKind::kTile, 1);
+  }
+  ASSERT_EQ(effective_reg_tile(sp, wide, 1), 64);
+  wide = grow_rows(wide, &rows);
+  EXPECT_EQ(rows, 6);
+  EXPECT_EQ(model.registers_needed(sp, wide), 4 * 6 + 4 + 2);
 }
 
 // ---- walk ----------------------------------------------------------------------------------

@@ -23,10 +23,8 @@ int memory_level_of(int etir_level) {
   }
 }
 
-// Vector registers kept free for addresses, masks and temporaries: register tiles that use the
-// whole file make LLVM spill accumulators (measured: 13x2 vectors + operands = 29 of 32 runs
-// 40% slower than 12x2).
-constexpr int kSpareRegisters = 4;
+// Vector registers kept free for temporaries (addresses live in general registers).
+constexpr int kSpareRegisters = 2;
 
 // Does tensor t's region grow along iterator `iter`?
 bool varies_along(const cost::AccessRegions& ar, size_t t, int iter) {
@@ -143,19 +141,29 @@ int AnalyticModel::registers_needed(const StageSpace& sp, const EtirState& s) co
   }
   std::vector<int64_t> tile = level_tile(sp, s, kReg);
   int vw = sp.vector_axis >= 0 ? vector_width_for(tile[sp.vector_axis], sp.lanes) : 1;
-  double regs = 0;
+  double regs = 0, acc = 0;
+  std::vector<double> broadcasts;
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (tensors[t].epilogue) continue;
     double elems = product(sp.regions->region_shape(t, tile));
     if (tensors[t].is_output) {
-      regs += std::ceil(elems / vw);  // accumulators
+      acc += std::ceil(elems / vw);  // accumulators
     } else if (sp.vector_dependent[t]) {
       regs += std::ceil(elems / vw);  // operand vectors live across the register tile
     } else {
-      regs += 1;  // one broadcast at a time
+      broadcasts.push_back(elems);
     }
   }
-  return static_cast<int>(regs);
+  // Broadcasts in flight: enough to keep latency x ports FMAs issuing, fewer when each feeds many
+  // accumulator vectors. Measured with 2 vector columns (each broadcast feeds 2 FMAs, 4 live):
+  // 13 rows (26 + 2 + 4 = 32 registers) run 40% slower than 12 (30); with 4 columns (2 live),
+  // 6 rows (24 + 4 + 2 = 30) run without spills and are the fastest GEMM 2048 tile measured.
+  const double in_flight = hw_.fma_latency_cycles * hw_.fma_ports;
+  for (double elems : broadcasts) {
+    const double uses = std::max(1.0, acc / elems);
+    regs += std::min(elems, std::ceil(in_flight / uses));
+  }
+  return static_cast<int>(regs + acc);
 }
 
 bool AnalyticModel::feasible(const StageSpace& sp, const EtirState& s) const {
