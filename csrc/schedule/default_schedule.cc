@@ -286,8 +286,8 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
 void unroll_inner_reduce(StageAnnotation& ann) {
   const bool blocked = ann.sketch == Sketch::kMultiLevelTiling && ann.vector_axis >= 0;
   const bool long_inner = !ann.tile_reduce.empty() && ann.tile_reduce.back() >= 16;
-  ann.reduce_unroll = blocked && long_inner ? 8 : 1;
-  ann.prefetch = ann.reduce_unroll > 1;
+  ann.reduce_unroll = blocked && long_inner ? 4 : 1;
+  ann.prefetch = false;
 }
 
 KernelSchedule default_schedule(const StagePlan& plan, const Target& target) {
