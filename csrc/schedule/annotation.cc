@@ -40,6 +40,13 @@ std::vector<int64_t> int_list(const Json& j, const char* key) {
 }
 }  // namespace
 
+std::vector<int> StageAnnotation::s1_loop_order() const {
+  if (!s1_order.empty()) return s1_order;
+  std::vector<int> order(tile_outer.size());
+  for (size_t a = 0; a < order.size(); ++a) order[a] = static_cast<int>(a);
+  return order;
+}
+
 Json StageAnnotation::to_json() const {
   Json j = Json::object();
   j["sketch"] = sketch_name(sketch);

@@ -39,6 +39,9 @@ struct StageAnnotation {
   bool prefetch =
       false;  // hint later register tiles' operands per unrolled group (tile_prefetch.h)
 
+  // The S1 loops' order: s1_order, or the axes in order when it is empty.
+  std::vector<int> s1_loop_order() const;
+
   util::Json to_json() const;
   static StageAnnotation from_json(const util::Json& j);
 };

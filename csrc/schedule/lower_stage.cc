@@ -266,10 +266,7 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     return body;
   };
 
-  std::vector<int> order = ann.s1_order;
-  if (order.empty()) {
-    for (size_t a = 0; a < n; ++a) order.push_back(static_cast<int>(a));
-  }
+  const std::vector<int> order = ann.s1_loop_order();
   TESSERA_CHECK(order.size() == n) << "s1_order must list every spatial axis once";
   // Prefetch hints for the full register tiles' inner reduce steps (partial tiles are rare).
   auto prefetches = [&]() {

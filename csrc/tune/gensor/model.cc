@@ -46,11 +46,7 @@ int64_t gcd64(int64_t a, int64_t b) {
 // decides what stays in L1 and in which order the output is written (axes of one tile do not
 // loop).
 int innermost_swept_axis(const schedule::StageAnnotation& ann) {
-  const int n = static_cast<int>(ann.tile_reg.size());
-  std::vector<int> order = ann.s1_order;
-  if (order.empty()) {
-    for (int a = 0; a < n; ++a) order.push_back(a);
-  }
+  const std::vector<int> order = ann.s1_loop_order();
   for (size_t k = order.size(); k-- > 0;) {
     const int a = order[k];
     if (ann.tile_outer[a] > ann.tile_reg[a]) return a;
