@@ -42,14 +42,14 @@ def main() -> None:
     n = args.size
     A, B = tessera.placeholder("A", [n, n]), tessera.placeholder("B", [n, n])
     C = tessera.te_ops.matmul(A, B)
-    default_schedule = json.loads(tessera.Kernel([C], [A, B]).schedule)
+    default_schedule = tessera.te_ops.default_schedule([C], [A, B])
     a, b = torch.randn(n, n), torch.randn(n, n)
     want = a @ b
     variants = {"default": {}, **json.loads(args.variants)}
 
     fns = {}
     for name, overrides in variants.items():
-        sched = json.loads(json.dumps(default_schedule))
+        sched = json.loads(default_schedule)
         sched["stages"][-1].update(overrides)
         kernel = tessera.Kernel([C], [A, B], schedule=json.dumps(sched), name=f"gemm_{name}")
         out = kernel(a, b)
