@@ -301,10 +301,12 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     Stmt step = w(loop::make_store(acc, acc_index,
                                    ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval))));
     // Only full tiles are unrolled and hinted: edge tiles are rare, and unrolling their loops too
-    // would double the kernel's compile time.
+    // would double the kernel's compile time. Hints open unrolled groups, so without groups
+    // there is nothing to plan.
     const bool full = !partial_rows && !partial_lanes;
+    const bool hinted = ann.prefetch && ann.reduce_unroll > 1;
     Stmt update =
-        full ? wrap_r1(step, ann.reduce_unroll, ann.prefetch ? prefetches() : std::vector<Stmt>{})
+        full ? wrap_r1(step, ann.reduce_unroll, hinted ? prefetches() : std::vector<Stmt>{})
              : wrap_r1(step, 1, {});
     Stmt write = sb.epilogue.defined()
                      ? loop::make_if(last, w(pw.store_out(point, pw.finish(point, acc_val))),
