@@ -66,6 +66,76 @@ double tensor_bytes(const cost::TensorAccesses& t) {
   return bytes;
 }
 
+// The loops of one task around a register tile's inner reduce steps, innermost first (see the
+// sketch in schedule/annotation.h): the S1 loops in reverse s1 order, then the R0 loops.
+struct TaskLoop {
+  int iter;        // iterator it advances
+  double trips;    // iterations
+  int64_t extent;  // the iterator's extent covered once the loop has run
+};
+
+std::vector<TaskLoop> task_loops(const StageSpace& sp, const schedule::StageAnnotation& ann) {
+  const int n = sp.num_spatial, m = sp.num_reduce;
+  std::vector<TaskLoop> loops;
+  const std::vector<int> order = ann.s1_loop_order();
+  for (size_t k = order.size(); k-- > 0;) {
+    const int a = order[k];
+    loops.push_back({a, static_cast<double>(ann.tile_outer[a] / ann.tile_reg[a]),
+                     std::min(ann.tile_outer[a], sp.extents[a])});
+  }
+  for (int r = m; r-- > 0;) {
+    const double e = static_cast<double>(sp.extents[n + r]);
+    loops.push_back(
+        {n + r, std::ceil(e / static_cast<double>(ann.tile_reduce[r])), sp.extents[n + r]});
+  }
+  return loops;
+}
+
+// Bytes each tensor moves into a cache of `cap` bytes over one task, by reuse distance. One
+// register tile's reduce steps fetch its region once; a loop around that reuses the data of earlier
+// iterations when everything one iteration touches fits in the cache (the loop then moves the
+// distinct data of all its iterations), and fetches it all again per iteration when it does not.
+// The output is moved twice (read for ownership, written back). Unlike a whole-task footprint check
+// this lets an operand stream through a cache that holds only the reused panel: a task over the
+// whole reduction with a tall tile keeps its B panel in L2 while A streams (measured, GEMM 2048,
+// 510x128 tasks over k 2048: 0.96x torch.mm, where 96x256 tasks in k steps of 128 that fit L2 whole
+// run at 0.85x).
+std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vector<int64_t>& body,
+                                 const std::vector<TaskLoop>& loops, double cap, int line) {
+  const auto& tensors = ar.tensors();
+  std::vector<int64_t> ext = body;
+  std::vector<double> bytes(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) bytes[t] = ar.region_bytes(t, ext, line);
+  for (const TaskLoop& loop : loops) {
+    if (loop.trips <= 1) {
+      ext[loop.iter] = loop.extent;
+      continue;
+    }
+    double iteration = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) iteration += ar.region_bytes(t, ext, line);
+    std::vector<int64_t> after = ext;
+    after[loop.iter] = loop.extent;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (iteration <= cap) {
+        const double before = ar.region_bytes(t, ext, line);
+        bytes[t] *= before > 0 ? ar.region_bytes(t, after, line) / before : 1.0;
+      } else {
+        bytes[t] *= loop.trips;
+      }
+    }
+    ext = std::move(after);
+  }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].is_output) bytes[t] *= 2;
+  }
+  return bytes;
+}
+
+double total(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
 }  // namespace
 
 const char* eq1_name(Eq1Form f) { return f == Eq1Form::kPrinted ? "printed" : "corrected"; }
@@ -300,6 +370,11 @@ double AnalyticModel::l1_conflict_lines_per_step(const StageSpace& sp,
       continue;
     panel_ways += sp.regions->region_bytes(t, panel, l1.line_bytes) / set_span;
   }
+  // A panel larger than L1 cannot stay there: it streams through, and its lines with the ones
+  // the prefetchers bring ahead of it hold about half of every set (measured, GEMM 2048 over the
+  // whole k with a B panel streaming from L2 and A's rows unpacked: 6-row tiles 0.92-0.95x
+  // torch.mm, 8-, 10- and 12-row tiles 0.80-0.87x).
+  if (panel_ways > l1.ways) panel_ways = std::floor(l1.ways / 2.0);
   const double free_ways = std::max(1.0, std::floor(l1.ways - panel_ways));
   double conflict_lines_per_step = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -312,7 +387,10 @@ double AnalyticModel::l1_conflict_lines_per_step(const StageSpace& sp,
       if (stride <= 0 || stride % l1.line_bytes != 0) continue;
       const double sets =
           set_span / static_cast<double>(gcd64(stride, static_cast<int64_t>(set_span)));
-      conflict_lines_per_step += std::max(0.0, ann.tile_reg[a] - free_ways * sets);
+      // Rows read round-robin from more lines than the ways left: LRU evicts each one before
+      // its next use, so all of them miss (measured, GEMM 2048 over the whole k with A's rows
+      // unpacked: 12-row tiles 0.83-0.87x torch.mm, 6-row tiles 0.95-1.0x).
+      if (ann.tile_reg[a] > free_ways * sets) conflict_lines_per_step += ann.tile_reg[a];
     }
   }
   return conflict_lines_per_step;
@@ -365,6 +443,7 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   const double conflict_lines_per_step = l1_conflict_lines_per_step(sp, ann);
 
   double cycles = 0;
+  double tile_cycles = 0;  // one register tile over one reduce tile
   const double fast_points = points * full;
   // A short reduction (a few taps: pooling windows, depthwise 3x3) is unrolled completely by
   // LLVM, and the loop over points around it then vectorises on its own: scalar code (register
@@ -383,6 +462,7 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
         kConflictExposed * conflict_lines_per_step * l1.line_bytes / l2_bytes_per_cycle;
     if (vw == 1 && llvm_vectorizes_points) per_step = std::min(per_step, reg_points * scalar_pk);
     cycles += fast_points * reduce / reg_points * per_step;
+    tile_cycles = per_step * reduce / n_r0;
     if (vw > 1) {
       // Remainder points with a vector axis run the same vector code over what is left of the
       // tile (lower_stage.cc: rows cut short, lanes past the end masked) with the accumulators
@@ -416,42 +496,18 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     cycles += (points - fast_points) / vw * (std::max(sp.body_ops, 2.0) + 1);
   }
 
-  // Traffic. L2 -> L1: the innermost S1 axis sweeps its whole cache tile; the operands that do
-  // not move along it are reused from L1 across the sweep (they must fit, next to one register
-  // tile's slice of the others), the others stream through it. DRAM -> L2: the cache tile and
-  // reduce step; when that overflows L2, the overflowing share of the L1 traffic comes from
-  // outside.
+  // Traffic per task by reuse distance (task_traffic): L2 -> L1 and outside -> L2.
   const int line = l1.line_bytes;
-  std::vector<int64_t> l1_tile(d, 1), l2_tile(d, 1);
-  for (int a = 0; a < n; ++a) {
-    l1_tile[a] = ann.tile_reg[a];
-    l2_tile[a] = ann.tile_outer[a];
-  }
-  for (int r = 0; r < m; ++r) l1_tile[n + r] = l2_tile[n + r] = ann.tile_reduce[r];
-  const int inner = n > 0 ? innermost_swept_axis(ann) : -1;
-  if (n > 0) {
-    l1_tile[inner] = ann.tile_outer[inner];
-    // Resident during the sweep: the reused operands plus the current register tile's slice of
-    // the streaming ones (a B panel of kc x tile_reg): a panel larger than what is left of L1
-    // evicts the reused lines (measured: GEMM 2048 with kc 512 runs 12% slower than with 256).
-    std::vector<int64_t> reg_slice = l1_tile;
-    reg_slice[inner] = ann.tile_reg[inner];
-    double resident = 0;
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      const bool reused = !varies_along(*sp.regions, t, inner);
-      resident += sp.regions->region_bytes(t, reused ? l1_tile : reg_slice, line);
-    }
-    if (resident > static_cast<double>(l1.capacity_bytes) * opts_.l1_usable) {
-      l1_tile[inner] = ann.tile_reg[inner];
-    }
-  }
+  std::vector<int64_t> body(d, 1);
+  for (int a = 0; a < n; ++a) body[a] = ann.tile_reg[a];
+  for (int r = 0; r < m; ++r) body[n + r] = std::min(ann.tile_reduce[r], sp.extents[n + r]);
+  const std::vector<TaskLoop> loops = task_loops(sp, ann);
+  const double l1_cap = static_cast<double>(l1.capacity_bytes) * opts_.l1_usable;
   const double l2_cap = hw_.levels[cost::kLevelL2].capacity_bytes * opts_.l2_usable;
-  double q_l1 = sp.regions->traffic(l1_tile, line).total();
-  // The R0 loop runs inside a task: the output block stays in L2 between reduce steps.
-  double q_l2 = sp.regions->traffic(l2_tile, line, true).total();
-  const double f_l2 = sp.regions->footprint_bytes(l2_tile, line);
-  if (l2_cap > 0 && f_l2 > l2_cap) q_l2 += std::min(1.0, (f_l2 - l2_cap) / f_l2) * q_l1;
-
+  const std::vector<double> l2_task = task_traffic(*sp.regions, body, loops, l2_cap, line);
+  const double q_l1 = tasks * total(task_traffic(*sp.regions, body, loops, l1_cap, line));
+  const double q_l2 = tasks * total(l2_task);
+  const int inner = n > 0 ? innermost_swept_axis(ann) : -1;
   const double cores = ann.parallel ? std::min<double>(opts_.cores, tasks) : 1.0;
   const double waves = ann.parallel ? ceil_div(tasks, opts_.cores) : tasks;
   const double per_task_share = waves / tasks;  // fraction of the total one core executes
@@ -488,11 +544,32 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
       overhead += 2 * bytes / (bw * 1e6);
     }
   }
+  // Panel bursts: the operands the innermost sweep reuses (a B panel) arrive while its first
+  // register tile computes; what comes from outside L2 faster than the refill bandwidth of one
+  // core can deliver stalls that tile. Measured, GEMM 2048 with 6x64 tiles: 96-row tasks in k
+  // steps of 128 (a 32 KiB panel from the LLC per 16 tiles) run at 0.85x torch.mm, 510-row tasks
+  // over the whole k (a 512 KiB panel per 85 tiles) at 0.96x.
+  if (inner >= 0 && tile_cycles > 0) {
+    size_t depth = 0;
+    while (depth < loops.size() && loops[depth].iter != inner) ++depth;
+    double sweeps = 1;
+    for (size_t l = depth + 1; l < loops.size(); ++l) sweeps *= loops[l].trips;
+    double panel_bytes = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (!varies_along(*sp.regions, t, inner)) panel_bytes += l2_task[t] / sweeps;
+    }
+    const double bytes_per_cycle = refill_bandwidth_gbs(sp, 1) / hw_.ghz();
+    const double stall = std::max(0.0, panel_bytes / bytes_per_cycle - tile_cycles);
+    overhead += stall * sweeps * tasks * per_task_share * cycle_ms();
+  }
   pr.overhead_ms = overhead;
-  const double mx = std::max({pr.compute_ms, pr.l2_ms, pr.dram_ms});
-  const double sum = pr.compute_ms + pr.l2_ms + pr.dram_ms;
   // Roofline max, plus a little of the rest: overlap of compute and memory is never perfect.
-  pr.total_ms = mx + 0.2 * (sum - mx) + overhead;
+  // L1 refills from L2 count only as a bound: the streams they come in (panels read in order)
+  // are prefetched into L1 behind the FMAs (measured: GEMM tasks streaming a 512 KiB B panel
+  // from L2 per register tile are the fastest at 2048, 0.93-0.96x torch.mm).
+  const double mx = std::max({pr.compute_ms, pr.l2_ms, pr.dram_ms});
+  const double overlapped = std::max(pr.compute_ms, pr.dram_ms);
+  pr.total_ms = mx + 0.2 * (pr.compute_ms + pr.dram_ms - overlapped) + overhead;
   return pr;
 }
 

@@ -45,10 +45,11 @@ struct ModelOptions {
 struct Prediction {
   double total_ms = 0;
   double compute_ms = 0;   // register-tile FMA/ALU time (with the scalar remainders)
-  double l2_ms = 0;        // L2 -> L1 traffic
+  double l2_ms = 0;        // L2 -> L1 traffic (a bound: streams into L1 overlap the FMAs)
   double dram_ms = 0;      // refills of L2 from outside: from the LLC when the stage's tensors
-                           // fit there, else from DRAM
-  double overhead_ms = 0;  // accumulator init/write-back, tasks, parallel dispatch, packing
+                           // fit there, else from DRAM (task traffic by reuse distance)
+  double overhead_ms = 0;  // tasks, parallel dispatch, packing, panel bursts (stalls of a sweep's
+                           // first register tile while its reused panel arrives from outside L2)
   double tasks = 1;        // parallel tasks
   double parallel_efficiency = 1;
 };
