@@ -110,6 +110,44 @@ TEST(GensorConstruct, Gemv) {
   check_construct({{ops::matmul(a, v)}, {a, v}}, "matvec");
 }
 
+TEST(GensorConstruct, StreamedVariantsRunTheWholeReductionAndLengthenTheSweep) {
+  // 50 x 77 x 40 with 6 x 16 register tiles: edges on both spatial axes and on the reduction.
+  Tensor a = ir::placeholder("A", dims({50, 40})), b = ir::placeholder("B", dims({40, 77}));
+  Tensor c = ops::matmul(a, b);
+  schedule::StagePlan plan = schedule::plan_stages({c}, {a, b});
+  schedule::Target target;
+  target.vector_lanes = 16;
+  StageSpace sp = make_stage_space(plan, 0, target);
+  schedule::StageAnnotation ann = sp.base;
+  ann.tile_reg = {6, 16};
+  ann.tile_outer = {12, 32};
+  ann.tile_reduce = {16};
+  ann.vector_axis = 1;
+  ann.vector_width = 16;
+  ann.s1_order = {1, 0};  // rows swept innermost
+  const std::vector<schedule::StageAnnotation> vs = streamed_variants(sp, ann);
+  // Rows 12, 24, 48, then capped at 54 (50 rounded up to whole register tiles).
+  ASSERT_EQ(vs.size(), 4u);
+  const std::vector<int64_t> rows = {12, 24, 48, 54};
+  for (size_t i = 0; i < vs.size(); ++i) {
+    SCOPED_TRACE(vs[i].to_json().dump());
+    EXPECT_EQ(vs[i].tile_reduce, std::vector<int64_t>{40});
+    EXPECT_EQ(vs[i].tile_outer, (std::vector<int64_t>{rows[i], 32}));
+    EXPECT_EQ(vs[i].tile_reg, ann.tile_reg);
+    EXPECT_EQ(vs[i].s1_order, ann.s1_order);
+    EXPECT_EQ(vs[i].reduce_unroll, 4);  // 40 steps: the rules' unroll for long inner loops
+    schedule::KernelSchedule ks;
+    ks.stages = {vs[i]};
+    testing::check_graph({{c}, {a, b}}, ks, /*use_jit=*/true);
+  }
+  // Columns swept innermost: the columns are lengthened instead.
+  ann.s1_order = {0, 1};
+  EXPECT_EQ(streamed_variants(sp, ann).back().tile_outer, (std::vector<int64_t>{12, 80}));
+  // Nothing to stream when the reduce tile already covers the reduction.
+  ann.tile_reduce = {40};
+  EXPECT_TRUE(streamed_variants(sp, ann).empty());
+}
+
 TEST(GensorConstruct, PredictOnlyMeasuresNothing) {
   Tensor a = ir::placeholder("A", dims({64, 64})), b = ir::placeholder("B", dims({64, 48}));
   Tensor c = ops::matmul(a, b);

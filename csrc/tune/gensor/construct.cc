@@ -42,6 +42,34 @@ std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, si
   return picked;
 }
 
+std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
+                                                         const schedule::StageAnnotation& ann) {
+  // The walk sizes a task to fit L2 whole (the capacity check of its L2 level), so a long
+  // reduction is cut into reduce tiles whose partial results are reloaded, and the panel the
+  // register-tile sweep reuses is fetched from outside L2 every few tiles. A task may instead run
+  // the whole reduction and let the other operand stream: only the reused panel has to stay in
+  // L2. These variants do that, with the swept axis 1-8x longer so each panel is fetched for more
+  // tiles; the model (task traffic by reuse distance, panel bursts) ranks them with the rest.
+  std::vector<schedule::StageAnnotation> out;
+  const int n = sp.num_spatial, m = sp.num_reduce;
+  if (m == 0 || n == 0) return out;
+  schedule::StageAnnotation whole = ann;
+  for (int r = 0; r < m; ++r) whole.tile_reduce[r] = sp.extents[n + r];
+  if (whole.tile_reduce == ann.tile_reduce) return out;
+  const std::vector<int> order = whole.s1_loop_order();
+  const int inner = order.back();
+  const int64_t reg = whole.tile_reg[inner];
+  const int64_t cap = (sp.extents[inner] + reg - 1) / reg * reg;
+  for (int64_t stretch = 1; stretch <= 8; stretch *= 2) {
+    schedule::StageAnnotation v = whole;
+    v.tile_outer[inner] = std::min(ann.tile_outer[inner] * stretch, cap);
+    if (stretch > 1 && v.tile_outer[inner] == out.back().tile_outer[inner]) break;
+    schedule::unroll_inner_reduce(v);
+    out.push_back(v);
+  }
+  return out;
+}
+
 const char* construct_mode_name(ConstructMode m) {
   return m == ConstructMode::kGensor ? "gensor" : "roller";
 }
@@ -65,16 +93,17 @@ std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticMod
     out.push_back({ann, model.predict(sp, ann)});
   };
   for (const EtirState& s : states) {
-    schedule::StageAnnotation ann = to_annotation(sp, s);
+    const schedule::StageAnnotation ann = to_annotation(sp, s);
     add(ann);
+    if (ann.vector_axis < 0) continue;
     // The same tiling with the broadcast operands packed: the model weighs the copy against the
     // L1 conflicts of rows a stride apart.
-    if (ann.vector_axis < 0) continue;
     schedule::StageAnnotation packed = ann;
     for (const StageSpace::RowOperand& r : sp.row_packable) {
       if (ann.tile_reg[r.axis] > 1) packed.pack.push_back(r.name);
     }
     if (packed.pack.size() > ann.pack.size()) add(packed);
+    for (const schedule::StageAnnotation& streamed : streamed_variants(sp, ann)) add(streamed);
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const RankedAnnotation& a, const RankedAnnotation& b) {

@@ -91,6 +91,11 @@ struct RankedAnnotation {
 };
 std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticModel& model,
                                          const std::vector<EtirState>& states);
+// `ann` with the whole reduction in one reduce tile (the reused panel stays in L2, the other
+// operands stream) and its innermost S1 axis's cache tile 1, 2, 4 and 8 times as long (capped at
+// the extent); empty when `ann` already covers the reduction. rank_stage adds these.
+std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
+                                                         const schedule::StageAnnotation& ann);
 // Indices (ascending) of up to k entries of `ranked` to measure: best-ranked first, at most
 // `per_cache_tile` sharing one cache tiling (tile_outer, tile_reduce) unless too few remain.
 std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, size_t k,
