@@ -60,8 +60,10 @@ struct MeasureConfig {
   int rounds = 3;
   double round_ms = 5;
   // Rounds after the first stop once the timing rounds used this much time in all (slow kernels
-  // get fewer rounds; construct mode is meant to take seconds).
-  double timing_budget_ms = 600;
+  // get fewer rounds; construct mode is meant to take seconds). Enough for all three rounds of
+  // eight 50 ms candidates (GEMM 2048): with 600 ms they got two single runs, and one burst of
+  // background load decided between tilings 10% apart.
+  double timing_budget_ms = 1500;
   // A candidate whose verification run is slower than this factor times the fastest
   // verification run is not timed further (its single run is its time). 0 disables.
   double abandon_factor = 2.0;
