@@ -420,6 +420,26 @@ TEST(GensorModel, TallTasksOverTheWholeReductionOutrankShortSweepsOfL2SizedTasks
             0.5 * (blocked.total_ms - streamed.total_ms));
 }
 
+TEST(GensorModel, OutputBlocksWhoseRowsAliasInL2SetsAreReadBackEveryReduceStep) {
+  // 2 MiB 8-way L2: a set span of 256 KiB. GEMM 2048's C rows are 8 KiB apart, so 32 rows share
+  // one set. The same L2 with its associativity unknown (0 ways) checks capacity only.
+  MatmulSpace ms = matmul_space(2048, 2048, 2048);
+  cost::MemoryHierarchy unknown_ways = synthetic_hw(2 << 20);
+  unknown_ways.levels[cost::kLevelL2].ways = 0;
+  AnalyticModel model(synthetic_hw(2 << 20), ModelOptions{Eq1Form::kPrinted, 2});
+  AnalyticModel capacity_only(unknown_ways, ModelOptions{Eq1Form::kPrinted, 2});
+  auto dram = [&](const AnalyticModel& m, std::vector<int64_t> outer, int64_t kc) {
+    schedule::StageAnnotation ann = gemm_6x64(ms.sp, std::move(outer), kc);
+    ann.pack = {"A", "B"};
+    return m.predict(ms.sp, ann).dram_ms;
+  };
+  // 264 x 128 blocks over k steps of 512 fit L2 (about 1 MiB), but put 9 lines into a set of 8:
+  // the C block is read back from outside on each of the 4 reduce steps.
+  EXPECT_GT(dram(model, {264, 128}, 512), 1.3 * dram(capacity_only, {264, 128}, 512));
+  // 96 x 256 blocks put 3 lines into each set they use and stay.
+  EXPECT_DOUBLE_EQ(dram(model, {96, 256}, 512), dram(capacity_only, {96, 256}, 512));
+}
+
 TEST(GensorModel, RegisterFileIsACapacity) {
   MatmulSpace ms = matmul_space(256, 256, 256);
   const StageSpace& sp = ms.sp;
