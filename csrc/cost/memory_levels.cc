@@ -377,7 +377,10 @@ MemoryHierarchy host_memory_hierarchy(bool refresh) {
                     cache.contains("entries") && cache.at("entries").is_object();
       if (!refresh && cache_valid) {
         if (const util::Json* e = cache.at("entries").find(key)) {
-          h = memory_hierarchy_from_json(*e, modeled_memory_hierarchy());
+          const MemoryHierarchy modeled = modeled_memory_hierarchy();
+          h = memory_hierarchy_from_json(*e, modeled);
+          // The FMA peak follows peak.json, whose entry is checked against the machine on load.
+          h.fp32_gflops_core = modeled.fp32_gflops_core;
           have = true;
         }
       }

@@ -434,6 +434,23 @@ PeakInfo peak_from_json(const util::Json& json) {
   return p;
 }
 
+// One thread's FMA rate over a few milliseconds, measured once per process: the check of a cached
+// probe (get_peak_info).
+double quick_fma_gflops(const std::string& isa) {
+  static double measured = -1;  // guarded by get_peak_info's lock
+  if (measured < 0) {
+    FmaKernel kernel = pick_fma_kernel(isa);
+    const int64_t iters = calibrate_fma(kernel, 0.005);
+    measured = 0;
+    for (int r = 0; r < 3; ++r) {
+      auto t0 = Clock::now();
+      const double flops = kernel(iters);
+      measured = std::max(measured, flops / seconds_since(t0) * 1e-9);
+    }
+  }
+  return measured;
+}
+
 PeakInfo get_peak_info(bool refresh) {
   // Within one process the probe runs at most once per key even if the disk cache is unusable.
   static std::mutex mu;
@@ -459,7 +476,12 @@ PeakInfo get_peak_info(bool refresh) {
     if (!refresh && cache_valid) {
       if (const util::Json* entry = cache.at("entries").find(key)) {
         try {
-          return peak_from_json(*entry);
+          // A probe taken while other work shared the cores stays low for good, and every model
+          // built on it with it (one here read 168 GFLOP/s per core on a 217 GFLOP/s core). A
+          // machine never runs faster than it can, so a quick check that beats the entry by more
+          // than noise means the entry is stale: re-probe.
+          const PeakInfo cached = peak_from_json(*entry);
+          if (quick_fma_gflops(cached.isa) <= 1.15 * cached.fp32_gflops_1core) return cached;
         } catch (const util::JsonError&) {
           // A damaged entry is re-probed and overwritten.
         }

@@ -27,8 +27,10 @@ PeakInfo probe_peak(int threads = 0);
 
 // Cached probe: reads $TESSERA_CACHE_DIR/peak.json (default ~/.cache/tessera/peak.json), keyed by
 // CPU model and thread count; a missing, corrupt or stale entry (or refresh=true) re-probes and
-// rewrites the file. Never throws for cache problems: an unwritable cache only costs a re-probe in
-// the next process (within a process the result is remembered).
+// rewrites the file. Stale includes a one-core FMA peak that a quick check (a few ms, once per
+// process) beats by more than 15%: the probe ran while the cores were busy. Never throws for cache
+// problems: an unwritable cache only costs a re-probe in the next process (within a process the
+// result is remembered).
 PeakInfo get_peak_info(bool refresh = false);
 
 // Helpers shared with the hardware description and tests.

@@ -235,6 +235,13 @@ TEST(PeakProbe, CacheRoundTripCorruptionAndRefresh) {
   ASSERT_TRUE(util::write_json_file(path, file, 2, &error)) << error;
   EXPECT_DOUBLE_EQ(get_peak_info().fp32_gflops_1core, 12345.0);
 
+  // 2b. An entry far below what the machine does now (a probe taken under load) is re-probed.
+  file["entries"][key]["fp32_gflops_1core"] = 1.0;
+  ASSERT_TRUE(util::write_json_file(path, file, 2, &error)) << error;
+  EXPECT_GT(get_peak_info().fp32_gflops_1core, 1.15);
+  EXPECT_GT(util::read_json_file(path).at("entries").at(key).at("fp32_gflops_1core").as_double(),
+            1.15);
+
   // 3. refresh=true ignores the cache, re-probes and overwrites the entry.
   PeakInfo fresh = get_peak_info(/*refresh=*/true);
   EXPECT_NE(fresh.fp32_gflops_1core, 12345.0);
