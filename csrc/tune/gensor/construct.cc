@@ -58,8 +58,7 @@ std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
   if (whole.tile_reduce == ann.tile_reduce) return out;
   const std::vector<int> order = whole.s1_loop_order();
   const int inner = order.back();
-  const int64_t reg = whole.tile_reg[inner];
-  const int64_t cap = (sp.extents[inner] + reg - 1) / reg * reg;
+  const int64_t cap = round_up(sp.extents[inner], whole.tile_reg[inner]);
   for (int64_t stretch = 1; stretch <= 8; stretch *= 2) {
     schedule::StageAnnotation v = whole;
     v.tile_outer[inner] = std::min(ann.tile_outer[inner] * stretch, cap);

@@ -26,8 +26,6 @@ int ladder_pos(const std::vector<int64_t>& ladder, int64_t v) {
   return pos;
 }
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 bool vthread_allowed(const StageSpace& sp, int d) {
   if (sp.cross_lane()) return d == sp.num_iters() - 1 && sp.num_reduce > 0;
   return d < sp.num_spatial;

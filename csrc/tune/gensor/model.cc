@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "util/check.h"
 
@@ -91,15 +92,6 @@ std::vector<TaskLoop> task_loops(const StageSpace& sp, const schedule::StageAnno
   return loops;
 }
 
-// Bytes each tensor moves into a cache of `cap` bytes over one task, by reuse distance. One
-// register tile's reduce steps fetch its region once; a loop around that reuses the data of earlier
-// iterations when everything one iteration touches fits in the cache (the loop then moves the
-// distinct data of all its iterations), and fetches it all again per iteration when it does not.
-// The output is moved twice (read for ownership, written back). Unlike a whole-task footprint check
-// this lets an operand stream through a cache that holds only the reused panel: a task over the
-// whole reduction with a tall tile keeps its B panel in L2 while A streams (measured, GEMM 2048,
-// 510x128 tasks over k 2048: 0.96x torch.mm, where 96x256 tasks in k steps of 128 that fit L2 whole
-// run at 0.85x).
 // Lines the region of tensor `t` over `ext` puts into the fullest set of a cache with `ways` ways
 // of `set_span` bytes each. Its rows lie a row stride apart, and rows whose stride shares a large
 // power of two with the set span land in the same sets: GEMM 2048 C blocks of 8 KiB rows fill a
@@ -123,11 +115,29 @@ double lines_in_fullest_set(const cost::AccessRegions& ar, size_t t,
   return std::ceil(rows * row_lines / sets);
 }
 
+// Bytes each tensor moves into a cache of `cap` bytes over one task, by reuse distance. One
+// register tile's reduce steps fetch its region once; a loop around that reuses the data of earlier
+// iterations when everything one iteration touches fits in the cache (the loop then moves the
+// distinct data of all its iterations), and fetches it all again per iteration when it does not.
+// The output is moved twice (read for ownership, written back). Unlike a whole-task footprint check
+// this lets an operand stream through a cache that holds only the reused panel: a task over the
+// whole reduction with a tall tile keeps its B panel in L2 while A streams (measured, GEMM 2048,
+// 510x128 tasks over k 2048: 0.96x torch.mm, where 96x256 tasks in k steps of 128 that fit L2 whole
+// run at 0.85x).
 std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vector<int64_t>& body,
                                  const std::vector<TaskLoop>& loops, double cap, int line,
                                  const cost::MemoryLevel* aliasing = nullptr,
                                  const std::vector<std::string>& packed = {}) {
   const auto& tensors = ar.tensors();
+  // Set-aliasing check per tensor: only with a known associativity, and not for packed operands
+  // (copied into contiguous panels, nothing aliases).
+  const int64_t set_span =
+      aliasing != nullptr && aliasing->ways > 0 ? aliasing->capacity_bytes / aliasing->ways : 0;
+  std::vector<bool> may_alias(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    may_alias[t] =
+        set_span > 0 && std::find(packed.begin(), packed.end(), tensors[t].name) == packed.end();
+  }
   std::vector<int64_t> ext = body;
   std::vector<double> bytes(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) bytes[t] = ar.region_bytes(t, ext, line);
@@ -140,13 +150,8 @@ std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vecto
     bool fits = true;
     for (size_t t = 0; t < tensors.size(); ++t) {
       iteration += ar.region_bytes(t, ext, line);
-      // Packed operands are copied into contiguous panels: nothing aliases.
-      const bool is_packed =
-          std::find(packed.begin(), packed.end(), tensors[t].name) != packed.end();
-      if (aliasing != nullptr && aliasing->ways > 0 && !is_packed) {
-        const int64_t span = aliasing->capacity_bytes / aliasing->ways;
-        fits = fits && lines_in_fullest_set(ar, t, ext, span, line) <= aliasing->ways;
-      }
+      if (may_alias[t])
+        fits = fits && lines_in_fullest_set(ar, t, ext, set_span, line) <= aliasing->ways;
     }
     fits = fits && iteration <= cap;
     std::vector<int64_t> after = ext;
@@ -167,11 +172,8 @@ std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vecto
   return bytes;
 }
 
-double total(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s;
-}
+double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
 }  // namespace
 
 const char* eq1_name(Eq1Form f) { return f == Eq1Form::kPrinted ? "printed" : "corrected"; }
@@ -545,8 +547,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   // 96 x 256 blocks run at 0.85x).
   const std::vector<double> l2_task =
       task_traffic(*sp.regions, body, loops, l2_cap, line, &hw_.levels[cost::kLevelL2], ann.pack);
-  const double q_l1 = tasks * total(task_traffic(*sp.regions, body, loops, l1_cap, line));
-  const double q_l2 = tasks * total(l2_task);
+  const double q_l1 = tasks * sum(task_traffic(*sp.regions, body, loops, l1_cap, line));
+  const double q_l2 = tasks * sum(l2_task);
   const int inner = n > 0 ? innermost_swept_axis(ann) : -1;
   const double cores = ann.parallel ? std::min<double>(opts_.cores, tasks) : 1.0;
   const double waves = ann.parallel ? ceil_div(tasks, opts_.cores) : tasks;

@@ -69,4 +69,7 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
 // `tile` elements along the vector axis is executed with.
 int vector_width_for(int64_t tile, int lanes);
 
+// x rounded up to a multiple of m (tiles in whole register tiles).
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 }  // namespace tessera::tune::gensor
