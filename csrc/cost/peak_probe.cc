@@ -220,20 +220,27 @@ int64_t calibrate_fma(FmaKernel kernel, double target_s) {
   }
 }
 
-void probe_fma(const std::string& isa, int threads, PeakInfo* out) {
-  FmaKernel kernel = pick_fma_kernel(isa);
-  // The calibration run also warms up: AVX-512 frequency licences take some microseconds to
-  // settle, and the first run pays them.
-  const int64_t iters = calibrate_fma(kernel, 0.04);
-  constexpr int kRepeats = 3;  // best of: interference only ever makes a run slower
+constexpr int kRepeats = 3;  // best of: interference only ever makes a run slower
 
-  double best_1 = 0;
+// One thread's FMA rate (GFLOP/s), best of kRepeats runs of about `target_s` seconds each. The
+// calibration run also warms up: AVX-512 frequency licences take some microseconds to settle,
+// and the first run pays them.
+double one_thread_fma_gflops(FmaKernel kernel, double target_s, int64_t* iters_out = nullptr) {
+  const int64_t iters = calibrate_fma(kernel, target_s);
+  if (iters_out != nullptr) *iters_out = iters;
+  double best = 0;
   for (int r = 0; r < kRepeats; ++r) {
     auto t0 = Clock::now();
     double flops = kernel(iters);
-    best_1 = std::max(best_1, flops / seconds_since(t0) * 1e-9);
+    best = std::max(best, flops / seconds_since(t0) * 1e-9);
   }
-  out->fp32_gflops_1core = best_1;
+  return best;
+}
+
+void probe_fma(const std::string& isa, int threads, PeakInfo* out) {
+  FmaKernel kernel = pick_fma_kernel(isa);
+  int64_t iters = 0;
+  out->fp32_gflops_1core = one_thread_fma_gflops(kernel, 0.04, &iters);
 
   double best_all = 0;
   for (int r = 0; r < kRepeats; ++r) {
@@ -438,16 +445,7 @@ PeakInfo peak_from_json(const util::Json& json) {
 // probe (get_peak_info).
 double quick_fma_gflops(const std::string& isa) {
   static double measured = -1;  // guarded by get_peak_info's lock
-  if (measured < 0) {
-    FmaKernel kernel = pick_fma_kernel(isa);
-    const int64_t iters = calibrate_fma(kernel, 0.005);
-    measured = 0;
-    for (int r = 0; r < 3; ++r) {
-      auto t0 = Clock::now();
-      const double flops = kernel(iters);
-      measured = std::max(measured, flops / seconds_since(t0) * 1e-9);
-    }
-  }
+  if (measured < 0) measured = one_thread_fma_gflops(pick_fma_kernel(isa), 0.005);
   return measured;
 }
 
