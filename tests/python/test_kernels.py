@@ -52,7 +52,7 @@ def test_symbolic_size_serves_many_shapes():
     A, B = tessera.placeholder("A", [M, 16]), tessera.placeholder("B", [16, 24])
     kernel = tessera.Kernel([ops.matmul(A, B)], [A, B])
     b = _rand(16, 24)
-    for m in (1, 5, 64, 333):
+    for m in (1, 5, 64, 333, 5, 1):  # shapes seen before take the cached sizes
         a = _rand(m, 16)
         torch.testing.assert_close(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
@@ -68,8 +68,17 @@ def test_non_contiguous_inputs_are_handled():
 def test_bad_inputs_raise_clear_errors():
     A, B = tessera.placeholder("A", [4, 5]), tessera.placeholder("B", [5, 6])
     kernel = tessera.Kernel([ops.matmul(A, B)], [A, B])
+    kernel(_rand(4, 5), _rand(5, 6))  # a good call first: its cached shapes must not mask checks
     with pytest.raises(TypeError, match="dtype"):
         kernel(_rand(4, 5).double(), _rand(5, 6))
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        kernel(_rand(4, 5), [[0.0] * 6] * 5)
+    with pytest.raises(ValueError, match="CPU kernels take CPU tensors"):
+        kernel(_rand(4, 5).to("meta"), _rand(5, 6))
+    with pytest.raises(ValueError, match="out tensor"):
+        kernel(_rand(4, 5), _rand(5, 6), out=[_rand(4, 7)])
+    with pytest.raises(ValueError, match="out tensor"):
+        kernel(_rand(4, 5), _rand(5, 6), out=[_rand(6, 4).t()])
     with pytest.raises(RuntimeError, match="dim 1 is 7"):
         kernel(_rand(4, 7), _rand(5, 6))
     with pytest.raises(TypeError, match="takes 2 inputs"):
