@@ -231,7 +231,12 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
   std::vector<std::vector<double>> rounds(n);
   for (size_t c = 0; c < n; ++c) {
     if (!prepared[c]) continue;
-    if (config_.abandon_factor > 0 && res[c].median_ms > config_.abandon_factor * fastest) {
+    // The verification run is a cold one: it wakes the pool's workers, idle for the whole JIT
+    // compile, and a sleeping vCPU can take milliseconds to wake (measured here: a 0.1 ms batched
+    // GEMM ran 2-20 ms, twice in a row, after 50-200 ms of idling). Only a run too long for that
+    // to explain marks a candidate as slow.
+    if (config_.abandon_factor > 0 && res[c].median_ms > config_.abandon_factor * fastest &&
+        res[c].median_ms > config_.abandon_min_ms) {
       res[c].abandoned = true;
       prepared[c].reset();  // keeps its single run as its time
     }

@@ -3,12 +3,15 @@
 // candidate measurer rejects schedules that do not build. Small shapes and top-2 keep it fast.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "const_dims.h"
 #include "e2e_harness.h"
 #include "ops/ops.h"
 #include "synthetic_hw.h"
 #include "tune/common.h"
 #include "tune/gensor/construct.h"
+#include "tune/gensor/walk.h"
 
 namespace tessera::tune::gensor {
 namespace {
@@ -148,6 +151,37 @@ TEST(GensorConstruct, StreamedVariantsRunTheWholeReductionAndLengthenTheSweep) {
   EXPECT_TRUE(streamed_variants(sp, ann).empty());
 }
 
+TEST(GensorConstruct, RankedVariantsIncludeTheTilingWithoutTheRulesPacking) {
+  // The rules pack B's panels (BERT's attention times values); for small operands the copy costs
+  // more than it saves, so every visited tiling is also ranked unpacked (the model charges the
+  // gathers where B is strided).
+  Tensor a = ir::placeholder("A", dims({12, 128, 128}));
+  Tensor b = ir::placeholder("B", dims({12, 128, 64}));
+  Tensor c = ops::batch_matmul(a, b);
+  schedule::StagePlan plan = schedule::plan_stages({c}, {a, b});
+  schedule::Target target;
+  target.vector_lanes = 16;
+  StageSpace sp = make_stage_space(plan, 0, target);
+  ASSERT_EQ(sp.base.pack, std::vector<std::string>{"B"});
+  AnalyticModel model(synthetic_hw(), ModelOptions{});
+  WalkOptions w;
+  w.chains = 2;
+  const std::vector<RankedAnnotation> ranked =
+      rank_stage(sp, model, gensor_walk(sp, model, w).visited);
+  std::map<std::string, int> packings;
+  for (const RankedAnnotation& ra : ranked) {
+    if (ra.annotation.vector_axis < 0) continue;  // scalar tilings pack nothing anyway
+    std::string key;
+    for (const std::string& name : ra.annotation.pack) key += name;
+    ++packings[key];
+  }
+  EXPECT_GT(packings[""], 0);
+  EXPECT_GT(packings["B"], 0);
+  for (size_t i = 1; i < ranked.size(); ++i) {
+    EXPECT_LE(ranked[i - 1].prediction.total_ms, ranked[i].prediction.total_ms);
+  }
+}
+
 TEST(GensorConstruct, PredictOnlyMeasuresNothing) {
   Tensor a = ir::placeholder("A", dims({64, 64})), b = ir::placeholder("B", dims({64, 48}));
   Tensor c = ops::matmul(a, b);
@@ -168,6 +202,29 @@ TEST(GensorConstruct, PredictOnlyMeasuresNothing) {
   EXPECT_EQ(j.at("mode").as_string(), "gensor");
   EXPECT_TRUE(j.at("predict_only").as_bool());
   EXPECT_GT(j.at("states_visited").as_int(), 0);
+}
+
+TEST(GensorConstruct, OnlyVerificationRunsLongerThanTheMinimumAbandonACandidate) {
+  // A factor of ~0 marks every candidate but the fastest as slow by its verification run; whether
+  // it is then abandoned (its single cold run kept as its time) depends on that run's length.
+  Tensor a = ir::placeholder("A", dims({32, 40})), b = ir::placeholder("B", dims({40, 24}));
+  Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
+  const std::vector<schedule::KernelSchedule> schedules(3, task.default_schedule());
+  auto abandoned = [&](double min_ms) {
+    MeasureConfig cfg;
+    cfg.abandon_factor = 1e-9;
+    cfg.abandon_min_ms = min_ms;
+    cfg.round_ms = 0.1;
+    int n = 0;
+    for (const CandidateResult& r : CandidateMeasurer(task, cfg).measure_all(schedules)) {
+      EXPECT_TRUE(r.ok) << r.error;
+      n += r.abandoned;
+      EXPECT_EQ(r.repeats > 1, !r.abandoned) << r.repeats;
+    }
+    return n;
+  };
+  EXPECT_EQ(abandoned(50), 0);  // microsecond kernels: cold runs say nothing
+  EXPECT_EQ(abandoned(0), 3);   // even the fastest is slower than ~0 times itself
 }
 
 TEST(GensorConstruct, MeasurerRejectsBrokenCandidates) {

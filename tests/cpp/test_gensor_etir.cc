@@ -325,6 +325,33 @@ TEST(GensorModel, PackingTheRowOperandRemovesItsL1ConflictsAtTheCostOfACopy) {
   EXPECT_DOUBLE_EQ(model.predict(sp, ann).compute_ms, model.predict(sp, packed).compute_ms);
 }
 
+TEST(GensorModel, AnOperandStridedAlongTheVectorIsGatheredUnlessPacked) {
+  // BERT's Q K^T: B is [batch, n, k] and the vector runs along n, a row stride apart. Unpacked,
+  // every lane is an element load; packed, its panels are contiguous. The stage space says
+  // which operands are contiguous by themselves; the annotation's packing decides the rest.
+  Tensor a = ir::placeholder("A", dims({12, 128, 64})),
+         b = ir::placeholder("B", dims({12, 128, 64}));
+  Tensor c = ops::batch_matmul(a, b, false, /*trans_b=*/true);
+  schedule::StagePlan plan = schedule::plan_stages({c}, {a, b});
+  StageSpace sp = make_stage_space(plan, 0, synthetic_target());
+  ASSERT_EQ(sp.vector_axis, 2);
+  AnalyticModel model(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
+  schedule::StageAnnotation packed = sp.base;
+  packed.tile_outer = {1, 64, 64};
+  packed.tile_reg = {1, 4, 32};
+  packed.tile_reduce = {64};
+  packed.vector_axis = 2;
+  packed.vector_width = 16;
+  packed.pack = {"B"};
+  schedule::StageAnnotation unpacked = packed;
+  unpacked.pack.clear();
+  const Prediction p = model.predict(sp, packed), u = model.predict(sp, unpacked);
+  // Per reduce step: 4 broadcasts and 2 vector loads packed, 4 + 32 element loads unpacked.
+  EXPECT_GT(u.compute_ms, 3 * p.compute_ms);
+  // The copy is a parallel loop of its own: at least one more dispatch.
+  EXPECT_GE(p.overhead_ms - u.overhead_ms, 0.004);
+}
+
 TEST(GensorModel, StridedOutputAccumulatorsAreGatheredAndScatteredPerReduceTile) {
   // NCHW 1x1 convolution vectorised over output channels: each accumulator vector is 16
   // elements a plane apart in the output, reloaded and stored once per reduce tile.

@@ -24,6 +24,9 @@ int memory_level_of(int etir_level) {
   }
 }
 
+// One parallel loop's dispatch and join on the host's thread team.
+constexpr double kDispatchMs = 0.004;
+
 // Vector registers kept free for temporaries (addresses live in general registers).
 constexpr int kSpareRegisters = 2;
 
@@ -470,7 +473,11 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     if (tensors[t].is_output || tensors[t].epilogue) continue;
     double elems = product(sp.regions->region_shape(t, reg_tile));
     if (vw > 1 && sp.vector_dependent[t]) {
-      loads += sp.vector_contiguous[t] ? std::ceil(elems / vw) : elems;
+      // A packed operand is read from its panels, contiguous along the vector iterator
+      // whichever of its dims that iterator indexes.
+      const bool packed =
+          std::find(ann.pack.begin(), ann.pack.end(), tensors[t].name) != ann.pack.end();
+      loads += sp.vector_contiguous[t] || packed ? std::ceil(elems / vw) : elems;
     } else {
       loads += elems;
     }
@@ -573,17 +580,22 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   // Overheads: dispatch of the parallel loop and of each task, operand packing.
   // The runtime hands each thread one contiguous chunk of tasks: a task costs its loop overhead
   // (tile index decomposition, bounds) of a few tens of cycles, the loop one dispatch (~4 us).
-  double overhead = (ann.parallel ? 0.004 : 0) + tasks * 30 * cycle_ms() / cores;
+  double overhead = (ann.parallel ? kDispatchMs : 0) + tasks * 30 * cycle_ms() / cores;
+  // Packing is a parallel loop of its own before the compute loop: one more dispatch, the
+  // operand read and written once (a tensor larger than the cores' L2 streams from outside), and
+  // the panels one core packed are read by tasks on the others, through the LLC (measured, BERT
+  // batch-matmuls of 0.1 ms: packing B costs 11-17 us where copy bandwidth alone says 3).
   for (const std::string& name : ann.pack) {
     for (const auto& t : tensors) {
       if (t.name != name) continue;
       const double bytes = tensor_bytes(t);
-      // Read once and written once; a tensor larger than the cores' L2 streams from outside.
       const double l2_total =
           static_cast<double>(hw_.levels[cost::kLevelL2].capacity_bytes) * cores;
       const double bw =
           bytes > l2_total ? refill_bw : hw_.levels[cost::kLevelL2].bandwidth_gbs * cores;
-      overhead += 2 * bytes / (bw * 1e6);
+      const double crossing = bytes * (cores - 1) / cores;
+      overhead += (ann.parallel ? kDispatchMs : 0) + 2 * bytes / (bw * 1e6) +
+                  crossing / (refill_bandwidth_gbs(sp, cores) * 1e6);
     }
   }
   // Panel bursts: the operands the innermost sweep reuses (a B panel) arrive while its first

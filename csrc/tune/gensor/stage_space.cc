@@ -146,12 +146,6 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
       if (dep && !b.empty()) {
         bool contiguous = b.back() == a.back() + 1;
         for (size_t d = 0; d + 1 < b.size(); ++d) contiguous = contiguous && a[d] == b[d];
-        // A packed operand is read from its panels, contiguous along the vector iterator
-        // whichever of its dims that iterator indexes.
-        const std::string& name = sp.regions->tensors()[t].name;
-        if (std::find(sp.base.pack.begin(), sp.base.pack.end(), name) != sp.base.pack.end()) {
-          contiguous = true;
-        }
         sp.vector_contiguous[t] = contiguous;
       }
     }

@@ -37,7 +37,7 @@ struct StageSpace {
   std::shared_ptr<const cost::AccessRegions> regions;
   // Per tensor of `regions`: does its region move with the vector iterator (vector loads) or not
   // (one broadcast serves all lanes)? Does it read along the vector iterator with a unit stride
-  // (plain vector loads) or not (gathers)?
+  // (plain vector loads) or not (gathers, unless the annotation packs it into panels)?
   std::vector<bool> vector_dependent;
   std::vector<bool> vector_contiguous;
   // Broadcast operands the lowering can pack into panels of a row register tile: kernel inputs
