@@ -180,6 +180,22 @@ TEST(GensorConstruct, RankedVariantsIncludeTheTilingWithoutTheRulesPacking) {
   for (size_t i = 1; i < ranked.size(); ++i) {
     EXPECT_LE(ranked[i - 1].prediction.total_ms, ranked[i].prediction.total_ms);
   }
+  // A convolution's weights are strided along the output channels the vector runs over:
+  // unpacked they would be gathered, so they stay packed.
+  Tensor x = ir::placeholder("X", dims({1, 64, 9, 9})),
+         wt = ir::placeholder("W", dims({64, 64, 3, 3}));
+  const schedule::StagePlan conv_plan =
+      schedule::plan_stages({ops::conv2d(x, wt, nullptr, {1, 1}, {1, 1})}, {x, wt});
+  const StageSpace conv =
+      make_stage_space(conv_plan, static_cast<int>(conv_plan.stages.size()) - 1, target);
+  ASSERT_EQ(conv.base.pack, std::vector<std::string>{"W"});
+  int vectorised = 0;
+  for (const RankedAnnotation& ra : rank_stage(conv, model, gensor_walk(conv, model, w).visited)) {
+    if (ra.annotation.vector_axis < 0) continue;
+    ++vectorised;
+    EXPECT_EQ(ra.annotation.pack, std::vector<std::string>{"W"}) << ra.annotation.to_json().dump();
+  }
+  EXPECT_GT(vectorised, 0);
 }
 
 TEST(GensorConstruct, PredictOnlyMeasuresNothing) {

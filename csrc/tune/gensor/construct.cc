@@ -15,6 +15,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Is every operand `ann` packs contiguous along the vector iterator by itself?
+bool packs_only_contiguous_operands(const StageSpace& sp, const schedule::StageAnnotation& ann) {
+  const auto& tensors = sp.regions->tensors();
+  for (const std::string& name : ann.pack) {
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (tensors[t].name == name && !sp.vector_contiguous[t]) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, size_t k,
@@ -102,10 +113,13 @@ std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticMod
       if (ann.tile_reg[r.axis] > 1) packed.pack.push_back(r.name);
     }
     if (packed.pack.size() > ann.pack.size()) add(packed);
-    // And without the rules' packing (the B panels of a GEMM): a copy pass costs more than it
-    // saves on small operands (measured, BERT attention batch-matmuls: 74-84 us unpacked, 96-101
-    // packed, torch.bmm 90-120).
-    if (!ann.pack.empty()) {
+    // And without the rules' packing where it only reorders an operand already contiguous along
+    // the vector (the B panels of a GEMM): that copy can cost more than it saves on small
+    // operands (measured, BERT attention times values: 74-84 us unpacked, 96-101 packed,
+    // torch.bmm 90-120). Operands strided along the vector stay packed: unpacked they are
+    // gathered, far slower than the model's load count says (ResNet res5 3x3 with unpacked
+    // weights: 9-15 ms, packed 1.9).
+    if (!ann.pack.empty() && packs_only_contiguous_operands(sp, ann)) {
       schedule::StageAnnotation unpacked = ann;
       unpacked.pack.clear();
       add(unpacked);
