@@ -352,6 +352,33 @@ TEST(GensorModel, AnOperandStridedAlongTheVectorIsGatheredUnlessPacked) {
   EXPECT_GE(p.overhead_ms - u.overhead_ms, 0.004);
 }
 
+TEST(GensorModel, PackedWeightPanelsAreCountedByTheirElementsNotTheirRows) {
+  // ResNet res5 3x3 (512 channels, 7x7): a task of 32 output channels over the whole reduction
+  // reads a 576 KiB packed weight panel, which fits the 1 MiB L2 and is reused down the rows.
+  // Counted as the unpacked tensor's 12-byte rows, each rounded up to a 64-byte line, it would be
+  // 3 MiB, refetched for every row: 5x the traffic of the same task in reduce steps of 64.
+  Tensor x = ir::placeholder("X", dims({1, 512, 7, 7})),
+         w = ir::placeholder("W", dims({512, 512, 3, 3}));
+  const schedule::StagePlan plan =
+      schedule::plan_stages({ops::conv2d(x, w, nullptr, {1, 1}, {1, 1})}, {x, w});
+  const StageSpace sp =
+      make_stage_space(plan, static_cast<int>(plan.stages.size()) - 1, synthetic_target());
+  ASSERT_EQ(sp.base.pack, std::vector<std::string>{"W"});
+  AnalyticModel model(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
+  schedule::StageAnnotation whole = sp.base;
+  whole.tile_outer = {1, 32, 7, 7};
+  whole.tile_reg = {1, 32, 1, 7};
+  whole.tile_reduce = {512, 3, 3};
+  whole.vector_axis = 1;
+  whole.vector_width = 16;
+  whole.s1_order = {0, 1, 2, 3};
+  schedule::StageAnnotation steps = whole;
+  steps.tile_reduce = {64, 3, 3};
+  const Prediction pw = model.predict(sp, whole), ps = model.predict(sp, steps);
+  EXPECT_LE(pw.dram_ms, 1.5 * ps.dram_ms) << pw.dram_ms << " vs " << ps.dram_ms;
+  EXPECT_LE(pw.total_ms, 1.5 * ps.total_ms) << pw.total_ms << " vs " << ps.total_ms;
+}
+
 TEST(GensorModel, StridedOutputAccumulatorsAreGatheredAndScatteredPerReduceTile) {
   // NCHW 1x1 convolution vectorised over output channels: each accumulator vector is 16
   // elements a plane apart in the output, reloaded and stored once per reduce tile.

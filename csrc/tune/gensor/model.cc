@@ -118,6 +118,19 @@ double lines_in_fullest_set(const cost::AccessRegions& ar, size_t t,
   return std::ceil(rows * row_lines / sets);
 }
 
+// Bytes of tensor t's region over `ext` in a cache of `line`-byte lines. A packed operand is
+// read from contiguous panels: its region is one run of elements, not rows each rounded up to
+// lines (a 3x3 convolution's weights have 12-byte rows: counted as rows, 5x their bytes).
+double cached_region_bytes(const cost::AccessRegions& ar, size_t t, const std::vector<int64_t>& ext,
+                           int line, bool packed) {
+  if (!packed) return ar.region_bytes(t, ext, line);
+  return std::ceil(ar.region_bytes(t, ext) / line) * line;
+}
+
+bool is_packed(const schedule::StageAnnotation& ann, const std::string& name) {
+  return std::find(ann.pack.begin(), ann.pack.end(), name) != ann.pack.end();
+}
+
 // Bytes each tensor moves into a cache of `cap` bytes over one task, by reuse distance. One
 // register tile's reduce steps fetch its region once; a loop around that reuses the data of earlier
 // iterations when everything one iteration touches fits in the cache (the loop then moves the
@@ -129,21 +142,24 @@ double lines_in_fullest_set(const cost::AccessRegions& ar, size_t t,
 // run at 0.85x).
 std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vector<int64_t>& body,
                                  const std::vector<TaskLoop>& loops, double cap, int line,
-                                 const cost::MemoryLevel* aliasing = nullptr,
-                                 const std::vector<std::string>& packed = {}) {
+                                 const schedule::StageAnnotation& ann,
+                                 const cost::MemoryLevel* aliasing = nullptr) {
   const auto& tensors = ar.tensors();
   // Set-aliasing check per tensor: only with a known associativity, and not for packed operands
   // (copied into contiguous panels, nothing aliases).
   const int64_t set_span =
       aliasing != nullptr && aliasing->ways > 0 ? aliasing->capacity_bytes / aliasing->ways : 0;
-  std::vector<bool> may_alias(tensors.size());
+  std::vector<bool> packed(tensors.size()), may_alias(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
-    may_alias[t] =
-        set_span > 0 && std::find(packed.begin(), packed.end(), tensors[t].name) == packed.end();
+    packed[t] = is_packed(ann, tensors[t].name);
+    may_alias[t] = set_span > 0 && !packed[t];
   }
+  auto region = [&](size_t t, const std::vector<int64_t>& e) {
+    return cached_region_bytes(ar, t, e, line, packed[t]);
+  };
   std::vector<int64_t> ext = body;
   std::vector<double> bytes(tensors.size());
-  for (size_t t = 0; t < tensors.size(); ++t) bytes[t] = ar.region_bytes(t, ext, line);
+  for (size_t t = 0; t < tensors.size(); ++t) bytes[t] = region(t, ext);
   for (const TaskLoop& loop : loops) {
     if (loop.trips <= 1) {
       ext[loop.iter] = loop.extent;
@@ -152,7 +168,7 @@ std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vecto
     double iteration = 0;
     bool fits = true;
     for (size_t t = 0; t < tensors.size(); ++t) {
-      iteration += ar.region_bytes(t, ext, line);
+      iteration += region(t, ext);
       if (may_alias[t])
         fits = fits && lines_in_fullest_set(ar, t, ext, set_span, line) <= aliasing->ways;
     }
@@ -161,8 +177,8 @@ std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vecto
     after[loop.iter] = loop.extent;
     for (size_t t = 0; t < tensors.size(); ++t) {
       if (fits) {
-        const double before = ar.region_bytes(t, ext, line);
-        bytes[t] *= before > 0 ? ar.region_bytes(t, after, line) / before : 1.0;
+        const double before = region(t, ext);
+        bytes[t] *= before > 0 ? region(t, after) / before : 1.0;
       } else {
         bytes[t] *= loop.trips;
       }
@@ -409,7 +425,9 @@ double AnalyticModel::l1_conflict_lines_per_step(const StageSpace& sp,
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (tensors[t].is_output || tensors[t].epilogue || !(vw > 1 && sp.vector_dependent[t]))
       continue;
-    panel_ways += sp.regions->region_bytes(t, panel, l1.line_bytes) / set_span;
+    panel_ways +=
+        cached_region_bytes(*sp.regions, t, panel, l1.line_bytes, is_packed(ann, tensors[t].name)) /
+        set_span;
   }
   // A panel larger than L1 cannot stay there: it streams through, and its lines with the ones
   // the prefetchers bring ahead of it hold about half of every set (measured, GEMM 2048 over the
@@ -421,7 +439,7 @@ double AnalyticModel::l1_conflict_lines_per_step(const StageSpace& sp,
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (tensors[t].is_output || tensors[t].epilogue) continue;
     if (vw > 1 && sp.vector_dependent[t]) continue;
-    if (std::find(ann.pack.begin(), ann.pack.end(), tensors[t].name) != ann.pack.end()) continue;
+    if (is_packed(ann, tensors[t].name)) continue;
     for (int a = 0; a < n; ++a) {
       if (ann.tile_reg[a] <= 1) continue;
       const int64_t stride = sp.regions->element_stride(t, a) * tensors[t].elem_bytes;
@@ -475,9 +493,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     if (vw > 1 && sp.vector_dependent[t]) {
       // A packed operand is read from its panels, contiguous along the vector iterator
       // whichever of its dims that iterator indexes.
-      const bool packed =
-          std::find(ann.pack.begin(), ann.pack.end(), tensors[t].name) != ann.pack.end();
-      loads += sp.vector_contiguous[t] || packed ? std::ceil(elems / vw) : elems;
+      const bool contiguous = sp.vector_contiguous[t] || is_packed(ann, tensors[t].name);
+      loads += contiguous ? std::ceil(elems / vw) : elems;
     } else {
       loads += elems;
     }
@@ -553,8 +570,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   // 2048: 264 x 128 and 512 x 64 C blocks over k steps of 512 and 256, 0.69-0.82x torch.mm, where
   // 96 x 256 blocks run at 0.85x).
   const std::vector<double> l2_task =
-      task_traffic(*sp.regions, body, loops, l2_cap, line, &hw_.levels[cost::kLevelL2], ann.pack);
-  const double q_l1 = tasks * sum(task_traffic(*sp.regions, body, loops, l1_cap, line));
+      task_traffic(*sp.regions, body, loops, l2_cap, line, ann, &hw_.levels[cost::kLevelL2]);
+  const double q_l1 = tasks * sum(task_traffic(*sp.regions, body, loops, l1_cap, line, ann));
   const double q_l2 = tasks * sum(l2_task);
   const int inner = n > 0 ? innermost_swept_axis(ann) : -1;
   const double cores = ann.parallel ? std::min<double>(opts_.cores, tasks) : 1.0;
