@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "tune/gensor/roller.h"
 #include "util/check.h"
@@ -51,6 +52,29 @@ std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, si
   }
   std::sort(picked.begin(), picked.end());
   return picked;
+}
+
+std::optional<schedule::StageAnnotation> with_rules_register_tile(
+    const StageSpace& sp, const schedule::StageAnnotation& ann) {
+  // The walk reaches register tiles by single tile steps, and some seeds never reach the rules'
+  // micro-kernel (6 rows x 4 vectors for a GEMM), which the model cannot tell from smaller ones
+  // that load more per FMA (measured, GEMM 2048 over the whole k: 6x64 0.92-0.96x torch.mm,
+  // 4x64 0.79-0.82x; ResNet res5 3x3: 32 channels x 7 columns 1.2 ms, 16 x 5 x 4 1.8 ms).
+  const schedule::StageAnnotation& rules = sp.base;
+  const int n = sp.num_spatial;
+  if (ann.vector_axis < 0 || rules.vector_axis != ann.vector_axis ||
+      static_cast<int>(rules.tile_reg.size()) != n || rules.tile_reg == ann.tile_reg) {
+    return std::nullopt;
+  }
+  schedule::StageAnnotation v = ann;
+  v.tile_reg = rules.tile_reg;
+  v.vector_width = rules.vector_width;
+  for (int a = 0; a < n; ++a) {
+    const int64_t reg = v.tile_reg[a];
+    v.tile_outer[a] = std::min(round_up(ann.tile_outer[a], reg), round_up(sp.extents[a], reg));
+  }
+  schedule::unroll_inner_reduce(v);
+  return v;
 }
 
 std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
@@ -102,8 +126,13 @@ std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticMod
     index[key] = out.size();
     out.push_back({ann, model.predict(sp, ann)});
   };
+  std::vector<schedule::StageAnnotation> tilings;
   for (const EtirState& s : states) {
-    const schedule::StageAnnotation ann = to_annotation(sp, s);
+    tilings.push_back(to_annotation(sp, s));
+    std::optional<schedule::StageAnnotation> v = with_rules_register_tile(sp, tilings.back());
+    if (v) tilings.push_back(*v);
+  }
+  for (const schedule::StageAnnotation& ann : tilings) {
     add(ann);
     if (ann.vector_axis < 0) continue;
     // The same tiling with the broadcast operands packed: the model weighs the copy against the

@@ -91,6 +91,11 @@ struct RankedAnnotation {
 };
 std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticModel& model,
                                          const std::vector<EtirState>& states);
+// `ann` with the rules' register tile (the tuned micro-kernel) and its cache tiles rounded up to
+// multiples of it; nullopt when `ann` has it already or the rules vectorise another axis.
+// rank_stage adds these.
+std::optional<schedule::StageAnnotation> with_rules_register_tile(
+    const StageSpace& sp, const schedule::StageAnnotation& ann);
 // `ann` with the whole reduction in one reduce tile (the reused panel stays in L2, the other
 // operands stream) and its innermost S1 axis's cache tile 1, 2, 4 and 8 times as long (capped at
 // the extent); empty when `ann` already covers the reduction. rank_stage adds these.
