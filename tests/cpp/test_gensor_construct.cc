@@ -226,6 +226,29 @@ TEST(GensorConstruct, RulesRegisterTileVariantRoundsTheCacheTilesUp) {
   EXPECT_FALSE(with_rules_register_tile(sp, *v).has_value());  // already the rules' tile
 }
 
+TEST(GensorConstruct, PickDiverseCapsCacheTilingsAndRegisterTiles) {
+  // Ranked best first: six tilings around one register tile, then two others.
+  auto entry = [](int64_t outer, int64_t reg) {
+    RankedAnnotation r;
+    r.annotation.tile_outer = {outer, 64};
+    r.annotation.tile_reduce = {128};
+    r.annotation.tile_reg = {reg, 64};
+    return r;
+  };
+  std::vector<RankedAnnotation> ranked;
+  for (int64_t outer : {96, 96, 96, 192, 288, 384}) ranked.push_back(entry(outer, 6));
+  ranked.push_back(entry(64, 4));
+  ranked.push_back(entry(128, 8));
+  // k = 4: two of the 6-row tile (the third 96 is one cache tiling too many, and half of k is
+  // two), then the others in rank order.
+  EXPECT_EQ(pick_diverse(ranked, 4), (std::vector<size_t>{0, 1, 6, 7}));
+  // k = 8 takes everything; the caps only order the first pass.
+  EXPECT_EQ(pick_diverse(ranked, 8).size(), 8u);
+  // Too few others: the second pass fills up in rank order.
+  ranked.resize(6);
+  EXPECT_EQ(pick_diverse(ranked, 4), (std::vector<size_t>{0, 1, 2, 3}));
+}
+
 TEST(GensorConstruct, PredictOnlyMeasuresNothing) {
   Tensor a = ir::placeholder("A", dims({64, 64})), b = ir::placeholder("B", dims({64, 48}));
   Tensor c = ops::matmul(a, b);

@@ -102,7 +102,8 @@ std::optional<schedule::StageAnnotation> with_rules_register_tile(
 std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
                                                          const schedule::StageAnnotation& ann);
 // Indices (ascending) of up to k entries of `ranked` to measure: best-ranked first, at most
-// `per_cache_tile` sharing one cache tiling (tile_outer, tile_reduce) unless too few remain.
+// `per_cache_tile` sharing one cache tiling (tile_outer, tile_reduce) and at most half of k
+// sharing one register tile, unless too few remain.
 std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, size_t k,
                                  int per_cache_tile = 2);
 

@@ -611,8 +611,8 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
       const double bw =
           bytes > l2_total ? refill_bw : hw_.levels[cost::kLevelL2].bandwidth_gbs * cores;
       const double crossing = bytes * (cores - 1) / cores;
-      overhead += (ann.parallel ? kDispatchMs : 0) + 2 * bytes / (bw * 1e6) +
-                  crossing / (refill_bandwidth_gbs(sp, cores) * 1e6);
+      overhead +=
+          (ann.parallel ? kDispatchMs : 0) + 2 * bytes / (bw * 1e6) + crossing / (refill_bw * 1e6);
     }
   }
   // Panel bursts: the operands the innermost sweep reuses (a B panel) arrive while its first
