@@ -257,38 +257,63 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
       prepared[c].reset();  // keeps its best single run as its time
     }
   }
+  // One timing round of candidate c: its median over about round_ms, appended to rounds[c].
+  auto time_round = [&](size_t c) {
+    std::vector<double> samples;
+    double total = 0;
+    try {
+      // The first call after another candidate ran pays for that switch (caches, the pool's
+      // workers waking up); steady-state use does not. Short kernels get an untimed call
+      // first and at least two timed ones, so a round's median is a warm time.
+      const bool short_kernel = rounds[c].empty() || rounds[c].back() < config_.round_ms;
+      if (short_kernel) run(*prepared[c]);
+      do {
+        auto t0 = std::chrono::steady_clock::now();
+        run(*prepared[c]);
+        samples.push_back(ms_since(t0));
+        total += samples.back();
+      } while ((total < config_.round_ms || (short_kernel && samples.size() < 2)) &&
+               samples.size() < 1000);
+    } catch (const std::exception& e) {
+      res[c].ok = false;
+      res[c].error = std::string("run failed: ") + e.what();
+      prepared[c].reset();
+      return false;
+    }
+    rounds[c].push_back(runtime::summarize_samples(samples).median_ms);
+    res[c].repeats += static_cast<int>(samples.size());
+    return true;
+  };
+  // Background load here comes in bursts of seconds that slow some candidates of a round and
+  // not others (GEMM 2048: one construct timed its first candidate at 55 ms and the next three,
+  // of the same tiling family, at 114-118). So each candidate is timed right next to a reference,
+  // the first surviving one (the model's favourite), and ranked by the median of its ratios to
+  // it, which a burst spanning both leaves alone; its time is that ratio times the reference's
+  // median. Should the reference fail, the candidates' own medians are used.
+  size_t ref = 0;
+  while (ref < n && !prepared[ref]) ++ref;
+  bool paired = ref < n;
+  std::vector<std::vector<double>> ratios(n);
   const auto timing_start = std::chrono::steady_clock::now();
   for (int r = 0; r < std::max(1, config_.rounds); ++r) {
     if (r > 0 && ms_since(timing_start) > config_.timing_budget_ms) break;
     for (size_t c = 0; c < n; ++c) {
-      if (!prepared[c]) continue;
-      std::vector<double> samples;
-      double total = 0;
-      try {
-        // The first call after another candidate ran pays for that switch (caches, the pool's
-        // workers waking up); steady-state use does not. Short kernels get an untimed call
-        // first and at least two timed ones, so a round's median is a warm time.
-        const bool short_kernel = rounds[c].empty() || rounds[c].back() < config_.round_ms;
-        if (short_kernel) run(*prepared[c]);
-        do {
-          auto t0 = std::chrono::steady_clock::now();
-          run(*prepared[c]);
-          samples.push_back(ms_since(t0));
-          total += samples.back();
-        } while ((total < config_.round_ms || (short_kernel && samples.size() < 2)) &&
-                 samples.size() < 1000);
-      } catch (const std::exception& e) {
-        res[c].ok = false;
-        res[c].error = std::string("run failed: ") + e.what();
-        prepared[c].reset();
+      if (!prepared[c] || !time_round(c) || !paired || c == ref) continue;
+      const double t = rounds[c].back();
+      if (!prepared[ref] || !time_round(ref)) {
+        paired = false;
         continue;
       }
-      rounds[c].push_back(runtime::summarize_samples(samples).median_ms);
-      res[c].repeats += static_cast<int>(samples.size());
+      ratios[c].push_back(t / rounds[ref].back());
     }
   }
+  const double ref_ms = paired ? runtime::summarize_samples(rounds[ref]).median_ms : 0;
   for (size_t c = 0; c < n; ++c) {
-    if (!rounds[c].empty()) res[c].median_ms = runtime::summarize_samples(rounds[c]).median_ms;
+    if (paired && c != ref && !ratios[c].empty()) {
+      res[c].median_ms = runtime::summarize_samples(ratios[c]).median_ms * ref_ms;
+    } else if (!rounds[c].empty()) {
+      res[c].median_ms = runtime::summarize_samples(rounds[c]).median_ms;
+    }
   }
   return res;
 }

@@ -54,16 +54,17 @@ struct MeasureConfig {
     return o;
   }();
   // measure_all(): after every candidate was built and verified, `rounds` rounds time each
-  // surviving candidate for about round_ms (at least one run); a candidate's time is the median
-  // of its round medians. Interleaving keeps a burst of background load from landing on one
-  // candidate only.
+  // surviving candidate for about round_ms (at least one run), each right before a round of the
+  // first surviving candidate (the reference); a candidate's time is the median of its ratios to
+  // the reference times the reference's median. Interleaving and pairing keep a burst of
+  // background load from landing on one candidate only.
   int rounds = 3;
   double round_ms = 5;
   // Rounds after the first stop once the timing rounds used this much time in all (slow kernels
   // get fewer rounds; construct mode is meant to take seconds). Enough for all three rounds of
-  // eight 50 ms candidates (GEMM 2048): with 600 ms they got two single runs, and one burst of
-  // background load decided between tilings 10% apart.
-  double timing_budget_ms = 1500;
+  // eight 50 ms candidates (GEMM 2048), each timed next to the reference: with 600 ms they got
+  // two single runs, and one burst of background load decided between tilings 10% apart.
+  double timing_budget_ms = 2500;
   // A candidate whose verification run is slower than this factor times the fastest
   // verification run is not timed further (its single run is its time), provided that run took
   // longer than round_ms. 0 disables.

@@ -3,6 +3,7 @@
 // candidate measurer rejects schedules that do not build. Small shapes and top-2 keep it fast.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "const_dims.h"
@@ -293,6 +294,31 @@ TEST(GensorConstruct, OnlyVerificationRunsLongerThanTheMinimumAbandonACandidate)
   };
   EXPECT_EQ(abandoned(50), 0);  // microsecond kernels: cold runs say nothing
   EXPECT_EQ(abandoned(0), 3);   // even the fastest is slower than ~0 times itself
+}
+
+TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
+  // Candidates are timed next to the first one and ranked by their ratios to it; their times stay
+  // in milliseconds: two copies of one schedule come out alike, a scalar one far slower.
+  Tensor a = ir::placeholder("A", dims({96, 96})), b = ir::placeholder("B", dims({96, 96}));
+  Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
+  schedule::KernelSchedule slow = task.default_schedule();
+  schedule::StageAnnotation& st = slow.stages.back();
+  st.tile_reg.assign(st.tile_reg.size(), 1);
+  st.vector_axis = -1;
+  st.vector_width = 1;
+  st.pack.clear();
+  st.reduce_unroll = 1;
+  MeasureConfig cfg;
+  cfg.round_ms = 2;
+  cfg.rounds = 5;
+  const std::vector<CandidateResult> r = CandidateMeasurer(task, cfg).measure_all(
+      {task.default_schedule(), task.default_schedule(), slow});
+  ASSERT_EQ(r.size(), 3u);
+  for (const CandidateResult& c : r) ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_GT(r[0].median_ms, 0);
+  EXPECT_LT(std::abs(r[1].median_ms / r[0].median_ms - 1), 0.5)
+      << r[0].median_ms << " vs " << r[1].median_ms;
+  EXPECT_GT(r[2].median_ms, 1.5 * r[0].median_ms) << r[0].median_ms << " vs " << r[2].median_ms;
 }
 
 TEST(GensorConstruct, MeasurerRejectsBrokenCandidates) {
