@@ -229,6 +229,11 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
     if (prepared[c] && (fastest == 0 || res[c].median_ms < fastest)) fastest = res[c].median_ms;
   }
   std::vector<std::vector<double>> rounds(n);
+  auto fail = [&](size_t c, const std::exception& e) {
+    res[c].ok = false;
+    res[c].error = std::string("run failed: ") + e.what();
+    prepared[c].reset();
+  };
   for (size_t c = 0; c < n; ++c) {
     if (!prepared[c]) continue;
     // The verification run is a cold one: it wakes the pool's workers, idle for the whole JIT
@@ -247,9 +252,7 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
       res[c].median_ms = std::min(res[c].median_ms, ms_since(r0));
       ++res[c].repeats;
     } catch (const std::exception& e) {
-      res[c].ok = false;
-      res[c].error = std::string("run failed: ") + e.what();
-      prepared[c].reset();
+      fail(c, e);
       continue;
     }
     if (slow()) {
@@ -275,9 +278,7 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
       } while ((total < config_.round_ms || (short_kernel && samples.size() < 2)) &&
                samples.size() < 1000);
     } catch (const std::exception& e) {
-      res[c].ok = false;
-      res[c].error = std::string("run failed: ") + e.what();
-      prepared[c].reset();
+      fail(c, e);
       return false;
     }
     rounds[c].push_back(runtime::summarize_samples(samples).median_ms);

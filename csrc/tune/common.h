@@ -66,10 +66,10 @@ struct MeasureConfig {
   // two single runs, and one burst of background load decided between tilings 10% apart.
   double timing_budget_ms = 2500;
   // A candidate whose verification run is slower than this factor times the fastest
-  // verification run is not timed further (its single run is its time), provided that run took
-  // longer than round_ms. 0 disables.
+  // verification run, and than abandon_min_ms, and whose warm second run confirms it, is not
+  // timed further (its best single run is its time). 0 disables.
   double abandon_factor = 2.0;
-  // ... provided that run took longer than this (a cold run of a short kernel says little).
+  // A cold run of a short kernel says little: only runs longer than this can abandon.
   double abandon_min_ms = 50;
   // Verification tolerance: |got - want| <= atol + rtol * |want| with
   // atol = atol_rel * (1 + max |want|) (summation order differs between schedules).

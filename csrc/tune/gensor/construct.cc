@@ -20,10 +20,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // Is every operand `ann` packs contiguous along the vector iterator by itself?
 bool packs_only_contiguous_operands(const StageSpace& sp, const schedule::StageAnnotation& ann) {
   const auto& tensors = sp.regions->tensors();
-  for (const std::string& name : ann.pack) {
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      if (tensors[t].name == name && !sp.vector_contiguous[t]) return false;
-    }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (is_packed(ann, tensors[t].name) && !sp.vector_contiguous[t]) return false;
   }
   return true;
 }

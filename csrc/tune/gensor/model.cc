@@ -127,10 +127,6 @@ double cached_region_bytes(const cost::AccessRegions& ar, size_t t, const std::v
   return std::ceil(ar.region_bytes(t, ext) / line) * line;
 }
 
-bool is_packed(const schedule::StageAnnotation& ann, const std::string& name) {
-  return std::find(ann.pack.begin(), ann.pack.end(), name) != ann.pack.end();
-}
-
 // Bytes each tensor moves into a cache of `cap` bytes over one task, by reuse distance. One
 // register tile's reduce steps fetch its region once; a loop around that reuses the data of earlier
 // iterations when everything one iteration touches fits in the cache (the loop then moves the

@@ -6,6 +6,7 @@
 // ETIR levels on the CPU (outermost first): kL2 = the tile one core owns (one parallel task,
 // kept in its private L2), kL1 = the part of it reused from L1, kReg = the register tile.
 // DRAM is the level the L2 tiles are loaded from.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
 // Largest power of two <= lanes dividing `tile` (1 when odd): the vector width a register tile of
 // `tile` elements along the vector axis is executed with.
 int vector_width_for(int64_t tile, int lanes);
+
+// Does the annotation pack tensor `name` into panels?
+inline bool is_packed(const schedule::StageAnnotation& ann, const std::string& name) {
+  return std::find(ann.pack.begin(), ann.pack.end(), name) != ann.pack.end();
+}
 
 // x rounded up to a multiple of m (tiles in whole register tiles).
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
