@@ -58,7 +58,7 @@ Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const Stage
     layout.buffer =
         ir::make_buffer(t->name + "_packed", t->dtype,
                         packed_shape(t->shape, layout.panel, layout.dim), ir::MemScope::kHeap);
-    packs.push_back(lower_pack(t, layout, al, ann.vector_width));
+    packs.push_back(lower_pack(t, layout, al, ann.vector_width, ann.parallel));
     pack_buffers.push_back(layout.buffer);
     al.bind_packed(t.get(), layout);
     packed.push_back(t.get());

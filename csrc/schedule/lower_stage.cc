@@ -485,7 +485,7 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
 }
 
 Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLowering& al,
-                int vector_width) {
+                int vector_width, bool parallel) {
   const int64_t panel = layout.panel;
   const int nd = t->ndim();
   TESSERA_CHECK(nd >= 1) << "cannot pack scalar " << t->name;
@@ -541,7 +541,8 @@ Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLow
   for (size_t k = d.size(); k-- > 0;) {
     body = loop::make_for(d[k], ir::int_imm(0), d_extent[k], ForKind::kSerial, body);
   }
-  return loop::make_for(p, ir::int_imm(0), pshape[0], ForKind::kParallel, body);
+  return loop::make_for(p, ir::int_imm(0), pshape[0],
+                        parallel ? ForKind::kParallel : ForKind::kSerial, body);
 }
 
 }  // namespace tessera::schedule

@@ -27,8 +27,9 @@ loop::Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& 
 loop::Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
                                       const AccessLowering& al);
 
-// Copies `t` into its packed layout (see PackedLayout), zero-filling past the end.
+// Copies `t` into its packed layout (see PackedLayout), zero-filling past the end; over the panels
+// in parallel when the stage runs in parallel.
 loop::Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLowering& al,
-                      int vector_width);
+                      int vector_width, bool parallel);
 
 }  // namespace tessera::schedule

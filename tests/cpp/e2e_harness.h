@@ -31,6 +31,16 @@ struct Tolerance {
   double atol = 1e-4;
 };
 
+// Parallel loops in a loop-IR statement tree (each one a dispatch on the thread pool).
+inline int count_parallel_loops(const loop::Stmt& s) {
+  if (!s) return 0;
+  int n = s->kind == loop::StmtKind::kFor && s->for_kind == loop::ForKind::kParallel ? 1 : 0;
+  n += count_parallel_loops(s->body) + count_parallel_loops(s->then_case) +
+       count_parallel_loops(s->else_case);
+  for (const loop::Stmt& c : s->seq) n += count_parallel_loops(c);
+  return n;
+}
+
 inline std::vector<int64_t> concrete_shape(const ir::Tensor& t,
                                            const std::map<const ir::ExprNode*, int64_t>& sizes) {
   std::vector<int64_t> s;

@@ -298,10 +298,14 @@ TEST(GensorConstruct, OnlyVerificationRunsLongerThanTheMinimumAbandonACandidate)
 
 TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
   // Candidates are timed next to the first one and ranked by their ratios to it; their times stay
-  // in milliseconds: two copies of one schedule come out alike, a scalar one far slower.
-  Tensor a = ir::placeholder("A", dims({96, 96})), b = ir::placeholder("B", dims({96, 96}));
+  // in milliseconds: two copies of one schedule come out alike, a scalar one far slower. All run
+  // on the calling thread: waking pool workers costs this VM milliseconds at random, more than
+  // these kernels take.
+  Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
   Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
-  schedule::KernelSchedule slow = task.default_schedule();
+  schedule::KernelSchedule fast = task.default_schedule();
+  fast.stages.back().parallel = false;
+  schedule::KernelSchedule slow = fast;
   schedule::StageAnnotation& st = slow.stages.back();
   st.tile_reg.assign(st.tile_reg.size(), 1);
   st.vector_axis = -1;
@@ -311,8 +315,8 @@ TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
   MeasureConfig cfg;
   cfg.round_ms = 2;
   cfg.rounds = 5;
-  const std::vector<CandidateResult> r = CandidateMeasurer(task, cfg).measure_all(
-      {task.default_schedule(), task.default_schedule(), slow});
+  const std::vector<CandidateResult> r =
+      CandidateMeasurer(task, cfg).measure_all({fast, fast, slow});
   ASSERT_EQ(r.size(), 3u);
   for (const CandidateResult& c : r) ASSERT_TRUE(c.ok) << c.error;
   EXPECT_GT(r[0].median_ms, 0);

@@ -14,15 +14,6 @@ namespace {
 using ir::placeholder;
 using ir::Tensor;
 
-int count_parallel_loops(const loop::Stmt& s) {
-  if (!s) return 0;
-  int n = s->kind == loop::StmtKind::kFor && s->for_kind == loop::ForKind::kParallel ? 1 : 0;
-  n += count_parallel_loops(s->body) + count_parallel_loops(s->then_case) +
-       count_parallel_loops(s->else_case);
-  for (const loop::Stmt& c : s->seq) n += count_parallel_loops(c);
-  return n;
-}
-
 int parallel_loops_of(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
   compiler::BuiltKernel k = compiler::build_cpu(outs, ins);
   return count_parallel_loops(k.func().body);

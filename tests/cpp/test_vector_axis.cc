@@ -103,6 +103,21 @@ TEST(VectorAxis, QueryKeyProductPacksTheKeyRows) {
   check_graph({{s}, {q, k}}, ks, /*use_jit=*/true, {1e-4, 1e-4});
 }
 
+TEST(VectorAxis, PackingRunsInParallelOnlyWhenTheStageDoes) {
+  // The copy into panels is a loop of its own: a serial stage must not dispatch it on the pool.
+  Tensor q = placeholder("Q", dims({2, 64, 32})), k = placeholder("K", dims({2, 96, 32}));
+  Tensor s = ops::batch_matmul(q, k, false, true);
+  const schedule::StagePlan plan = schedule::plan_stages({s}, {q, k});
+  schedule::KernelSchedule ks;
+  ks.stages.push_back(rule_annotation({s}, {q, k}, s->name));
+  ASSERT_EQ(ks.stages[0].pack.size(), 1u);
+  ASSERT_TRUE(ks.stages[0].parallel);
+  EXPECT_EQ(count_parallel_loops(schedule::lower(plan, ks, "par").body), 2);  // pack, compute
+  ks.stages[0].parallel = false;
+  EXPECT_EQ(count_parallel_loops(schedule::lower(plan, ks, "ser").body), 0);
+  check_graph({{s}, {q, k}}, ks, /*use_jit=*/true, {1e-4, 1e-4});
+}
+
 TEST(VectorAxis, HandWrittenSchedulesOnEveryAxis) {
   // Matmul vectorised along its rows (A packed along dim 0, stores scattered), and along its
   // columns with B packed: both must compute the same product.
