@@ -38,6 +38,34 @@ def interleaved(fns: Dict[str, Callable[[], object]], rounds: int = 5,
     return {k: statistics.median(v) for k, v in per.items()}
 
 
+def paired_with_reference(fns: Dict[str, Callable[[], object]], reference: Callable[[], object],
+                          rounds: int = 5, min_time_ms: float = 100.0) -> Dict[str, float]:
+    """Times each implementation between two timings of a reference, round-robin.
+
+    A round runs reference, fns[0], reference, fns[1], ..., reference. Each implementation's
+    ratio in a round is its time over the mean of its two neighbouring reference timings, so a
+    load burst that slows one stretch of the round slows both sides of the ratio; plain
+    interleaving (above) times the reference once per round, and a burst over some variants but
+    not the reference then shows up as a ratio (seen on GEMM 2048: identical kernels timed 150
+    and 300 GFLOP/s in one round). Returns the median ratio per implementation, and under the
+    key "reference" the reference's median time in ms; time = ratio x that median.
+    """
+    ratios: Dict[str, List[float]] = {k: [] for k in fns}
+    ref_ms: List[float] = []
+    for _ in range(rounds):
+        before = time_ms(reference, min_time_ms=min_time_ms)
+        ref_ms.append(before)
+        for name, fn in fns.items():
+            t = time_ms(fn, min_time_ms=min_time_ms)
+            after = time_ms(reference, min_time_ms=min_time_ms)
+            ratios[name].append(t / ((before + after) / 2))
+            ref_ms.append(after)
+            before = after
+    out = {k: statistics.median(v) for k, v in ratios.items()}
+    out["reference"] = statistics.median(ref_ms)
+    return out
+
+
 def arg_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--json", metavar="PATH", help="write the records to PATH as a JSON list")

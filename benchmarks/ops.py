@@ -2,7 +2,7 @@
 torch, fp32, all cores.
 
     python benchmarks/ops.py [--json out.json] [--ops gemm2048 conv_res2 ...] [--seeds 5]
-                             [--rounds 3] [--top-k 8] [--no-ablation] [--threads N] [--list]
+                             [--rounds 5] [--top-k 8] [--no-ablation] [--threads N] [--list]
                              [--include-default]
 
 Per op a record
@@ -15,8 +15,9 @@ Per op a record
 "gensor" is the median over the seeds (the worst is kept as "gensor_worst"); the ablation runs
 seeds 0..2 without the interleave action and with the other form of Eq. 1, compared by median
 with the same seeds of the default configuration ("gensor_ablation_base"). Every kernel's output is
-checked against torch before timing; all variants of one op are timed interleaved, round by
-round (benchmarks/common.py), so background load hits them alike.
+checked against torch before timing. Each variant is timed between two timings of torch, round by
+round (common.paired_with_reference); its GFLOP/s is torch's median GFLOP/s over its median
+ratio to the neighbouring torch timings, so a load burst slows both sides of each ratio.
 
 Bars checked at the end: Gensor geomean >= 1.15x Roller over the suite; GEMM 2048 >= 0.9x
 torch.mm; median construct_s <= 2 s (top-8 measured); no op below 0.5x torch.
@@ -43,7 +44,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import tessera  # noqa: E402
-from common import arg_parser, interleaved, print_table, write_json  # noqa: E402
+from common import arg_parser, paired_with_reference, print_table, write_json  # noqa: E402
 
 T = tessera.te_ops
 
@@ -195,8 +196,11 @@ def bench_op(op: Op, args) -> dict:
         check_close(f"{op.name}/{key}", op.out_view(got), want, reduce_len)
         fns[key] = (lambda k=k, out=[got]: k(*data, out=out))
     tout = torch.empty_like(want)
-    fns["torch"] = lambda: op.torch_out(data, tout)
-    times = interleaved(fns, rounds=args.rounds, min_time_ms=args.min_time_ms)
+    ratios = paired_with_reference(fns, lambda: op.torch_out(data, tout), rounds=args.rounds,
+                                   min_time_ms=args.min_time_ms)
+    torch_ms = ratios.pop("reference")
+    times = {k: r * torch_ms for k, r in ratios.items()}
+    times["torch"] = torch_ms
     gf = {k: op.flops / (t * 1e6) for k, t in times.items()}
     seeds_gf = [gf[f"gensor_s{s}"] for s in range(args.seeds)]
     for s, g in zip(rec["seeds"], seeds_gf):
@@ -244,7 +248,7 @@ def summarize(records: List[dict], eq1: str, ablation: bool) -> dict:
 
 def main() -> None:
     p = arg_parser(__doc__)
-    p.set_defaults(rounds=3)
+    p.set_defaults(rounds=5)
     p.add_argument("--ops", nargs="*", help="subset of op names (default: the whole suite)")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--top-k", type=int, default=8)
