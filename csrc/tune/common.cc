@@ -290,7 +290,9 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
   // of the same tiling family, at 114-118). So each candidate is timed right next to a reference,
   // the first surviving one (the model's favourite), and ranked by the median of its ratios to
   // it, which a burst spanning both leaves alone; its time is that ratio times the reference's
-  // median. Should the reference fail, the candidates' own medians are used.
+  // median. The reference is timed after each candidate, and a candidate's ratio is to the mean
+  // of the reference's rounds before and after it, so a burst that starts or ends next to the
+  // candidate counts half. Should the reference fail, the candidates' own medians are used.
   size_t ref = 0;
   while (ref < n && !prepared[ref]) ++ref;
   bool paired = ref < n;
@@ -300,12 +302,12 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
     if (r > 0 && ms_since(timing_start) > config_.timing_budget_ms) break;
     for (size_t c = 0; c < n; ++c) {
       if (!prepared[c] || !time_round(c) || !paired || c == ref) continue;
-      const double t = rounds[c].back();
+      const double t = rounds[c].back(), before = rounds[ref].back();
       if (!prepared[ref] || !time_round(ref)) {
         paired = false;
         continue;
       }
-      ratios[c].push_back(t / rounds[ref].back());
+      ratios[c].push_back(t / ((before + rounds[ref].back()) / 2));
     }
   }
   const double ref_ms = paired ? runtime::summarize_samples(rounds[ref]).median_ms : 0;
