@@ -354,7 +354,8 @@ TEST(GensorModel, AnOperandStridedAlongTheVectorIsGatheredUnlessPacked) {
 
 TEST(GensorModel, PackedWeightPanelsAreCountedByTheirElementsNotTheirRows) {
   // ResNet res5 3x3 (512 channels, 7x7): a task of 32 output channels over the whole reduction
-  // reads a 576 KiB packed weight panel, which fits the 1 MiB L2 and is reused down the rows.
+  // reads a 576 KiB packed weight panel, which fits the half of a 2 MiB L2 that keeps reused data,
+  // and is reused down the rows.
   // Counted as the unpacked tensor's 12-byte rows, each rounded up to a 64-byte line, it would be
   // 3 MiB, refetched for every row: 5x the traffic of the same task in reduce steps of 64.
   Tensor x = ir::placeholder("X", dims({1, 512, 7, 7})),
@@ -364,7 +365,7 @@ TEST(GensorModel, PackedWeightPanelsAreCountedByTheirElementsNotTheirRows) {
   const StageSpace sp =
       make_stage_space(plan, static_cast<int>(plan.stages.size()) - 1, synthetic_target());
   ASSERT_EQ(sp.base.pack, std::vector<std::string>{"W"});
-  AnalyticModel model(synthetic_hw(), ModelOptions{Eq1Form::kPrinted, 2});
+  AnalyticModel model(synthetic_hw(2 << 20), ModelOptions{Eq1Form::kPrinted, 2});
   schedule::StageAnnotation whole = sp.base;
   whole.tile_outer = {1, 32, 7, 7};
   whole.tile_reg = {1, 32, 1, 7};
@@ -442,13 +443,14 @@ TEST(GensorModel, TaskTrafficKeepsWhatOneLoopIterationFitsAndStreamsTheRest) {
   MatmulSpace ms = matmul_space(2048, 2048, 2048);
   const schedule::StageAnnotation ann = gemm_6x64(ms.sp, {510, 128}, 2048);
   const double tasks = 5 * 16, f = 4;
-  // 1 MiB L2: one step of the row sweep touches 6 rows of A, the 2048 x 64 B panel and 6 x 64 of
-  // C (562 KiB): the panel stays over the sweep. One step of the loop over the two column tiles
-  // touches all 510 rows of A (4 MiB): A is read again for the second one. C: read and written.
+  // 2 MiB L2, half of which keeps reused data: one step of the row sweep touches 6 rows of A, the
+  // 2048 x 64 B panel and 6 x 64 of C (562 KiB): the panel stays over the sweep. One step of the
+  // loop over the two column tiles touches all 510 rows of A (4 MiB): A is read again for the
+  // second one. C: read and written.
   const double a_bytes = 510 * 2048 * f * 2, b_bytes = 2048 * 128 * f, c_bytes = 510 * 128 * f * 2;
   // Rows swept innermost write the output down its columns: the write-order term.
   const double write_order = 1.3 * 2048 * 2048 * f;
-  AnalyticModel model(synthetic_hw(1 << 20), ModelOptions{Eq1Form::kPrinted, 2});
+  AnalyticModel model(synthetic_hw(2 << 20), ModelOptions{Eq1Form::kPrinted, 2});
   EXPECT_NEAR(model.predict(ms.sp, ann).dram_ms,
               (tasks * (a_bytes + b_bytes + c_bytes) + write_order) / 20e6, 1e-9);
   // 512 KiB L2: the panel no longer fits next to the rows, and every register tile of the sweep
@@ -469,9 +471,71 @@ TEST(GensorModel, TallTasksOverTheWholeReductionOutrankShortSweepsOfL2SizedTasks
   const Prediction blocked = model.predict(ms.sp, gemm_6x64(ms.sp, {96, 256}, 128));
   const Prediction streamed = model.predict(ms.sp, gemm_6x64(ms.sp, {510, 128}, 2048));
   EXPECT_LT(streamed.total_ms, blocked.total_ms);
-  // The difference is the panel bursts of the short sweeps.
+  // The difference is the panel bursts of the short sweeps and the accumulators reloaded at the
+  // start of each k step.
   EXPECT_GT(blocked.overhead_ms - streamed.overhead_ms,
-            0.5 * (blocked.total_ms - streamed.total_ms));
+            0.3 * (blocked.total_ms - streamed.total_ms));
+  EXPECT_GT(blocked.compute_ms - streamed.compute_ms, 0.3 * (blocked.total_ms - streamed.total_ms));
+}
+
+TEST(GensorModel, AnUnpackedVectorOperandWithRowsAPageApartWaitsEveryStep) {
+  // GEMM 1024: B's rows are 4 KiB apart, so unpacked, every reduce step reads another page.
+  AnalyticModel model(synthetic_hw(2 << 20, 64 << 20), ModelOptions{Eq1Form::kPrinted, 2});
+  MatmulSpace square = matmul_space(1024, 1024, 1024);
+  schedule::StageAnnotation packed = gemm_6x64(square.sp, {516, 128}, 1024), unpacked = packed;
+  unpacked.pack.clear();
+  EXPECT_GT(model.predict(square.sp, unpacked).compute_ms,
+            1.4 * model.predict(square.sp, packed).compute_ms);
+  // With 64 columns B's rows are 256 bytes apart: unpacked, it is read as it is, at no cost.
+  MatmulSpace narrow = matmul_space(1024, 64, 1024);
+  packed = gemm_6x64(narrow.sp, {516, 64}, 1024);
+  unpacked = packed;
+  unpacked.pack.clear();
+  EXPECT_DOUBLE_EQ(model.predict(narrow.sp, unpacked).compute_ms,
+                   model.predict(narrow.sp, packed).compute_ms);
+}
+
+TEST(GensorModel, ReusedDataOverHalfOfL2IsPartlyRefetched) {
+  // GEMM 2048 over the whole k, 1026 x 128 tasks, columns swept inside rows: both B panels of a
+  // task (1 MiB) are reused across the rows. A 4 MiB L2 keeps them whole, a 2 MiB one in part,
+  // a 1 MiB one not at all.
+  MatmulSpace ms = matmul_space(2048, 2048, 2048);
+  schedule::StageAnnotation ann = gemm_6x64(ms.sp, {1026, 128}, 2048);
+  ann.s1_order = {0, 1};
+  auto dram = [&](int64_t l2_bytes) {
+    AnalyticModel m(synthetic_hw(l2_bytes), ModelOptions{Eq1Form::kPrinted, 2});
+    return m.predict(ms.sp, ann).dram_ms;
+  };
+  EXPECT_LT(dram(4 << 20), dram(2 << 20));
+  EXPECT_LT(dram(2 << 20), dram(1 << 20));
+}
+
+TEST(GensorModel, AnAliasingOutputBlockGetsTheWaysTheOtherOperandsLeave) {
+  // 2 MiB 16-way L2 (128 KiB set span). 192 x 128 C blocks over k steps of 1024: C's 8 KiB rows
+  // put 12 lines into each set they use, within 16 ways alone, but A's and B's 1.25 MiB leave
+  // 6 ways of each set: C is read back on every reduce step.
+  MatmulSpace ms = matmul_space(2048, 2048, 2048);
+  cost::MemoryHierarchy hw = synthetic_hw(2 << 20), unknown_ways = hw;
+  hw.levels[cost::kLevelL2].ways = 16;
+  unknown_ways.levels[cost::kLevelL2].ways = 0;
+  AnalyticModel model(hw, ModelOptions{Eq1Form::kPrinted, 2});
+  AnalyticModel capacity_only(unknown_ways, ModelOptions{Eq1Form::kPrinted, 2});
+  const schedule::StageAnnotation ann = gemm_6x64(ms.sp, {192, 128}, 1024);
+  EXPECT_GT(model.predict(ms.sp, ann).dram_ms, 1.2 * capacity_only.predict(ms.sp, ann).dram_ms);
+}
+
+TEST(GensorModel, ReduceTilesAfterTheFirstWaitForTheirAccumulators) {
+  // GEMM 2048, 96 x 256 tasks in k steps of 128: each register tile reloads its accumulators 15
+  // times. From L2 when the task's C block stays there (4 MiB L2), from outside when it does
+  // not (256 KiB L2): the wait is on the critical path, in the compute time.
+  MatmulSpace ms = matmul_space(2048, 2048, 2048);
+  const schedule::StageAnnotation ann = gemm_6x64(ms.sp, {96, 256}, 128);
+  AnalyticModel kept(synthetic_hw(4 << 20, 64 << 20), ModelOptions{Eq1Form::kPrinted, 2});
+  AnalyticModel evicted(synthetic_hw(256 << 10, 64 << 20), ModelOptions{Eq1Form::kPrinted, 2});
+  EXPECT_GT(evicted.predict(ms.sp, ann).compute_ms, 1.03 * kept.predict(ms.sp, ann).compute_ms);
+  // Over the whole k there is nothing to reload.
+  const schedule::StageAnnotation whole = gemm_6x64(ms.sp, {96, 256}, 2048);
+  EXPECT_DOUBLE_EQ(evicted.predict(ms.sp, whole).compute_ms, kept.predict(ms.sp, whole).compute_ms);
 }
 
 TEST(GensorModel, OutputBlocksWhoseRowsAliasInL2SetsAreReadBackEveryReduceStep) {

@@ -136,10 +136,13 @@ double cached_region_bytes(const cost::AccessRegions& ar, size_t t, const std::v
 // whole reduction with a tall tile keeps its B panel in L2 while A streams (measured, GEMM 2048,
 // 510x128 tasks over k 2048: 0.96x torch.mm, where 96x256 tasks in k steps of 128 that fit L2 whole
 // run at 0.85x).
+// With `kept_share` < 1, reused data that fills more than that share of the cache is kept only
+// in part: the fraction refetched grows linearly from none at the share to all at the capacity.
 std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vector<int64_t>& body,
                                  const std::vector<TaskLoop>& loops, double cap, int line,
                                  const schedule::StageAnnotation& ann,
-                                 const cost::MemoryLevel* aliasing = nullptr) {
+                                 const cost::MemoryLevel* aliasing = nullptr,
+                                 double kept_share = 1.0) {
   const auto& tensors = ar.tensors();
   // Set-aliasing check per tensor: only with a known associativity, and not for packed operands
   // (copied into contiguous panels, nothing aliases).
@@ -161,23 +164,32 @@ std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vecto
       ext[loop.iter] = loop.extent;
       continue;
     }
+    std::vector<double> regions(tensors.size());
     double iteration = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) iteration += regions[t] = region(t, ext);
+    // An aliasing tensor gets the ways the other tensors' data leaves free, spread evenly over
+    // the sets: GEMM 2048's 258 x 128 C blocks over k steps of 512 put 16-17 lines into each set
+    // they use, next to 784 KiB of A and B in a 2 MiB, 16-way L2; counted against all 16 ways they
+    // looked as if they stayed, and such tasks run 10-15% slower than tasks over the whole k.
     bool fits = true;
     for (size_t t = 0; t < tensors.size(); ++t) {
-      iteration += region(t, ext);
-      if (may_alias[t])
-        fits = fits && lines_in_fullest_set(ar, t, ext, set_span, line) <= aliasing->ways;
+      if (!may_alias[t]) continue;
+      const double others = (iteration - regions[t]) / aliasing->capacity_bytes;
+      const double free_ways = aliasing->ways * std::max(0.0, 1.0 - others);
+      fits = fits && lines_in_fullest_set(ar, t, ext, set_span, line) <= free_ways;
     }
-    fits = fits && iteration <= cap;
+    // Share of the reused data that stays between iterations.
+    double kept = 0;
+    if (fits && iteration <= cap) {
+      const double full = kept_share * cap;
+      kept = iteration <= full ? 1.0 : (cap - iteration) / (cap - full);
+    }
     std::vector<int64_t> after = ext;
     after[loop.iter] = loop.extent;
     for (size_t t = 0; t < tensors.size(); ++t) {
-      if (fits) {
-        const double before = region(t, ext);
-        bytes[t] *= before > 0 ? region(t, after) / before : 1.0;
-      } else {
-        bytes[t] *= loop.trips;
-      }
+      const double before = region(t, ext);
+      const double reused = bytes[t] * (before > 0 ? region(t, after) / before : 1.0);
+      bytes[t] = kept * reused + (1 - kept) * bytes[t] * loop.trips;
     }
     ext = std::move(after);
   }
@@ -451,6 +463,22 @@ double AnalyticModel::l1_conflict_lines_per_step(const StageSpace& sp,
   return conflict_lines_per_step;
 }
 
+double AnalyticModel::page_strided_operands(const StageSpace& sp,
+                                            const schedule::StageAnnotation& ann) const {
+  constexpr int64_t kPageBytes = 4096;
+  if (sp.num_reduce == 0 || ann.vector_axis < 0 || ann.vector_width <= 1) return 0;
+  const int innermost_reduce = sp.num_iters() - 1;
+  const auto& tensors = sp.regions->tensors();
+  double count = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].is_output || tensors[t].epilogue || !sp.vector_dependent[t]) continue;
+    if (is_packed(ann, tensors[t].name)) continue;
+    const int64_t stride = sp.regions->element_stride(t, innermost_reduce);
+    if (stride > 0 && stride * tensors[t].elem_bytes >= kPageBytes) count += 1;
+  }
+  return count;
+}
+
 Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
                                         const schedule::StageAnnotation& ann) const {
   const int n = sp.num_spatial, m = sp.num_reduce, d = sp.num_iters();
@@ -515,9 +543,15 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   if (m > 0) {
     // FMA pipes, load ports, and the latency every accumulator chain waits per step.
     constexpr double kConflictExposed = 0.15;  // share of an L1 conflict miss not hidden
+    // A vector operand read a page or more apart per step (an unpacked B of a GEMM whose rows are
+    // 4 or 8 KiB long) defeats the prefetchers, which stop at page boundaries, and its set index
+    // repeats every step: the step waits on L2 (measured, 6x64 tiles with B unpacked: GEMM 1024
+    // 16.6 ms where packed runs 7.7, GEMM 2048 in k steps of 256 80-87 ms where packed runs 55-60).
+    constexpr double kPageStrideCycles = 8;
     double per_step =
         std::max({acc / P_fma, loads / P_ld, L}) + 0.5 +
-        kConflictExposed * conflict_lines_per_step * l1.line_bytes / l2_bytes_per_cycle;
+        kConflictExposed * conflict_lines_per_step * l1.line_bytes / l2_bytes_per_cycle +
+        kPageStrideCycles * page_strided_operands(sp, ann);
     if (vw == 1 && llvm_vectorizes_points) per_step = std::min(per_step, reg_points * scalar_pk);
     cycles += fast_points * reduce / reg_points * per_step;
     tile_cycles = per_step * reduce / n_r0;
@@ -562,13 +596,43 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   const std::vector<TaskLoop> loops = task_loops(sp, ann);
   const double l1_cap = static_cast<double>(l1.capacity_bytes) * opts_.l1_usable;
   const double l2_cap = hw_.levels[cost::kLevelL2].capacity_bytes * opts_.l2_usable;
+  // Data reused across a loop stays whole in L2 only while it takes at most about half of it:
+  // the operand streaming past it, and the prefetchers running ahead of that stream, evict some
+  // of the rest (measured, GEMM 2048 over the whole k with 6x64 tiles: rows swept inside columns,
+  // reusing one 512 KiB B panel, run 3-8% faster than columns swept inside rows of 128-column
+  // tasks, which reuse both of the task's panels, 1 MiB, and read A half as often; with all of L2
+  // counted, the model ranked the second first and construct never measured the first).
+  constexpr double kL2KeptShare = 0.5;
   // In L2, regions whose rows alias into a few sets do not stay even when they fit (measured, GEMM
   // 2048: 264 x 128 and 512 x 64 C blocks over k steps of 512 and 256, 0.69-0.82x torch.mm, where
   // 96 x 256 blocks run at 0.85x).
-  const std::vector<double> l2_task =
-      task_traffic(*sp.regions, body, loops, l2_cap, line, ann, &hw_.levels[cost::kLevelL2]);
+  const std::vector<double> l2_task = task_traffic(*sp.regions, body, loops, l2_cap, line, ann,
+                                                   &hw_.levels[cost::kLevelL2], kL2KeptShare);
   const double q_l1 = tasks * sum(task_traffic(*sp.regions, body, loops, l1_cap, line, ann));
   const double q_l2 = tasks * sum(l2_task);
+  // Every reduce tile after the first starts by loading its accumulators from the output, and
+  // its FMAs wait for them: a latency on the critical path that no stream hides, paid once per
+  // batch of lines a core keeps in flight; from L2 when the task's output block stays there
+  // between reduce tiles, else from where L2 refills. Measured, GEMM 2048 with 6x64 tiles and
+  // both operands already packed: tall tasks in k steps of 256 run 15% slower than over the whole
+  // k, some 560 cycles per register tile and reduce step. This term explains less than that (the
+  // rest is not understood), but it ranks the whole k first, as measured.
+  constexpr double kLinesInFlight = 10;
+  if (m > 0 && n_r0 > 1) {
+    std::vector<int64_t> task_ext(d);
+    for (int a = 0; a < n; ++a) task_ext[a] = std::min(ann.tile_outer[a], sp.extents[a]);
+    for (int r = 0; r < m; ++r) task_ext[n + r] = sp.extents[n + r];
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (!tensors[t].is_output) continue;
+      const double once = 2 * sp.regions->region_bytes(t, task_ext, line);
+      const double refetched =
+          once > 0 ? std::clamp((l2_task[t] / once - 1) / (n_r0 - 1), 0.0, 1.0) : 0.0;
+      const double latency_ns = refetched * refill_level(sp).latency_ns +
+                                (1 - refetched) * hw_.levels[cost::kLevelL2].latency_ns;
+      cycles += (points / reg_points) * (n_r0 - 1) * std::ceil(acc / kLinesInFlight) * latency_ns *
+                hw_.ghz();
+    }
+  }
   const int inner = n > 0 ? innermost_swept_axis(ann) : -1;
   const double cores = ann.parallel ? std::min<double>(opts_.cores, tasks) : 1.0;
   const double waves = ann.parallel ? ceil_div(tasks, opts_.cores) : tasks;

@@ -98,6 +98,9 @@ class AnalyticModel {
   // Lines per reduction step that the broadcast operand's rows miss in L1 through set conflicts.
   double l1_conflict_lines_per_step(const StageSpace& sp,
                                     const schedule::StageAnnotation& ann) const;
+  // Vector operands read unpacked whose rows along the innermost reduction lie a page or more
+  // apart: each reduction step starts another page, where no prefetcher follows.
+  double page_strided_operands(const StageSpace& sp, const schedule::StageAnnotation& ann) const;
   double cycle_ms() const;  // one core cycle in ms
 
   cost::MemoryHierarchy hw_;
