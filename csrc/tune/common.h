@@ -65,6 +65,11 @@ struct MeasureConfig {
   // eight 50 ms candidates (GEMM 2048), each timed next to the reference: with 600 ms they got
   // two single runs, and one burst of background load decided between tilings 10% apart.
   double timing_budget_ms = 2500;
+  // Then the `finalists` best by ratio get final_rounds more rounds (within final_budget_ms),
+  // when there are more candidates than that; 0 turns the race off.
+  int finalists = 3;
+  int final_rounds = 4;
+  double final_budget_ms = 1500;
   // A candidate whose verification run is slower than this factor times the fastest
   // verification run, and than abandon_min_ms, and whose warm second run confirms it, is not
   // timed further (its best single run is its time). 0 disables.
@@ -85,6 +90,7 @@ struct CandidateResult {
   bool abandoned = false;
   double build_ms = 0;  // lower + JIT
   int repeats = 0;
+  int rounds = 0;  // timing rounds in measure_all (the race gives the best few more)
 };
 
 class CandidateMeasurer {

@@ -325,6 +325,41 @@ TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
   EXPECT_GT(r[2].median_ms, 1.5 * r[0].median_ms) << r[0].median_ms << " vs " << r[2].median_ms;
 }
 
+TEST(GensorConstruct, TheBestFewCandidatesGetMoreTimingRounds) {
+  // Three copies of a fast schedule and two scalar ones: after the rounds every candidate gets,
+  // the three fastest (the reference among them) race on, and the scalar ones stop.
+  Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
+  Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
+  schedule::KernelSchedule fast = task.default_schedule();
+  fast.stages.back().parallel = false;
+  schedule::KernelSchedule slow = fast;
+  schedule::StageAnnotation& st = slow.stages.back();
+  st.tile_reg.assign(st.tile_reg.size(), 1);
+  st.vector_axis = -1;
+  st.vector_width = 1;
+  st.pack.clear();
+  st.reduce_unroll = 1;
+  MeasureConfig cfg;
+  cfg.round_ms = 1;
+  cfg.rounds = 3;
+  cfg.finalists = 3;
+  cfg.final_rounds = 4;
+  const std::vector<CandidateResult> r =
+      CandidateMeasurer(task, cfg).measure_all({fast, fast, fast, slow, slow});
+  ASSERT_EQ(r.size(), 5u);
+  for (const CandidateResult& c : r) ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(r[1].rounds, 7);
+  EXPECT_EQ(r[2].rounds, 7);
+  EXPECT_EQ(r[3].rounds, 3);
+  EXPECT_EQ(r[4].rounds, 3);
+  // Without the race every candidate gets the same rounds.
+  cfg.finalists = 0;
+  const std::vector<CandidateResult> plain =
+      CandidateMeasurer(task, cfg).measure_all({fast, fast, fast, slow, slow});
+  EXPECT_EQ(plain[1].rounds, 3);
+  EXPECT_EQ(plain[4].rounds, 3);
+}
+
 TEST(GensorConstruct, MeasurerRejectsBrokenCandidates) {
   Tensor a = ir::placeholder("A", dims({32, 40})), b = ir::placeholder("B", dims({40, 24}));
   Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
