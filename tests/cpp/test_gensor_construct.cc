@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "const_dims.h"
 #include "e2e_harness.h"
@@ -296,13 +297,11 @@ TEST(GensorConstruct, OnlyVerificationRunsLongerThanTheMinimumAbandonACandidate)
   EXPECT_EQ(abandoned(0), 3);   // even the fastest is slower than ~0 times itself
 }
 
-TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
-  // Candidates are timed next to the first one and ranked by their ratios to it; their times stay
-  // in milliseconds: two copies of one schedule come out alike, a scalar one far slower. All run
-  // on the calling thread: waking pool workers costs this VM milliseconds at random, more than
-  // these kernels take.
-  Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
-  Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
+// Two schedules of one task that both run on the calling thread (waking pool workers costs this
+// VM milliseconds at random, more than small kernels take): the default one, and a scalar one
+// (1x1 register tiles, nothing vectorised or packed) several times slower.
+std::pair<schedule::KernelSchedule, schedule::KernelSchedule> serial_fast_and_scalar_schedules(
+    const Task& task) {
   schedule::KernelSchedule fast = task.default_schedule();
   fast.stages.back().parallel = false;
   schedule::KernelSchedule slow = fast;
@@ -312,6 +311,17 @@ TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
   st.vector_width = 1;
   st.pack.clear();
   st.reduce_unroll = 1;
+  return {fast, slow};
+}
+
+TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
+  // Candidates are timed next to the first one and ranked by their ratios to it; their times stay
+  // in milliseconds: two copies of one schedule come out alike, a scalar one far slower. All run
+  // on the calling thread: waking pool workers costs this VM milliseconds at random, more than
+  // these kernels take.
+  Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
+  Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
+  const auto [fast, slow] = serial_fast_and_scalar_schedules(task);
   MeasureConfig cfg;
   cfg.round_ms = 2;
   cfg.rounds = 5;
@@ -330,15 +340,7 @@ TEST(GensorConstruct, TheBestFewCandidatesGetMoreTimingRounds) {
   // the three fastest (the reference among them) race on, and the scalar ones stop.
   Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
   Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
-  schedule::KernelSchedule fast = task.default_schedule();
-  fast.stages.back().parallel = false;
-  schedule::KernelSchedule slow = fast;
-  schedule::StageAnnotation& st = slow.stages.back();
-  st.tile_reg.assign(st.tile_reg.size(), 1);
-  st.vector_axis = -1;
-  st.vector_width = 1;
-  st.pack.clear();
-  st.reduce_unroll = 1;
+  const auto [fast, slow] = serial_fast_and_scalar_schedules(task);
   MeasureConfig cfg;
   cfg.round_ms = 1;
   cfg.rounds = 3;
