@@ -187,7 +187,7 @@ std::vector<double> task_traffic(const cost::AccessRegions& ar, const std::vecto
     std::vector<int64_t> after = ext;
     after[loop.iter] = loop.extent;
     for (size_t t = 0; t < tensors.size(); ++t) {
-      const double before = region(t, ext);
+      const double before = regions[t];
       const double reused = bytes[t] * (before > 0 ? region(t, after) / before : 1.0);
       bytes[t] = kept * reused + (1 - kept) * bytes[t] * loop.trips;
     }
