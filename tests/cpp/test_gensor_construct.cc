@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <map>
-#include <utility>
 
 #include "const_dims.h"
 #include "e2e_harness.h"
@@ -297,31 +296,32 @@ TEST(GensorConstruct, OnlyVerificationRunsLongerThanTheMinimumAbandonACandidate)
   EXPECT_EQ(abandoned(0), 3);   // even the fastest is slower than ~0 times itself
 }
 
-// Two schedules of one task that both run on the calling thread (waking pool workers costs this
-// VM milliseconds at random, more than small kernels take): the default one, and a scalar one
-// (1x1 register tiles, nothing vectorised or packed) several times slower.
-std::pair<schedule::KernelSchedule, schedule::KernelSchedule> serial_fast_and_scalar_schedules(
-    const Task& task) {
-  schedule::KernelSchedule fast = task.default_schedule();
-  fast.stages.back().parallel = false;
-  schedule::KernelSchedule slow = fast;
-  schedule::StageAnnotation& st = slow.stages.back();
+// A 128x128 GEMM and two of its schedules that both run on the calling thread (waking pool
+// workers costs this VM milliseconds at random, more than these kernels take): the default one,
+// and a scalar one (1x1 register tiles, nothing vectorised or packed) several times slower.
+struct FastAndScalar {
+  Task task;
+  schedule::KernelSchedule fast, slow;
+};
+FastAndScalar serial_fast_and_scalar_gemm() {
+  Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
+  FastAndScalar r{Task::create({ops::matmul(a, b)}, {a, b}, "t"), {}, {}};
+  r.fast = r.task.default_schedule();
+  r.fast.stages.back().parallel = false;
+  r.slow = r.fast;
+  schedule::StageAnnotation& st = r.slow.stages.back();
   st.tile_reg.assign(st.tile_reg.size(), 1);
   st.vector_axis = -1;
   st.vector_width = 1;
   st.pack.clear();
   st.reduce_unroll = 1;
-  return {fast, slow};
+  return r;
 }
 
 TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
   // Candidates are timed next to the first one and ranked by their ratios to it; their times stay
-  // in milliseconds: two copies of one schedule come out alike, a scalar one far slower. All run
-  // on the calling thread: waking pool workers costs this VM milliseconds at random, more than
-  // these kernels take.
-  Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
-  Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
-  const auto [fast, slow] = serial_fast_and_scalar_schedules(task);
+  // in milliseconds: two copies of one schedule come out alike, a scalar one far slower.
+  const auto [task, fast, slow] = serial_fast_and_scalar_gemm();
   MeasureConfig cfg;
   cfg.round_ms = 2;
   cfg.rounds = 5;
@@ -338,9 +338,7 @@ TEST(GensorConstruct, PairedTimingKeepsCandidatesInMillisecondsAndInOrder) {
 TEST(GensorConstruct, TheBestFewCandidatesGetMoreTimingRounds) {
   // Three copies of a fast schedule and two scalar ones: after the rounds every candidate gets,
   // the three fastest (the reference among them) race on, and the scalar ones stop.
-  Tensor a = ir::placeholder("A", dims({128, 128})), b = ir::placeholder("B", dims({128, 128}));
-  Task task = Task::create({ops::matmul(a, b)}, {a, b}, "t");
-  const auto [fast, slow] = serial_fast_and_scalar_schedules(task);
+  const auto [task, fast, slow] = serial_fast_and_scalar_gemm();
   MeasureConfig cfg;
   cfg.round_ms = 1;
   cfg.rounds = 3;
