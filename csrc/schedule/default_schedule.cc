@@ -57,14 +57,23 @@ AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan, 
   AccessPattern ap;
   const ir::ComputeOpNode& op = *stage.op->op;
   const int n = static_cast<int>(op.axes.size());
-  if (n == 0) return ap;
-  ap.vector_axis = vector_axis >= 0 ? vector_axis : n - 1;
-  const ir::Var& vvar = op.axes[ap.vector_axis].var;
   Expr body = inline_body(stage.op, plan.inlined);
   std::vector<Expr> accesses;
   ir::visit_expr(body, [&](const Expr& e) {
     if (e->kind == ExprKind::kAccess) accesses.push_back(e);
   });
+  // Reads walking their innermost dim with the last reduce axis (x[r] or x[q * c + r]).
+  if (!op.reduce_axes.empty()) {
+    const ir::Var& klast = op.reduce_axes.back().var;
+    for (const Expr& acc : accesses) {
+      if (!acc->operands.empty() && unit_stride(acc->operands.back(), klast)) {
+        ap.reduce_contiguous = true;
+      }
+    }
+  }
+  if (n == 0) return ap;
+  ap.vector_axis = vector_axis >= 0 ? vector_axis : n - 1;
+  const ir::Var& vvar = op.axes[ap.vector_axis].var;
   // Row axis: a spatial axis that none of the vector-dependent accesses use, so each vector
   // loaded along the vector axis is reused for every row of the register tile.
   for (int a = n - 1; a >= 0 && ap.row_axis < 0; --a) {
@@ -76,12 +85,6 @@ AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan, 
       if (uses_v && !uses_a) reused = true;
     }
     if (reused && !conflict) ap.row_axis = a;
-  }
-  if (!op.reduce_axes.empty()) {
-    const ir::Var& klast = op.reduce_axes.back().var;
-    for (const Expr& acc : accesses) {
-      if (acc->operands.back().same_as(klast)) ap.reduce_contiguous = true;
-    }
   }
   // Packing candidates: kernel inputs with one dimension indexed by exactly the vector axis and
   // reused across the row axis. Reads along the vector axis that are neither packable nor

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "ir/functor.h"
+#include "schedule/split_reduction.h"
 #include "util/check.h"
 
 namespace tessera::schedule {
@@ -108,9 +109,12 @@ Expr replace_access(const Expr& e, const TensorNode* target, const Expr& value) 
   return r.mutate(e);
 }
 
-StagePlan plan_stages(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
+                      const std::vector<Tensor>& inputs) {
   StagePlan plan;
   plan.inputs = inputs;
+  // Long floating-point sums become trees of chunk sums before anything is planned (accuracy).
+  const std::vector<Tensor> outputs = split_long_sums(requested_outputs);
   plan.outputs = outputs;
   ir::TensorDAG dag = ir::collect_dag(outputs);
   for (const Tensor& p : dag.placeholders) {

@@ -29,6 +29,9 @@ struct StagePlan {
 // reduction are materialised (a padded copy is cheaper than a select in the inner loop);
 // other injective ops are inlined. A non-output reduction whose single consumer is an output
 // elementwise op reading it at identical indices becomes that op's epilogue.
+// Floating-point sums over more than kSumChunk values are first split into a tree of chunk sums
+// (split_reduction.h), so `outputs` of the plan may be other nodes than the ones passed (same
+// names, shapes and dtypes).
 StagePlan plan_stages(const std::vector<ir::Tensor>& outputs,
                       const std::vector<ir::Tensor>& inputs);
 

@@ -231,42 +231,58 @@ TEST(LlvmCodegen, ReductionWithRegisterAccumulator) {
   }
 }
 
-// C[M,N] += A[M,K] * B[K,N] with a 6 x 64 register tile: rows unrolled (6), columns as 4 x 16
-// vector lanes, k serial; the accumulators live in a kRegister buffer loaded from C before the k
-// loop and stored after it.
-LoweredFunc gemm_microkernel_func() {
+// C[M,N] += A[M,K] * B[K,N] with a rows x (vectors x lanes) register tile: rows unrolled,
+// columns as `vectors` groups of `lanes` vector lanes, k serial; the accumulators live in a
+// kRegister buffer loaded from C before the k loop and stored after it. The tile that fits the
+// host's register file: 6 x 64 (24 zmm accumulators of 32) with AVX-512, 4 x 16 (8 ymm of 16)
+// with AVX2.
+struct MicroTile {
+  int64_t rows, vectors, lanes;
+  int64_t cols() const { return vectors * lanes; }
+};
+MicroTile host_micro_tile() {
+  return host_cpu().has_avx512 ? MicroTile{6, 4, 16} : MicroTile{4, 2, 8};
+}
+
+LoweredFunc gemm_microkernel_func(MicroTile t) {
   Var M = ir::size_var("M"), N = ir::size_var("N"), K = ir::size_var("K");
   Buffer A = ir::make_buffer("A", DType::kFloat32, {M, K});
   Buffer B = ir::make_buffer("B", DType::kFloat32, {K, N});
   Buffer C = ir::make_buffer("C", DType::kFloat32, {M, N});
+  const int64_t cols = t.cols();
   Buffer acc =
-      ir::make_buffer("acc", DType::kFloat32, {Expr(6), Expr(64)}, ir::MemScope::kRegister);
+      ir::make_buffer("acc", DType::kFloat32, {Expr(t.rows), Expr(cols)}, ir::MemScope::kRegister);
   Var io = loop_var("io"), jo = loop_var("jo"), k = loop_var("k");
   auto tile = [&](const std::string& tag, auto body_fn) {
     Var ii = loop_var("ii" + tag), jv = loop_var("jv" + tag), jl = loop_var("jl" + tag);
-    return unrolled(ii, 6, unrolled(jv, 4, vectorized(jl, 16, body_fn(ii, jv * 16 + jl))));
+    return unrolled(
+        ii, 6, unrolled(jv, t.vectors, vectorized(jl, t.lanes, body_fn(ii, jv * t.lanes + jl))));
   };
-  auto c_idx = [&](const Expr& ii, const Expr& j) { return (io * 6 + ii) * N + jo * 64 + j; };
+  auto c_idx = [&](const Expr& ii, const Expr& j) {
+    return (io * t.rows + ii) * N + jo * cols + j;
+  };
   Stmt load_c =
-      tile("0", [&](Expr ii, Expr j) { return store(acc, ii * 64 + j, ld(C, c_idx(ii, j))); });
+      tile("0", [&](Expr ii, Expr j) { return store(acc, ii * cols + j, ld(C, c_idx(ii, j))); });
   Stmt fma = tile("1", [&](Expr ii, Expr j) {
-    return store(acc, ii * 64 + j,
-                 ld(acc, ii * 64 + j) + ld(A, (io * 6 + ii) * K + k) * ld(B, k * N + jo * 64 + j));
+    return store(
+        acc, ii * cols + j,
+        ld(acc, ii * cols + j) + ld(A, (io * t.rows + ii) * K + k) * ld(B, k * N + jo * cols + j));
   });
   Stmt store_c =
-      tile("2", [&](Expr ii, Expr j) { return store(C, c_idx(ii, j), ld(acc, ii * 64 + j)); });
+      tile("2", [&](Expr ii, Expr j) { return store(C, c_idx(ii, j), ld(acc, ii * cols + j)); });
   Stmt body = serial(
-      io, ir::floordiv(M, 6),
-      serial(jo, ir::floordiv(N, 64),
+      io, ir::floordiv(M, t.rows),
+      serial(jo, ir::floordiv(N, cols),
              loop::make_allocate(acc, loop::make_seq({load_c, serial(k, K, fma), store_c}))));
-  return make_func("gemm_6x64", {A, B, C}, {M, N, K}, body);
+  return make_func("gemm_register_tile", {A, B, C}, {M, N, K}, body);
 }
 
 TEST(LlvmCodegen, GemmMicroKernelRegisterTile) {
   CompileOptions opts;
   opts.keep_asm = true;
   opts.keep_ir = true;
-  auto k = compile_cpu(gemm_microkernel_func(), opts);
+  const MicroTile t = host_micro_tile();
+  auto k = compile_cpu(gemm_microkernel_func(t), opts);
   report_compile(*k);
   EXPECT_TRUE(k->notes().empty()) << k->notes()[0];
   const std::string& asm_text = k->assembly();
@@ -275,13 +291,14 @@ TEST(LlvmCodegen, GemmMicroKernelRegisterTile) {
   ASSERT_NE(asm_text.find("# %bb"), std::string::npos) << "assembly listing without comments";
   EXPECT_EQ(vector_spills(asm_text), "");
   EXPECT_EQ(k->llvm_ir().find("alloca"), std::string::npos) << "register tile not promoted";
-  if (host_cpu().has_avx512) {
+  {
     size_t fmas = 0;
     for (size_t p = asm_text.find("vfmadd"); p != std::string::npos;
          p = asm_text.find("vfmadd", p + 1)) {
       ++fmas;
     }
-    EXPECT_GE(fmas, 24u) << "expected 24 vector FMAs per k step";
+    EXPECT_GE(fmas, static_cast<size_t>(t.rows * t.vectors))
+        << "expected " << t.rows * t.vectors << " vector FMAs per k step";
   }
   int64_t m = 12, n = 128, kk = 37;
   auto a = random_floats(m * kk, 9), b = random_floats(kk * n, 10), c = random_floats(m * n, 11);

@@ -1,0 +1,29 @@
+#pragma once
+// Cascade summation: a floating-point sum over more than kSumChunk values is rewritten into sums
+// of at most kSumChunk values each, combined level by level (a tree of chunk partials, as ATen's
+// cascade sum does). One accumulator that runs over 2^25 values stops growing once its ulp
+// exceeds the addend (a sum of 2^25 twos gives 2^25, not 2^26); chunk partials keep the error
+// bounded by the chunk length times the number of levels, at any length.
+//
+// The rewrite happens on the compute DAG, before stage planning, so every schedule, tuner and
+// sketch sees the same stages. Max and min are exact and integer sums are exact (modulo
+// wrap-around, as in eager), so only floating-point sums are rewritten.
+#include <vector>
+
+#include "ir/tensor.h"
+
+namespace tessera::schedule {
+
+// The most values one accumulator of a floating-point sum combines before its partial is handed
+// to the next level. Large enough that the row reductions of common models (softmax, norms over
+// up to 8192 features) keep one stage.
+constexpr int64_t kSumChunk = 8192;
+
+// Returns the outputs of a DAG in which no floating-point sum reduces more than `chunk` values
+// into one output point (extents with no constant upper bound count as longer than `chunk`).
+// Tensors that need no rewrite are returned as they are; shapes, names and dtypes of the outputs
+// are kept.
+std::vector<ir::Tensor> split_long_sums(const std::vector<ir::Tensor>& outputs,
+                                        int64_t chunk = kSumChunk);
+
+}  // namespace tessera::schedule
