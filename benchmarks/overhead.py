@@ -95,8 +95,8 @@ def layers(rounds: int) -> list:
     compiled, graph = _compile(fn, (x,))
     pyk, pyk_graph = _compile(fn, (x,), programs=False)
     via_op, _ = _compile(fn, (x,), via_op=True)
-    runner = graph._runners[None]
-    pyk_runner = pyk_graph._runners[None]
+    runner = graph._runners.get(None)
+    pyk_runner = pyk_graph._runners.get(None)
     (seg,) = graph.summaries[None].segments
     prog = seg.program
     (step,) = [s for s in pyk_graph.summaries[None].steps if s.kind == "kernel"]

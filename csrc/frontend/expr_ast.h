@@ -63,7 +63,14 @@ struct AstNode {
   std::vector<size_t> reduce_iter_offsets;
   // kUnary: {operand}; kBinary: {lhs, rhs}; kAccess: indices; kCall: arguments; kReduce: {body}.
   std::vector<AstPtr> args;
+  // Height of the subtree (a leaf is 1). The parser keeps it <= kMaxExpressionDepth, so every
+  // recursive pass over the tree (analysis, conversion to the IR, destruction) stays shallow.
+  int depth = 1;
 };
+
+// The deepest expression tree the parser accepts: nested parentheses, signs, calls and
+// reductions, and chains of binary operators (a + b + ... builds a tree as deep as its terms).
+constexpr int kMaxExpressionDepth = 256;
 
 // One statement: target[indices] = rhs.
 struct Statement {

@@ -1,5 +1,7 @@
 #include "frontend/expr_parser.h"
 
+#include <algorithm>
+
 #include "frontend/expr_analysis.h"
 #include "frontend/expr_error.h"
 #include "frontend/expr_lexer.h"
@@ -14,6 +16,11 @@ AstPtr make_node(AstKind kind, size_t offset) {
   n->offset = offset;
   return n;
 }
+
+const char* kTooDeep =
+    "expression nests deeper than 256 levels (parentheses, signs, calls, reductions and chained "
+    "operators count); split it into several statements";
+static_assert(kMaxExpressionDepth == 256, "kTooDeep names the limit");
 
 AstPtr make_binary(AstOp op, size_t offset, AstPtr lhs, AstPtr rhs) {
   AstPtr n = make_node(AstKind::kBinary, offset);
@@ -53,6 +60,21 @@ std::string describe(const Token& t) {
 class Parser {
  public:
   explicit Parser(const std::string& source) : src_(source), toks_(lex_expression(source)) {}
+
+  // Every recursive cycle of the grammar passes through unary() or not_expr(); each holds one of
+  // these, so the parser's own recursion is bounded like the trees it builds.
+  class Nesting {
+   public:
+    explicit Nesting(Parser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxExpressionDepth) p_.fail(p_.peek(), kTooDeep);
+    }
+    ~Nesting() { --p_.nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& p_;
+  };
 
   std::vector<Statement> run() {
     std::vector<Statement> out;
@@ -97,6 +119,13 @@ class Parser {
   }
   void skip_separators() {
     while (peek().kind == TokenKind::kSeparator) next();
+  }
+
+  // Sets the height of a node built from its children, refusing trees taller than the limit.
+  AstPtr sized(AstPtr n) const {
+    for (const AstPtr& a : n->args) n->depth = std::max(n->depth, a->depth + 1);
+    if (n->depth > kMaxExpressionDepth) fail_at(n->offset, kTooDeep);
+    return n;
   }
 
   Statement statement() {
@@ -154,7 +183,7 @@ class Parser {
     AstPtr lhs = and_expr();
     while (peek().kind == TokenKind::kOr) {
       size_t at = next().offset;
-      lhs = make_binary(AstOp::kOr, at, std::move(lhs), and_expr());
+      lhs = sized(make_binary(AstOp::kOr, at, std::move(lhs), and_expr()));
     }
     return lhs;
   }
@@ -163,17 +192,18 @@ class Parser {
     AstPtr lhs = not_expr();
     while (peek().kind == TokenKind::kAnd) {
       size_t at = next().offset;
-      lhs = make_binary(AstOp::kAnd, at, std::move(lhs), not_expr());
+      lhs = sized(make_binary(AstOp::kAnd, at, std::move(lhs), not_expr()));
     }
     return lhs;
   }
 
   AstPtr not_expr() {
     if (peek().kind == TokenKind::kNot) {
+      Nesting nest(*this);
       AstPtr n = make_node(AstKind::kUnary, next().offset);
       n->op = AstOp::kNot;
       n->args.push_back(not_expr());
-      return n;
+      return sized(std::move(n));
     }
     return comparison();
   }
@@ -208,7 +238,7 @@ class Parser {
     AstOp op;
     if (!comparison_op(peek().kind, &op)) return lhs;
     size_t at = next().offset;
-    AstPtr n = make_binary(op, at, std::move(lhs), additive());
+    AstPtr n = sized(make_binary(op, at, std::move(lhs), additive()));
     if (comparison_op(peek().kind, &op)) {
       fail(peek(), "comparisons cannot be chained; combine them with 'and'");
     }
@@ -220,7 +250,7 @@ class Parser {
     while (peek().kind == TokenKind::kPlus || peek().kind == TokenKind::kMinus) {
       const Token& t = next();
       AstOp op = t.kind == TokenKind::kPlus ? AstOp::kAdd : AstOp::kSub;
-      lhs = make_binary(op, t.offset, std::move(lhs), term());
+      lhs = sized(make_binary(op, t.offset, std::move(lhs), term()));
     }
     return lhs;
   }
@@ -246,16 +276,17 @@ class Parser {
           return lhs;
       }
       size_t at = next().offset;
-      lhs = make_binary(op, at, std::move(lhs), unary());
+      lhs = sized(make_binary(op, at, std::move(lhs), unary()));
     }
   }
 
   AstPtr unary() {
+    Nesting nest(*this);
     if (peek().kind == TokenKind::kMinus) {
       AstPtr n = make_node(AstKind::kUnary, next().offset);
       n->op = AstOp::kNeg;
       n->args.push_back(unary());
-      return n;
+      return sized(std::move(n));
     }
     if (accept(TokenKind::kPlus)) return unary();
     return primary();
@@ -295,7 +326,7 @@ class Parser {
       AstPtr n = make_node(AstKind::kAccess, name.offset);
       n->name = name.text;
       n->args = argument_list(TokenKind::kRBracket, "in the indices of " + name.text);
-      return n;
+      return sized(std::move(n));
     }
     if (peek().kind == TokenKind::kLParen) return call_or_reduction(name);
     AstPtr n = make_node(AstKind::kIter, name.offset);
@@ -350,7 +381,7 @@ class Parser {
     AstPtr n = make_node(AstKind::kCall, name.offset);
     n->name = name.text;
     n->args = std::move(args);
-    return n;
+    return sized(std::move(n));
   }
 
   AstPtr reduction(const Token& keyword, ir::ReduceKind kind, std::vector<AstPtr> iters) {
@@ -379,7 +410,7 @@ class Parser {
                        ") needs the expression to reduce after it, got " + describe(peek()));
     }
     n->args.push_back(term());
-    return n;
+    return sized(std::move(n));
   }
 
   [[noreturn]] void fail_at(size_t offset, const std::string& message) const {
@@ -389,6 +420,7 @@ class Parser {
   const std::string& src_;
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int nesting_ = 0;  // unary() and not_expr() frames open
 };
 
 }  // namespace

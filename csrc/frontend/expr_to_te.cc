@@ -205,7 +205,7 @@ class Lowering {
           return ir::logical_not(x);
         }
         no_bool(x, n.offset, "in arithmetic");
-        return ir::make_const(x->dtype, 0) - x;
+        return ir::neg(x);
       }
       case AstKind::kBinary:
         return binary(n);
@@ -290,8 +290,7 @@ class Lowering {
     if (f == "relu") return ir::relu(x);
     if (f == "abs") {
       return fl ? ir::call(ir::CallOp::kAbs, {x})
-                : ir::select(ir::lt(x, ir::make_const(x->dtype, 0)),
-                             ir::make_const(x->dtype, 0) - x, x);
+                : ir::select(ir::lt(x, ir::make_const(x->dtype, 0)), ir::neg(x), x);
     }
     if (f == "floor" || f == "ceil") {
       if (!fl) return x;

@@ -11,12 +11,16 @@ namespace tessera::ir {
 
 int64_t floordiv_int(int64_t a, int64_t b) {
   TESSERA_CHECK(b != 0) << "integer division by zero";
+  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // INT64_MIN / -1 traps
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
-int64_t floormod_int(int64_t a, int64_t b) { return a - floordiv_int(a, b) * b; }
+int64_t floormod_int(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  return a - floordiv_int(a, b) * b;
+}
 
 namespace {
 
@@ -49,8 +53,9 @@ double apply_call(CallOp op, double x, double y) {
 }
 
 // NaN-propagating max/min, like torch.
-double fmax_nan(double a, double b) { return (std::isnan(a) || a > b) ? a : b; }
-double fmin_nan(double a, double b) { return (std::isnan(a) || a < b) ? a : b; }
+// Ties keep the first operand (max(-0.0, +0.0) is -0.0), as the generated code does.
+double fmax_nan(double a, double b) { return (std::isnan(a) || a >= b) ? a : b; }
+double fmin_nan(double a, double b) { return (std::isnan(a) || a <= b) ? a : b; }
 
 class Evaluator {
  public:
@@ -110,7 +115,7 @@ class Evaluator {
     }
     Scalar a = eval(n.operands[0]);
     Scalar b = eval(n.operands[1]);
-    if (a.is_int && b.is_int) return int_binary(n.kind, a.i, b.i);
+    if (a.is_int && b.is_int) return wrap_to(n.dtype, int_binary(n.kind, a.i, b.i));
     return float_binary(n.kind, a.as_double(), b.as_double());
   }
 
@@ -147,15 +152,28 @@ class Evaluator {
     }
   }
 
+  // Integer results as PyTorch gives them: int32 and int64 wrap around (two's complement), and
+  // bool arithmetic saturates (True + True is True: add is `or`, mul is `and`).
+  static Scalar wrap_to(DType t, Scalar v) {
+    if (t == DType::kBool) return Scalar::of_int(v.i != 0);
+    if (t == DType::kInt32) return Scalar::of_int(static_cast<int32_t>(static_cast<uint32_t>(v.i)));
+    return v;
+  }
+
+  // Two's-complement arithmetic (no signed overflow, which would be undefined here).
+  static int64_t wrapping(ExprKind k, int64_t a, int64_t b) {
+    const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    const uint64_t r = k == ExprKind::kAdd ? ua + ub : k == ExprKind::kSub ? ua - ub : ua * ub;
+    return static_cast<int64_t>(r);
+  }
+
   static Scalar int_binary(ExprKind k, int64_t a, int64_t b) {
     if (std::optional<Scalar> c = comparison(k, a, b)) return *c;
     switch (k) {
       case ExprKind::kAdd:
-        return Scalar::of_int(a + b);
       case ExprKind::kSub:
-        return Scalar::of_int(a - b);
       case ExprKind::kMul:
-        return Scalar::of_int(a * b);
+        return Scalar::of_int(wrapping(k, a, b));
       case ExprKind::kDiv:
       case ExprKind::kFloorDiv:
         return Scalar::of_int(floordiv_int(a, b));

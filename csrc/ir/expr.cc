@@ -187,6 +187,8 @@ Var var(const std::string& name, int64_t lo, int64_t hi, DType t) {
 
 Var size_var(const std::string& name, int64_t lo, int64_t hi) {
   TESSERA_CHECK(lo >= 0) << "size variable " << name << " must be non-negative";
+  TESSERA_CHECK(lo <= hi) << "size variable " << name << ": empty range [" << lo << ", " << hi
+                          << "]";
   return var(name, lo, hi, kIndexType);
 }
 
@@ -344,6 +346,10 @@ Expr tanh(Expr x) { return call(CallOp::kTanh, {std::move(x)}); }
 Expr erf(Expr x) { return call(CallOp::kErf, {std::move(x)}); }
 Expr sigmoid(Expr x) { return call(CallOp::kSigmoid, {std::move(x)}); }
 Expr relu(Expr x) { return max(x, make_const(x->dtype, 0.0)); }
+Expr neg(Expr x) {
+  const DType t = x->dtype;
+  return sub(make_const(t, is_float(t) ? -0.0 : 0.0), std::move(x));
+}
 Expr gelu(Expr x) {
   DType t = x->dtype;
   Expr half = make_const(t, 0.5);

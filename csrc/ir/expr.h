@@ -174,7 +174,10 @@ Expr sqrt(Expr x);
 Expr tanh(Expr x);
 Expr erf(Expr x);
 Expr sigmoid(Expr x);
+// max(x, 0): keeps x where x == 0, so relu(-0.0) is -0.0 as in PyTorch.
 Expr relu(Expr x);
+// -x: for floats -0.0 - x, the IEEE negation (-(+0.0) is -0.0; 0.0 - x would give +0.0).
+Expr neg(Expr x);
 Expr gelu(Expr x);  // exact (erf) form, as torch's default
 
 bool is_binary(ExprKind k);

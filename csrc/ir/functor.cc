@@ -1,5 +1,7 @@
 #include "ir/functor.h"
 
+#include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tessera::ir {
@@ -62,6 +64,38 @@ std::vector<Var> free_vars(const Expr& e) {
     if (x->kind == ExprKind::kVar && seen.insert(x.get()).second) out.push_back(x);
   });
   return out;
+}
+
+TreeSize tree_size(const Expr& e, const std::function<TreeSize(const ExprNode&)>& access_extra) {
+  std::unordered_map<const ExprNode*, TreeSize> done;
+  // Post-order over the DAG: a node is finished once all its operands are.
+  std::vector<std::pair<const ExprNode*, bool>> stack{{e.get(), false}};
+  while (!stack.empty()) {
+    auto [node, expanded] = stack.back();
+    stack.pop_back();
+    if (done.count(node)) continue;
+    if (!expanded) {
+      stack.push_back({node, true});
+      for (const Expr& o : node->operands) {
+        if (!done.count(o.get())) stack.push_back({o.get(), false});
+      }
+      continue;
+    }
+    TreeSize s{1, 1};
+    for (const Expr& o : node->operands) {
+      const TreeSize& c = done.at(o.get());
+      s.depth = std::max(s.depth, c.depth + 1);
+      s.nodes = std::min(kTreeSizeLimit, s.nodes + c.nodes);
+    }
+    if (node->kind == ExprKind::kAccess && access_extra) {
+      const TreeSize extra = access_extra(*node);
+      s.depth = std::min(kTreeSizeLimit, std::max(s.depth, extra.depth + 1));
+      s.nodes = std::min(kTreeSizeLimit, s.nodes + extra.nodes);
+    }
+    s.depth = std::min(kTreeSizeLimit, s.depth);
+    done[node] = s;
+  }
+  return done.at(e.get());
 }
 
 }  // namespace tessera::ir

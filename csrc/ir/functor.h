@@ -33,4 +33,16 @@ bool uses_var(const Expr& e, const Var& v);
 // Collects free variables in first-visit order (deduplicated).
 std::vector<Var> free_vars(const Expr& e);
 
+// Height and node count of `e` written out as a tree: a subexpression shared by several parents
+// counts once per use, as it will once inlined or emitted. Both saturate at kTreeSizeLimit.
+// `access_extra` (optional) gives what an access node stands for on top of itself (the body of
+// a producer that will be inlined there). Iterative, so any input is safe to measure.
+struct TreeSize {
+  int64_t depth = 0;
+  int64_t nodes = 0;
+};
+constexpr int64_t kTreeSizeLimit = int64_t{1} << 40;
+TreeSize tree_size(const Expr& e,
+                   const std::function<TreeSize(const ExprNode&)>& access_extra = nullptr);
+
 }  // namespace tessera::ir

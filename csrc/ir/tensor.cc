@@ -62,7 +62,36 @@ IterVar make_iter_var(const std::string& name, Expr extent) {
   return IterVar{var(name, 0, hi), std::move(extent)};
 }
 
+namespace {
+
+// Every size a user gives enters here: dimensions are non-negative, and the tensor's bytes (at
+// the largest values its symbolic dimensions may take) are countable in int64, so no later size
+// arithmetic overflows.
+void check_shape(const std::string& name, const std::vector<Expr>& shape, DType dtype) {
+  int64_t bytes = dtype_bytes(dtype);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const Expr& e = shape[d];
+    TESSERA_CHECK(e.defined()) << "tensor " << name << ": dimension " << d << " is undefined";
+    if (e->is_const_int()) {
+      TESSERA_CHECK(e->int_value >= 0) << "tensor " << name << ": dimension " << d << " is "
+                                       << e->int_value << "; dimensions must be >= 0";
+    }
+    const int64_t hi = e->is_const_int() ? e->int_value : e->is_var() ? e->hi : kNoUpperBound;
+    if (hi == kNoUpperBound || hi <= 0 || bytes == 0) {
+      bytes = hi == 0 ? 0 : bytes;
+      continue;
+    }
+    TESSERA_CHECK(bytes <= std::numeric_limits<int64_t>::max() / hi)
+        << "tensor " << name << " is too large: its size in bytes overflows int64 (dimension " << d
+        << " is " << hi << ")";
+    bytes *= hi;
+  }
+}
+
+}  // namespace
+
 Tensor placeholder(const std::string& name, std::vector<Expr> shape, DType dtype) {
+  check_shape(name, shape, dtype);
   auto t = std::make_shared<TensorNode>();
   t->name = name;
   t->shape = std::move(shape);
@@ -86,6 +115,7 @@ Tensor make_tensor(const std::string& name, ComputeOp op, DType dtype) {
   auto t = std::make_shared<TensorNode>();
   t->name = name;
   for (const IterVar& iv : op->axes) t->shape.push_back(iv.extent);
+  check_shape(name, t->shape, dtype);
   t->dtype = dtype;
   t->op = std::move(op);
   return t;

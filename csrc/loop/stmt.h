@@ -81,6 +81,11 @@ struct LoweredFunc {
   std::vector<Buffer> args;
   std::vector<Var> size_vars;
   Stmt body;
+  // When set, the last arg (named kStatusArg, int32[1]) is a status word the kernel sets to a
+  // non-zero value on a run-time error (an integer division by zero: guard_division.h).
+  // runtime::Kernel supplies it, hides it from callers and raises when it is set.
+  bool has_status = false;
+  static constexpr const char* kStatusArg = "__status";
 };
 
 }  // namespace tessera::loop

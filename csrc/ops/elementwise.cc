@@ -118,7 +118,7 @@ TESSERA_DEFINE_BINARY_OP(pow, true, ir::call(ir::CallOp::kPow, {x, y}))
 namespace {
 // 0 - v. (Not ir's unary operator-, whose argument evaluation order can move `v` away before
 // reading its dtype.)
-Expr negate(const Expr& v) { return ir::sub(ir::make_const(v->dtype, 0), v); }
+Expr negate(const Expr& v) { return ir::neg(v); }
 }  // namespace
 
 Tensor neg(const Tensor& x, const std::string& name) {

@@ -109,6 +109,8 @@ void call_program(runtime::Program& p, const py::args& args) {
 }  // namespace
 
 void bind_kernel(py::module_& m) {
+  m.def("live_kernels", &codegen::live_kernels,
+        "Compiled kernels alive in this process (each holds its code in the JIT).");
   py::class_<PyKernel>(m, "Kernel")
       .def("run", &PyKernel::run, py::arg("ptrs"), py::arg("sizes"),
            "Runs on raw data pointers (inputs then outputs) with the size values.")
@@ -138,6 +140,9 @@ void bind_kernel(py::module_& m) {
           py::arg("ptrs"), py::arg("sizes"), py::arg("min_time_ms") = 200.0, py::arg("warmup") = 2,
           "Times the kernel in C++ (median of repeats).")
       .def_property_readonly("jit_ms", [](const PyKernel& k) { return k.built.jit_ms(); })
+      .def_property_readonly(
+          "code_bytes", [](const PyKernel& k) { return k.built.kernel()->compiled().code_bytes(); },
+          "Bytes of machine code and data the kernel holds in the JIT.")
       .def_property_readonly("lower_ms", [](const PyKernel& k) { return k.built.lower_ms(); })
       .def_property_readonly("schedule",
                              [](const PyKernel& k) { return k.built.schedule().dump(); })

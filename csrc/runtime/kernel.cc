@@ -1,5 +1,7 @@
 #include "runtime/kernel.h"
 
+#include <limits>
+
 #include "ir/eval.h"
 #include "util/check.h"
 
@@ -8,9 +10,26 @@ namespace tessera::runtime {
 Kernel::Kernel(std::shared_ptr<const codegen::CompiledKernel> compiled)
     : compiled_(std::move(compiled)) {
   TESSERA_CHECK(compiled_ != nullptr) << "Kernel needs a compiled kernel";
-  for (const ir::Buffer& b : compiled_->func().args) {
+  const loop::LoweredFunc& f = compiled_->func();
+  has_status_ = f.has_status;
+  const size_t visible = f.args.size() - (has_status_ ? 1 : 0);
+  for (size_t i = 0; i < visible; ++i) {
+    const ir::Buffer& b = f.args[i];
     args_.push_back(KernelArg{b->name, b->dtype, b->shape});
   }
+}
+
+void Kernel::run_unchecked(void** buffers, const int64_t* sizes) const {
+  if (!has_status_) {
+    (*compiled_)(buffers, sizes);
+    return;
+  }
+  std::vector<void*> with_status(buffers, buffers + args_.size());
+  int32_t status = 0;
+  with_status.push_back(&status);
+  (*compiled_)(with_status.data(), sizes);
+  // A user's data error, not a failed internal check: the message is the user's.
+  if (status != 0) throw Error("ZeroDivisionError: integer division by zero in kernel " + name());
 }
 
 Kernel Kernel::compile(const loop::LoweredFunc& f, const codegen::CompileOptions& options) {
@@ -53,7 +72,11 @@ std::vector<int64_t> Kernel::arg_numels(const std::vector<int64_t>& sizes) const
   std::vector<int64_t> out;
   for (const std::vector<int64_t>& shape : arg_shapes(sizes)) {
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape) {
+      TESSERA_CHECK(d == 0 || n <= std::numeric_limits<int64_t>::max() / d)
+          << "kernel " << name() << ": an argument's element count overflows int64 for these sizes";
+      n *= d;
+    }
     out.push_back(n);
   }
   return out;
@@ -73,7 +96,7 @@ void Kernel::run(const std::vector<void*>& buffers, const std::vector<int64_t>& 
           << "kernel " << name() << ": buffer " << args_[i].name << " is null";
     }
   }
-  (*compiled_)(const_cast<void**>(buffers.data()), sizes.data());
+  run_unchecked(const_cast<void**>(buffers.data()), sizes.data());
 }
 
 }  // namespace tessera::runtime

@@ -1,7 +1,8 @@
 #pragma once
 // A runnable kernel: compiled code plus what a caller needs to call it safely (argument names,
 // dtypes and symbolic shapes). run() checks counts and pointers and reports mistakes as
-// tessera::Error instead of letting the JIT-compiled code crash.
+// tessera::Error instead of letting the JIT-compiled code crash; run-time errors the kernel
+// detects itself (integer division by zero) are raised the same way.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,8 +37,9 @@ class Kernel {
   // Checked call: one data pointer per argument (non-null unless the buffer is empty), one value
   // per size variable, each within the variable's declared [lo, hi] range.
   void run(const std::vector<void*>& buffers, const std::vector<int64_t>& sizes) const;
-  // Unchecked call through the raw ABI.
-  void run_unchecked(void** buffers, const int64_t* sizes) const { (*compiled_)(buffers, sizes); }
+  // Unchecked call through the raw ABI (`buffers` as args(): without the status word, which
+  // this supplies). Both calls throw tessera::Error when the kernel reports a run-time error.
+  void run_unchecked(void** buffers, const int64_t* sizes) const;
 
   // Concrete shape / element count of every argument for the given size values (throws
   // tessera::Error on a wrong number of sizes or a negative dimension).
@@ -48,7 +50,8 @@ class Kernel {
   void check_sizes(const std::vector<int64_t>& sizes) const;
 
   std::shared_ptr<const codegen::CompiledKernel> compiled_;
-  std::vector<KernelArg> args_;
+  std::vector<KernelArg> args_;  // the function's arguments less the status word
+  bool has_status_ = false;
 };
 
 }  // namespace tessera::runtime

@@ -1,6 +1,7 @@
 #include "schedule/default_schedule.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "cost/hardware.h"
 #include "ir/functor.h"
@@ -21,8 +22,14 @@ int64_t extent_of(const Expr& e) { return e->is_const_int() ? e->int_value : kSy
 
 int64_t pow2_floor(int64_t x) {
   int64_t p = 1;
-  while (p * 2 <= x) p *= 2;
+  while (p <= x / 2) p *= 2;  // p * 2 <= x without overflowing for x near 2^63
   return p;
+}
+
+// a * b, saturating at int64's maximum (extents are non-negative).
+int64_t saturating_mul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -173,7 +180,8 @@ VectorChoice choose_vector_axis(const Stage& stage, const StagePlan& plan, const
   };
   VectorChoice best = evaluate(n - 1);
   int64_t reduce_points = 1;
-  for (const ir::IterVar& r : op.reduce_axes) reduce_points *= extent_of(r.extent);
+  for (const ir::IterVar& r : op.reduce_axes)
+    reduce_points = saturating_mul(reduce_points, extent_of(r.extent));
   // Another axis writes its results with scatters (once per output point): only worth it when
   // the reduction is long.
   if (reduce_points < 64) return best;
@@ -200,9 +208,9 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
   ann.tile_reg.assign(n, 1);
   ann.tile_reduce.assign(m, 1);
   int64_t points = 1;
-  for (int a = 0; a < n; ++a) points *= extent_of(op.axes[a].extent);
+  for (int a = 0; a < n; ++a) points = saturating_mul(points, extent_of(op.axes[a].extent));
   int64_t work = points;
-  for (int r = 0; r < m; ++r) work *= extent_of(op.reduce_axes[r].extent);
+  for (int r = 0; r < m; ++r) work = saturating_mul(work, extent_of(op.reduce_axes[r].extent));
   ann.parallel = work >= 32 * 1024;
 
   // Row reductions (softmax, norms, sums over the innermost dim): cross-lane.
@@ -261,8 +269,10 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
       // instead, and the output is written fastest in its own order (register tiles along the
       // contiguous axis).
       int64_t reduce_points = 1;
-      for (int r = 0; r < m; ++r) reduce_points *= extent_of(op.reduce_axes[r].extent);
-      const bool writes_dominate = reduce_points < 128 && points * 4 > target.l2_bytes;
+      for (int r = 0; r < m; ++r)
+        reduce_points = saturating_mul(reduce_points, extent_of(op.reduce_axes[r].extent));
+      const bool writes_dominate =
+          reduce_points < 128 && saturating_mul(points, 4) > target.l2_bytes;
       for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
       if (vaxis > row && !writes_dominate) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
       if (rext * vext >= 64 * 64 || vaxis != n - 1) ann.pack = vc.ap.packable;

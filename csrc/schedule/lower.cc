@@ -1,5 +1,6 @@
 #include "schedule/lower.h"
 
+#include "loop/guard_division.h"
 #include "loop/simplify_stmt.h"
 #include "schedule/lower_stage.h"
 #include "schedule/row_fusion.h"
@@ -125,7 +126,7 @@ loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
   for (auto it = temps.rbegin(); it != temps.rend(); ++it) body = loop::make_allocate(*it, body);
   f.body = loop::simplify_stmt(body);
   f.size_vars = ir::collect_dag(plan.outputs).size_vars;
-  return f;
+  return loop::guard_integer_division(std::move(f));
 }
 
 }  // namespace tessera::schedule

@@ -134,8 +134,17 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
   }
 
   std::set<const TensorNode*> materialised;
+  // What each inlined tensor's body grows to once its own inlined producers are substituted.
+  std::map<const TensorNode*, ir::TreeSize> inlined_size;
   for (const Tensor& t : dag.computes) {
+    const ir::TreeSize size = ir::tree_size(t->op->body, [&](const ir::ExprNode& access) {
+      auto it = inlined_size.find(access.tensor.get());
+      return it == inlined_size.end() ? ir::TreeSize{} : it->second;
+    });
     bool keep = is_output.count(t.get()) || is_reduction(t);
+    // Long or branching elementwise chains (x = x * x, thirty times) would inline into
+    // expressions too deep or too large to simplify and emit: such a tensor is materialised.
+    keep = keep || size.depth > kMaxInlinedDepth || size.nodes > kMaxInlinedNodes;
     if (!keep && t->op->tag == "pad") {
       for (const Tensor& c : consumers[t.get()]) keep |= is_reduction(c);
     }
@@ -149,6 +158,7 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
       materialised.insert(t.get());
     } else {
       plan.inlined.insert(t.get());
+      inlined_size[t.get()] = size;
     }
   }
 

@@ -25,6 +25,11 @@ struct StagePlan {
   std::vector<ir::Tensor> temporaries;
 };
 
+// An injective op is inlined only while the expression it grows into (its body with the inlined
+// producers substituted) stays within these bounds; past them it is materialised.
+constexpr int64_t kMaxInlinedDepth = 96;
+constexpr int64_t kMaxInlinedNodes = 4096;
+
 // Rules: outputs and reductions are materialised; injective ops with the "pad" tag that feed a
 // reduction are materialised (a padded copy is cheaper than a select in the inner loop);
 // other injective ops are inlined. A non-output reduction whose single consumer is an output

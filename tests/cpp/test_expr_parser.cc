@@ -208,6 +208,35 @@ TEST(ExprErrors, MessageShowsLineAndCaret) {
   }
 }
 
+// Hostile nesting is refused with a clear error instead of overflowing the stack: the parser's
+// recursion and the trees it builds (which every later pass walks recursively) are bounded.
+TEST(ExprErrors, DeepNestingIsAClearError) {
+  auto expect_too_deep = [](const std::string& src, const std::string& what) {
+    try {
+      frontend::parse_expression(src);
+      ADD_FAILURE() << what << ": no error";
+    } catch (const ExpressionError& e) {
+      EXPECT_NE(std::string(e.what()).find("nests deeper than 256 levels"), std::string::npos)
+          << what << ": " << e.what();
+    }
+  };
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  expect_too_deep("C[i] = " + repeat("(", 10000) + "A[i]" + repeat(")", 10000), "parentheses");
+  expect_too_deep("C[i] = " + repeat("-", 20000) + "A[i]", "unary minus");
+  expect_too_deep("C[i] = " + repeat("not ", 20000) + "A[i] > 0", "not");
+  expect_too_deep("C[i] = A[i]" + repeat(" + A[i]", 10000), "a flat sum of 10000 terms");
+  expect_too_deep("C[i] = " + repeat("exp(", 5000) + "A[i]" + repeat(")", 5000), "calls");
+  expect_too_deep("C[] = " + repeat("sum(i) ", 300) + "A[i]", "reductions");
+  // Within the limit everything still parses.
+  frontend::parse_expression("C[i] = " + repeat("(", 200) + "A[i]" + repeat(")", 200));
+  frontend::parse_expression("C[i] = A[i]" + repeat(" + A[i]", 200));
+  frontend::parse_expression("C[i] = " + repeat("-", 200) + "A[i]");
+}
+
 TEST(ExprErrors, SyntaxErrorColumns) {
   struct Case {
     const char* src;

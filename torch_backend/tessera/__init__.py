@@ -39,9 +39,10 @@ def get_num_threads() -> int:
 # torch.compile(model, backend="tessera") works after `import tessera` (and, through the
 # torch_dynamo_backends entry point in setup.py, without it).
 from . import backend  # noqa: E402
+from .backend.kernel_build import jit_cache_info, set_jit_cache_limit  # noqa: E402
 
 backend.register()
 
 
 __all__ = ["__version__", "Kernel", "op", "placeholder", "size_var", "te_ops", "set_num_threads",
-           "get_num_threads", "backend"]
+           "get_num_threads", "backend", "set_jit_cache_limit", "jit_cache_info"]

@@ -54,6 +54,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 import torch
 
 from . import _C
+from .jit_cache import SHAPES_PER_GRAPH, LruCache
 from .kernel import _DTYPES, Kernel
 
 ExpressionError = _C.ExpressionError
@@ -143,7 +144,7 @@ class ExpressionOp:
         elif not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"op name must be a valid identifier, got {name!r}")
         self.name = name
-        self._kernels: Dict[tuple, Kernel] = {}
+        self._kernels = LruCache(SHAPES_PER_GRAPH)  # per input shapes and dtypes
         self._signatures: Dict[tuple, tuple] = {}
         self._lock = threading.Lock()
         self._overload = self._register()
@@ -228,7 +229,7 @@ class ExpressionOp:
                 dtypes = {n: _dtype_name(t, n) for n, t in zip(self.inputs, tensors)}
                 outputs, inputs = _C.expression_to_te(self.source, shapes, dtypes, self._shapes)
                 kernel = Kernel(outputs, inputs, name=self.name)
-                self._kernels[key] = kernel
+                self._kernels.put(key, kernel)
         return kernel
 
     def _eager(self, *tensors: torch.Tensor) -> torch.Tensor:

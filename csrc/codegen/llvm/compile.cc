@@ -74,7 +74,14 @@ std::string module_text(const llvm::Module& m) {
 
 }  // namespace
 
-CompiledKernel::~CompiledKernel() = default;
+namespace {
+std::atomic<int64_t> live_compiled_kernels{0};
+}  // namespace
+
+CompiledKernel::CompiledKernel() { live_compiled_kernels.fetch_add(1); }
+CompiledKernel::~CompiledKernel() { live_compiled_kernels.fetch_sub(1); }
+
+int64_t live_kernels() { return live_compiled_kernels.load(); }
 
 std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
                                             const CompileOptions& options) {
@@ -124,6 +131,7 @@ std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
   Clock::time_point t4 = Clock::now();
   k->times_.codegen_ms = std::chrono::duration<double, std::milli>(t4 - t3).count();
 
+  k->code_bytes_ = object.size();
   k->code_ = jit_load_object(
       std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(object), k->symbol_, false));
   k->fn_ = reinterpret_cast<CompiledKernel::Fn>(k->code_->lookup(k->symbol_));

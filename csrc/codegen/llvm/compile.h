@@ -60,11 +60,14 @@ class CompiledKernel {
   // Loops emitted differently from what their kind asked for, e.g. "vectorized loop j emitted as
   // a scalar loop: <reason>". Empty when every loop got the requested treatment.
   const std::vector<std::string>& notes() const { return notes_; }
+  // Bytes of the object file linked into the JIT: what the kernel's code and data occupy there
+  // (the measure caches bound themselves by).
+  size_t code_bytes() const { return code_bytes_; }
 
  private:
   friend std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
                                                      const CompileOptions& options);
-  CompiledKernel() = default;
+  CompiledKernel();
 
   loop::LoweredFunc func_;
   std::string symbol_;
@@ -73,8 +76,12 @@ class CompiledKernel {
   std::string llvm_ir_;
   std::string assembly_;
   std::vector<std::string> notes_;
+  size_t code_bytes_ = 0;
   std::unique_ptr<LoadedObject> code_;
 };
+
+// Compiled kernels alive in this process (their code is mapped in the JIT until they die).
+int64_t live_kernels();
 
 // Throws tessera::Error when `f` cannot be compiled for the CPU.
 std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,

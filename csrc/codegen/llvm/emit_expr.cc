@@ -277,6 +277,8 @@ llvm::Value* Emitter::binop_raw(ExprKind kind, DType t, llvm::Value* a, llvm::Va
     if (kind == ExprKind::kMul && cb && cb->isOne()) return a;
     if (kind == ExprKind::kMul && ca && ca->isOne()) return b;
   }
+  // Bool arithmetic saturates as in PyTorch: True + True is True (i1 addition would wrap to 0).
+  if (t == DType::kBool && kind == ExprKind::kAdd) return b_.CreateOr(a, b);
   switch (kind) {
     case ExprKind::kAdd:
       return f ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b, "", false, nsw);
@@ -333,6 +335,8 @@ llvm::Value* Emitter::binop_raw(ExprKind kind, DType t, llvm::Value* a, llvm::Va
 llvm::Value* Emitter::floor_divmod(bool want_div, llvm::Value* a, llvm::Value* b, const Expr& rhs,
                                    bool both_nonneg) {
   llvm::Type* t = a->getType();
+  llvm::Value* zero = llvm::Constant::getNullValue(t);
+  llvm::Value* one = llvm::ConstantInt::get(t, 1);
   if (rhs->kind == ExprKind::kIntImm) {
     int64_t c = rhs->int_value;
     TESSERA_CHECK(c != 0) << "integer division by the constant 0";
@@ -343,15 +347,26 @@ llvm::Value* Emitter::floor_divmod(bool want_div, llvm::Value* a, llvm::Value* b
       return want_div ? b_.CreateAShr(a, static_cast<uint64_t>(k))
                       : b_.CreateAnd(a, llvm::ConstantInt::get(t, c - 1));
     }
-  } else {
-    // A zero divisor would trap (SIGFPE) in the generated code; the result for such lanes is
-    // unspecified instead, like any other invalid index arithmetic.
-    llvm::Value* zero = llvm::Constant::getNullValue(t);
-    b = b_.CreateSelect(b_.CreateICmpEQ(b, zero), llvm::ConstantInt::get(t, 1), b);
+    if (c == -1) return want_div ? b_.CreateNeg(a) : zero;  // INT_MIN / -1 would trap
+    return floor_divmod_nonzero(want_div, a, b, both_nonneg);
   }
+  // x86 division traps (SIGFPE) on a zero divisor and on INT_MIN / -1. A zero divisor gives an
+  // unspecified result here (guard_division.h reports it as an error); -1 becomes a wrapping
+  // negation (quotient) and 0 (remainder). Non-negative operands cannot meet -1.
+  llvm::Value* is_zero = b_.CreateICmpEQ(b, zero);
+  if (both_nonneg) return floor_divmod_nonzero(want_div, a, b_.CreateSelect(is_zero, one, b), true);
+  llvm::Value* is_minus_one = b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(t, -1));
+  llvm::Value* safe = b_.CreateSelect(b_.CreateOr(is_zero, is_minus_one), one, b);
+  llvm::Value* r = floor_divmod_nonzero(want_div, a, safe, false);
+  return b_.CreateSelect(is_minus_one, want_div ? b_.CreateNeg(a) : zero, r);
+}
+
+llvm::Value* Emitter::floor_divmod_nonzero(bool want_div, llvm::Value* a, llvm::Value* b,
+                                           bool both_nonneg) {
   if (both_nonneg) return want_div ? b_.CreateUDiv(a, b) : b_.CreateURem(a, b);
   // Truncating division, corrected by one when the remainder is non-zero and its sign differs
   // from the divisor's (that is when truncation rounded towards +inf).
+  llvm::Type* t = a->getType();
   llvm::Value* q = b_.CreateSDiv(a, b);
   llvm::Value* r = b_.CreateSRem(a, b);
   llvm::Value* zero = llvm::Constant::getNullValue(t);

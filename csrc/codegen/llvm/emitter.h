@@ -116,6 +116,9 @@ class Emitter {
                          bool lhs_nonneg);
   llvm::Value* floor_divmod(bool want_div, llvm::Value* a, llvm::Value* b, const Expr& rhs,
                             bool lhs_nonneg);
+  // Floor division/modulo by a divisor known to be neither 0 nor -1.
+  llvm::Value* floor_divmod_nonzero(bool want_div, llvm::Value* a, llvm::Value* b,
+                                    bool both_nonneg);
   llvm::Value* cast_value(llvm::Value* v, DType from, DType to);
   llvm::Value* round_to_dtype(llvm::Value* v, DType t);  // f32 value rounded to f16/bf16
   llvm::Value* libm_call(const std::string& name, const std::vector<llvm::Value*>& args);

@@ -146,6 +146,8 @@ Value* emit_tanh_f32(llvm::IRBuilder<>& b, Value* x) {
       b.CreateFSub(fconst(x, 1.0), b.CreateFDiv(fconst(x, 2.0), b.CreateFAdd(e, fconst(x, 1.0))));
   large = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {large, x});
   Value* r = b.CreateSelect(b.CreateFCmpOLT(a, fconst(x, 0.625)), small, large);
+  // tanh is odd: the sign is x's, also for -0.0 (where the polynomial gives +0.0).
+  r = b.CreateIntrinsic(llvm::Intrinsic::copysign, {x->getType()}, {r, x});
   return keep_nan(b, x, r);
 }
 
@@ -191,14 +193,14 @@ Value* emit_erf_f32(llvm::IRBuilder<>& b, Value* x) {
 }
 
 Value* emit_fmax_nan(llvm::IRBuilder<>& b, Value* x, Value* y) {
-  // select(x > y, x, y) gives y when either is NaN, which covers a NaN y; a NaN x is kept
-  // explicitly.
-  Value* m = b.CreateSelect(b.CreateFCmpOGT(x, y), x, y);
+  // select(x >= y, x, y) gives y when either is NaN, which covers a NaN y; a NaN x is kept
+  // explicitly. Ties keep x: max(-0.0, +0.0) is -0.0, as PyTorch's relu and clamp give.
+  Value* m = b.CreateSelect(b.CreateFCmpOGE(x, y), x, y);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, m);
 }
 
 Value* emit_fmin_nan(llvm::IRBuilder<>& b, Value* x, Value* y) {
-  Value* m = b.CreateSelect(b.CreateFCmpOLT(x, y), x, y);
+  Value* m = b.CreateSelect(b.CreateFCmpOLE(x, y), x, y);
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, m);
 }
 

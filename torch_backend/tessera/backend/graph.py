@@ -29,6 +29,7 @@ import torch
 import torch.fx as fx
 
 from . import graph_guard
+from ..jit_cache import SHAPES_PER_GRAPH, LruCache
 from .log import log_once
 from .meta import record
 from .options import Options
@@ -83,8 +84,9 @@ class CompiledGraph:
         self.options = options
         self.kind = kind  # "forward" | "backward" | "inference"
         self.dynamic = _is_dynamic(gm)
-        self._runners: Dict[Any, Callable] = {}
-        self.summaries: Dict[Any, Summary] = {}
+        # Per input signature (one entry for a static graph), the most recently used kept.
+        self._runners = LruCache(SHAPES_PER_GRAPH)
+        self.summaries = LruCache(SHAPES_PER_GRAPH)
         self.compile_s = 0.0
         self._lock = threading.Lock()
         self.serial = next(_serial)  # creation order
@@ -187,9 +189,9 @@ class CompiledGraph:
             runner = self._guard(runner, summary, args)
         self.compile_s += time.perf_counter() - t0
         with self._lock:
-            self._runners[key] = runner
-            self.summaries[key] = summary
-        _recent.append((self.serial, self.kind, summary))
+            self._runners.put(key, runner)
+            self.summaries.put(key, summary)
+        _recent.append((self.serial, self.kind, summary.without_code()))
         return outs
 
     def _guard(self, runner: Callable, summary: Summary, args: List[Any]) -> Callable:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from typing import Any, Dict, List, Optional
 
@@ -28,6 +27,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import records as records_mod
+from ..jit_cache import LruCache, default_jit_cache_bytes
 from .log import log_once
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
 from .meta import TensorMeta, dense_permutation
@@ -268,9 +268,23 @@ def build_spec(members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifie
     return _Builder(members, metas, cls, outputs, keep_layout).build()
 
 
-_cache: Dict[str, Any] = {}
-_cache_lock = threading.Lock()
+# Compiled kernels by structural key, bounded by the machine code they hold (jit_cache.py).
+_cache = LruCache(default_jit_cache_bytes(), cost=lambda kernel: kernel.code_bytes)
 stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0}
+
+
+def set_jit_cache_limit(limit_bytes: int) -> None:
+    """Bounds the in-process kernel cache to this many bytes of machine code (least recently
+    used kernels are forgotten first; kernels still in use stay alive where they are used)."""
+    if int(limit_bytes) <= 0:
+        raise ValueError(f"the JIT cache limit must be positive, got {limit_bytes}")
+    _cache.set_budget(int(limit_bytes))
+
+
+def jit_cache_info() -> Dict[str, int]:
+    """Kernels kept, their bytes of machine code, the limit and how many were evicted."""
+    return {"kernels": len(_cache), "code_bytes": _cache.total, "limit_bytes": _cache.budget,
+            "evictions": _cache.evictions}
 
 
 # Kernels moving fewer bytes than this run on the calling thread alone. Waking a second thread
@@ -411,8 +425,7 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
         tune = "default"  # the same kernel as with the default schedule: one cache entry
     serial = torch.get_num_threads() > 1 and spec_bytes(spec) < SERIAL_BYTES
     key = spec.key + ("" if tune == "default" else f"|tune={tune}") + ("|serial" if serial else "")
-    with _cache_lock:
-        kernel = _cache.get(key)
+    kernel = _cache.get(key)
     if kernel is None:
         schedule = _schedule_for(spec, tune, serial, records_option)
         try:
@@ -429,16 +442,14 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
                               _serial(spec, None) if serial else None, spec.name)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
-        with _cache_lock:
-            _cache[key] = kernel
+        _cache.put(key, kernel)
     else:
         stats["cache_hits"] += 1
     return KernelCall(kernel, spec.in_preps, spec.out_specs, spec.name)
 
 
 def clear_cache() -> None:
-    with _cache_lock:
-        _cache.clear()
+    _cache.clear()
 
 
 __all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec"]

@@ -47,6 +47,11 @@ class Summary:
     graph_choice: str = "compiled"
     graph_times_ms: Dict[str, float] = dataclasses.field(default_factory=dict)
 
+    def without_code(self) -> "Summary":
+        """A copy that holds no compiled kernels (no steps, no programs): for reports kept
+        after the graph's own runners are gone, which must not keep its code alive."""
+        return dataclasses.replace(self, steps=[], segments=[])
+
     def describe(self) -> str:
         lines = [f"{self.kernels} Tessera kernels"]
         if self.segments:

@@ -1,0 +1,65 @@
+// Stage planning bounds what inlining builds: long or branching elementwise chains are cut into
+// materialised stages before their expressions get too deep or too large to compile.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "e2e_harness.h"
+#include "ir/functor.h"
+#include "ops/elementwise.h"
+#include "schedule/stage_plan.h"
+
+namespace tessera::testing {
+namespace {
+
+using ir::Tensor;
+
+ir::TreeSize largest_stage_body(const schedule::StagePlan& plan) {
+  ir::TreeSize largest;
+  for (const schedule::Stage& s : plan.stages) {
+    const ir::TreeSize t = ir::tree_size(schedule::inline_body(s.op, plan.inlined));
+    largest.depth = std::max(largest.depth, t.depth);
+    largest.nodes = std::max(largest.nodes, t.nodes);
+  }
+  return largest;
+}
+
+TEST(StagePlan, ALongElementwiseChainIsCutIntoStages) {
+  Tensor x = ir::placeholder("x", {ir::int_imm(37)});
+  Tensor y = x;
+  for (int i = 0; i < 3000; ++i) y = ops::add(y, 1.0);
+  const schedule::StagePlan plan = schedule::plan_stages({y}, {x});
+  EXPECT_GT(plan.stages.size(), 3000u / schedule::kMaxInlinedDepth);
+  EXPECT_LE(largest_stage_body(plan).depth, 2 * schedule::kMaxInlinedDepth);
+  check_graph({{y}, {x}}, std::nullopt, /*use_jit=*/true);
+}
+
+TEST(StagePlan, ABranchingChainDoesNotGrowExponentially) {
+  // Each step reads the previous result twice: written out, step 40 would have 2^40 nodes.
+  Tensor x = ir::placeholder("x", {ir::int_imm(19)});
+  Tensor y = x;
+  for (int i = 0; i < 40; ++i) y = ops::mul(y, y);
+  const auto t0 = std::chrono::steady_clock::now();
+  const schedule::StagePlan plan = schedule::plan_stages({y}, {x});
+  EXPECT_LE(largest_stage_body(plan).nodes, 2 * schedule::kMaxInlinedNodes);
+  check_graph({{y}, {x}}, std::nullopt, /*use_jit=*/true);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 30.0) << "planning and compiling took " << s << " s";
+}
+
+TEST(StagePlan, TreeSizeCountsSharedOperandsPerUse) {
+  ir::Var v = ir::var("v");
+  ir::Expr e = v;
+  for (int i = 0; i < 30; ++i) e = e * e;  // a DAG of 31 nodes, a tree of 2^31 - 1
+  const ir::TreeSize s = ir::tree_size(e);
+  EXPECT_EQ(s.depth, 31);
+  EXPECT_EQ(s.nodes, (int64_t{1} << 31) - 1);
+  for (int i = 0; i < 30; ++i) e = e * e;  // 2^61 nodes: saturates
+  EXPECT_EQ(ir::tree_size(e).nodes, ir::kTreeSizeLimit);
+  ir::Expr deep = v;
+  for (int i = 0; i < 100000; ++i) deep = deep + ir::int_imm(1);  // iterative: no overflow
+  EXPECT_EQ(ir::tree_size(deep).depth, 100001);
+}
+
+}  // namespace
+}  // namespace tessera::testing
