@@ -1,6 +1,10 @@
 #include "schedule/lower_stage.h"
 
+#include <functional>
+
 #include "ir/functor.h"
+#include "ir/simplify.h"
+#include "schedule/split_reduction.h"
 #include "schedule/tile_prefetch.h"
 #include "util/check.h"
 
@@ -94,6 +98,42 @@ class PointWriter {
   const AccessLowering& al_;
 };
 
+// Is this a floating-point sum that may combine more than kSumChunk values per output point?
+// Such a stage keeps chunk partials itself (split_reduction.h leaves it whole).
+bool is_long_float_sum(const ir::ComputeOpNode& op, ir::DType dtype) {
+  if (op.reduce != ir::ReduceKind::kSum || !ir::is_float(dtype)) return false;
+  int64_t count = 1;
+  for (const ir::IterVar& r : op.reduce_axes) {
+    const int64_t hi = ir::const_int_bound(r.extent).hi;
+    if (hi == ir::kNoUpperBound || hi > kSumChunk / std::max<int64_t>(count, 1)) return true;
+    count *= std::max<int64_t>(hi, 1);
+  }
+  return count > kSumChunk;
+}
+
+// The annotation with its inner reduce tile cut to at most kSumChunk steps for a long float sum:
+// the register accumulators then restart every kSumChunk values and the partials add up in the
+// output, a two-level cascade whatever tile a tuner chose.
+StageAnnotation with_bounded_sum_tile(const ir::ComputeOpNode& op, ir::DType dtype,
+                                      StageAnnotation ann) {
+  if (!is_long_float_sum(op, dtype)) return ann;
+  std::vector<int64_t>& tiles = ann.tile_reduce;
+  // Product of tiles[from..], saturating just above kSumChunk.
+  auto product_from = [&](size_t from) {
+    int64_t p = 1;
+    for (size_t r = from; r < tiles.size(); ++r) {
+      p = std::min(kSumChunk + 1, p * std::min(kSumChunk + 1, tiles[r]));
+    }
+    return p;
+  };
+  // Outer axes are cut first, each only as far as needed.
+  for (size_t r = 0; r < tiles.size() && product_from(0) > kSumChunk; ++r) {
+    const int64_t inner = product_from(r + 1);
+    tiles[r] = inner > kSumChunk ? 1 : std::max<int64_t>(1, kSumChunk / inner);
+  }
+  return ann;
+}
+
 void check_annotation(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
   const size_t n = op.axes.size(), m = op.reduce_axes.size();
   TESSERA_CHECK(ann.tile_outer.size() == n && ann.tile_reg.size() == n)
@@ -144,10 +184,11 @@ StageBody make_stage_body(const Stage& stage, const StagePlan& plan, const Acces
   return sb;
 }
 
-Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
+Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& requested,
                               const AccessLowering& al) {
   const ir::ComputeOpNode& op = *sb.op;
-  check_annotation(op, ann);
+  check_annotation(op, requested);
+  const StageAnnotation ann = with_bounded_sum_tile(op, sb.dtype, requested);
   PointWriter pw(sb, al);
   const size_t n = op.axes.size(), m = op.reduce_axes.size();
   const bool reduce = m > 0;
@@ -177,6 +218,26 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     last_c.push_back(ir::eq(ro[r], rcount[r] - ir::int_imm(1)));
   }
   const Expr first = all_of(first_c), last = all_of(last_c);
+  // Across outer reduce tiles, accumulators normally carry on from the output's value. A long
+  // float sum instead restarts them from zero at each tile and adds them into the output at the
+  // end of it: a two-level cascade, so no accumulator combines more than kSumChunk values.
+  const bool restart = is_long_float_sum(op, sb.dtype);
+  auto init_accumulators = [&](const Stmt& from_identity, const Stmt& from_output) {
+    return restart ? from_identity : loop::make_if(first, from_identity, from_output);
+  };
+  // Writes `acc` at `pt` (through `w`, the register-tile loops): the epilogue applies after the
+  // last tile; a restarting sum adds its earlier tiles' partial first.
+  auto write_back = [&](const std::function<Stmt(Stmt)>& w, const std::vector<Expr>& pt,
+                        const Expr& acc) {
+    auto store = [&](const Expr& v) {
+      return sb.epilogue.defined() ? loop::make_if(last, w(pw.store_out(pt, pw.finish(pt, v))),
+                                                   w(pw.store_out(pt, v)))
+                                   : w(pw.store_out(pt, v));
+    };
+    if (!restart) return store(acc);
+    return loop::make_if(first, store(acc),
+                         store(ir::reduce_combine(op.reduce, pw.load_out(pt), acc)));
+  };
   // The inner reduce loops around a register-tile step. The innermost one runs `unroll` steps
   // per iteration (a remainder loop takes what is left): the loop's own counter and branch
   // otherwise compete with the FMAs for issue ports. `hints` (written for the group's first step)
@@ -295,8 +356,8 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     ir::Buffer acc =
         ir::make_buffer("acc", sb.dtype, {ir::int_imm(acc_size)}, ir::MemScope::kRegister);
     Expr acc_val = ir::load(acc, acc_index);
-    Stmt init = loop::make_if(
-        first, w(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
+    Stmt init = init_accumulators(
+        w(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
         w(loop::make_store(acc, acc_index, pw.load_out(point))));
     Stmt step = w(loop::make_store(acc, acc_index,
                                    ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval))));
@@ -308,10 +369,7 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     Stmt update =
         full ? wrap_r1(step, ann.reduce_unroll, hinted ? prefetches() : std::vector<Stmt>{})
              : wrap_r1(step, 1, {});
-    Stmt write = sb.epilogue.defined()
-                     ? loop::make_if(last, w(pw.store_out(point, pw.finish(point, acc_val))),
-                                     w(pw.store_out(point, acc_val)))
-                     : w(pw.store_out(point, acc_val));
+    Stmt write = write_back(w, point, acc_val);
     return loop::make_allocate(acc, loop::make_seq({init, update, write}));
   };
   Stmt fast = register_tile(false);
@@ -338,13 +396,10 @@ Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
     for (size_t r = m; r-- > 0;) {
       upd = loop::make_for(pri[r], ir::int_imm(0), rext[r], ForKind::kSerial, upd);
     }
-    Stmt init = loop::make_if(
-        first, loop::make_store(acc1, ir::int_imm(0), ir::reduce_identity(op.reduce, sb.dtype)),
+    Stmt init = init_accumulators(
+        loop::make_store(acc1, ir::int_imm(0), ir::reduce_identity(op.reduce, sb.dtype)),
         loop::make_store(acc1, ir::int_imm(0), pw.load_out(ppoint)));
-    Stmt write = sb.epilogue.defined()
-                     ? loop::make_if(last, pw.store_out(ppoint, pw.finish(ppoint, a1)),
-                                     pw.store_out(ppoint, a1))
-                     : pw.store_out(ppoint, a1);
+    Stmt write = write_back([](Stmt s) { return s; }, ppoint, a1);
     slow = loop::make_allocate(acc1, loop::make_seq({init, upd, write}));
   } else {
     slow = pw.store_out(ppoint, pw.value(ppoint, {}));
@@ -439,13 +494,35 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
         vacc, slot, ir::reduce_combine(op.reduce, ir::load(vacc, slot), pw.value(point, rval)));
   };
   const Expr uslot = u * ir::int_imm(vl) + lane;
-  Stmt init = loop::make_for(u, ir::int_imm(0), ir::int_imm(num_acc), ForKind::kUnrolled,
-                             lanes(loop::make_store(vacc, uslot, identity)));
-  Stmt main_loop = loop::make_for(
-      ko, ir::int_imm(0), kblocks, ForKind::kSerial,
-      loop::make_for(
-          u, ir::int_imm(0), ir::int_imm(num_acc), ForKind::kUnrolled,
-          lanes(accumulate_at(uslot, ko * ir::int_imm(step) + u * ir::int_imm(vl) + lane))));
+  auto per_slot = [&](Stmt body) {
+    return loop::make_for(u, ir::int_imm(0), ir::int_imm(num_acc), ForKind::kUnrolled,
+                          lanes(std::move(body)));
+  };
+  auto block_at = [&](const Expr& b) {
+    return per_slot(accumulate_at(uslot, b * ir::int_imm(step) + u * ir::int_imm(vl) + lane));
+  };
+  // A long float sum keeps chunk partials (split_reduction.h): every kSumChunk values the
+  // accumulators are added into `vsum` and restart, so no lane adds up more than a chunk's share.
+  const bool chunked = num_acc > 1 && is_long_float_sum(op, sb.dtype);
+  ir::Buffer vsum = ir::make_buffer("vsum", sb.dtype, {ir::int_imm(step)}, ir::MemScope::kRegister);
+  Stmt init = per_slot(loop::make_store(vacc, uslot, identity));
+  Stmt main_loop;
+  if (!chunked) {
+    main_loop = loop::make_for(ko, ir::int_imm(0), kblocks, ForKind::kSerial, block_at(ko));
+  } else {
+    init = loop::make_seq({init, per_slot(loop::make_store(vsum, uslot, identity))});
+    const int64_t per = std::max<int64_t>(1, kSumChunk / step);  // blocks per chunk
+    Var kc = ir::var("kc", 0, ir::kNoUpperBound), kb = ir::var("kb", 0, per - 1);
+    const Expr first_block = kc * ir::int_imm(per);
+    Stmt blocks =
+        loop::make_for(kb, ir::int_imm(0), ir::min(ir::int_imm(per), kblocks - first_block),
+                       ForKind::kSerial, block_at(first_block + kb));
+    Stmt flush = per_slot(loop::make_seq(
+        {loop::make_store(vsum, uslot, ir::load(vsum, uslot) + ir::load(vacc, uslot)),
+         loop::make_store(vacc, uslot, identity)}));
+    main_loop = loop::make_for(kc, ir::int_imm(0), ceil_div(kblocks, per), ForKind::kSerial,
+                               loop::make_seq({blocks, flush}));
+  }
   // Whole vectors left after the blocks, then single elements, into accumulator 0.
   const Expr vec_start = num_acc > 1 ? kblocks * ir::int_imm(num_acc) : ir::int_imm(0);
   Stmt vec_tail = loop::make_for(k1, vec_start, kvecs - vec_start, ForKind::kSerial,
@@ -461,6 +538,9 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
   // Combine the accumulators into the first, then its lanes pairwise (a tree: log2(vl) dependent
   // steps instead of vl - 1).
   std::vector<Stmt> folds;
+  if (chunked)
+    folds.push_back(
+        per_slot(loop::make_store(vacc, uslot, ir::load(vacc, uslot) + ir::load(vsum, uslot))));
   for (int64_t a = 1; a < num_acc; ++a) {
     Expr slot = ir::int_imm(a * vl) + lane;
     folds.push_back(lanes(loop::make_store(
@@ -476,6 +556,7 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
   Stmt fold = loop::make_seq(folds);
   Stmt write = pw.store_out(point, pw.finish(point, ir::load(vacc, ir::int_imm(0))));
   Stmt per_point = loop::make_allocate(vacc, loop::make_seq({init, accumulate, fold, write}));
+  if (chunked) per_point = loop::make_allocate(vsum, per_point);
   for (size_t a = n; a-- > 0;) {
     Expr ext = ir::min(ir::int_imm(ann.tile_outer[a]), extent[a] - base[a]);
     per_point = loop::make_for(p[a], ir::int_imm(0), ext, ForKind::kSerial, per_point);

@@ -48,9 +48,33 @@ std::vector<Expr> extents_of(const std::vector<IterVar>& axes, size_t begin, siz
   return out;
 }
 
-bool is_long_float_sum(const ir::ComputeOpNode& op, int64_t chunk) {
-  return op.reduce == ir::ReduceKind::kSum && ir::is_float(op.body->dtype) &&
-         count_bound(op.reduce_axes) > chunk;
+// Does some access walk its innermost dimension with the last reduce axis, one element per step?
+bool reads_along_last_reduce_axis(const ir::ComputeOpNode& op) {
+  const Var& k = op.reduce_axes.back().var;
+  bool found = false;
+  ir::visit_expr(op.body, [&](const Expr& e) {
+    if (e->kind != ir::ExprKind::kAccess || e->operands.empty()) return;
+    ir::VarMap next;
+    next[k.get()] = k + ir::int_imm(1);
+    const Expr& last = e->operands.back();
+    const Expr step = ir::simplify(ir::substitute(last, next) - last);
+    found = found || (step->is_const_int() && step->int_value == 1);
+  });
+  return found;
+}
+
+// A float sum is split when one output point combines more than `chunk` values, except a row
+// sum (one reduce axis read contiguously) over many output points and at most chunk^2 values:
+// its stage keeps the chunks itself (kSumChunk in lower_stage.cc) and stays fused with the rest
+// of its row (softmax, norms). Few output points are split in any case: the chunk partials are
+// then the parallel work.
+bool needs_split(const ir::ComputeOpNode& op, int64_t chunk) {
+  if (op.reduce != ir::ReduceKind::kSum || !ir::is_float(op.body->dtype)) return false;
+  const int64_t count = count_bound(op.reduce_axes);
+  if (count <= chunk) return false;
+  const bool row_sum = op.reduce_axes.size() == 1 && reads_along_last_reduce_axis(op);
+  const bool in_stage = count <= chunk * chunk && count_bound(op.axes) >= kFewOutputPoints;
+  return !(row_sum && in_stage);
 }
 
 // Reduce over `extents` of `f`, as a new op (tag "reduce": the pieces are plain reductions).
@@ -65,13 +89,13 @@ Tensor sum_of(const std::string& name, std::vector<Expr> shape, std::vector<Expr
 // The reduce axes are row-major (innermost last). The longest suffix of them that counts at most
 // `chunk` values stays whole; the axis before it, of extent E, is cut into Q = E / c blocks of
 // c = chunk / (suffix count) steps:
-//   part[A, outer, q] = sum over (step < c, suffix) of body with the cut axis at q * c + step
+//   part[outer, q, A] = sum over (step < c, suffix) of body with the cut axis at q * c + step
 //   main[A]           = sum over (outer, q) of part           (split again while too long)
 //   tail[A]           = sum over (outer, E - Q * c, suffix) of body at Q * c + ...  (when E % c)
 //   t[A]              = main + tail
 Tensor cascade(const Tensor& t, int64_t chunk) {
   const ir::ComputeOpNode& op = *t->op;
-  if (!is_long_float_sum(op, chunk)) return t;
+  if (!needs_split(op, chunk)) return t;
   const std::vector<IterVar>& axes = op.axes;
   const std::vector<IterVar>& raxes = op.reduce_axes;
   const size_t n = axes.size(), m = raxes.size();
@@ -107,14 +131,16 @@ Tensor cascade(const Tensor& t, int64_t chunk) {
                                                          {v.begin() + at, v.end()}};
   };
 
-  std::vector<Expr> part_shape = extents_of(axes, 0, n);
-  for (const Expr& e : extents_of(raxes, 0, cut)) part_shape.push_back(e);
+  // part[outer, q, A]: the output's axes stay innermost, as in the tensor being summed (a
+  // column sum's partials are rows that the next level reads as vectors).
+  std::vector<Expr> part_shape = extents_of(raxes, 0, cut);
   part_shape.push_back(blocks);
+  for (const Expr& e : extents_of(axes, 0, n)) part_shape.push_back(e);
   std::vector<Expr> part_extents = {ir::int_imm(steps)};
   for (const Expr& e : extents_of(raxes, keep, m)) part_extents.push_back(e);
   Tensor part = sum_of(t->name + "_part", part_shape, part_extents,
                        [&](const std::vector<Var>& o, const std::vector<Var>& r) {
-                         auto [a, outer] = split(o, n);
+                         auto [outer, a] = split(o, cut + 1);
                          const Var q = outer.back();
                          outer.pop_back();
                          auto [step, suffix] = split(r, 1);
@@ -127,8 +153,8 @@ Tensor cascade(const Tensor& t, int64_t chunk) {
   Tensor main =
       cascade(sum_of(has_rest ? t->name + "_blocks" : t->name, extents_of(axes, 0, n), main_extents,
                      [&](const std::vector<Var>& o, const std::vector<Var>& r) {
-                       std::vector<Expr> idx(o.begin(), o.end());
-                       idx.insert(idx.end(), r.begin(), r.end());
+                       std::vector<Expr> idx(r.begin(), r.end());
+                       idx.insert(idx.end(), o.begin(), o.end());
                        return ir::access(part, idx);
                      }),
               chunk);
@@ -180,7 +206,7 @@ std::vector<Tensor> split_long_sums(const std::vector<Tensor>& outputs, int64_t 
   TESSERA_CHECK(chunk >= 2) << "sum chunk must be at least 2, got " << chunk;
   const ir::TensorDAG dag = ir::collect_dag(outputs);
   bool any = false;
-  for (const Tensor& t : dag.computes) any = any || is_long_float_sum(*t->op, chunk);
+  for (const Tensor& t : dag.computes) any = any || needs_split(*t->op, chunk);
   if (!any) return outputs;
 
   std::unordered_map<const ir::TensorNode*, Tensor> replaced;

@@ -18,9 +18,14 @@ namespace tessera::schedule {
 // to the next level. Large enough that the row reductions of common models (softmax, norms over
 // up to 8192 features) keep one stage.
 constexpr int64_t kSumChunk = 8192;
+// Sums with fewer output points than this are split whenever they are long: their chunk
+// partials are what runs in parallel (rfactor).
+constexpr int64_t kFewOutputPoints = 16;
 
 // Returns the outputs of a DAG in which no floating-point sum reduces more than `chunk` values
-// into one output point (extents with no constant upper bound count as longer than `chunk`).
+// into one output point, except row sums of at most chunk^2 values over at least
+// kFewOutputPoints outputs, whose lowering chunks them in place (lower_stage.h). Extents with no
+// constant upper bound count as long.
 // Tensors that need no rewrite are returned as they are; shapes, names and dtypes of the outputs
 // are kept.
 std::vector<ir::Tensor> split_long_sums(const std::vector<ir::Tensor>& outputs,

@@ -132,6 +132,50 @@ TEST(SplitReduction, AFullSumOfTwoToThe25TwosIsExact) {
   EXPECT_EQ(run_jit({m}, {x}, arrays)[0].f32()[0], 1.0f);
 }
 
+// 1 + 2^-11: added to a float32 sum past 8192, its last bit is at most half an ulp and is lost.
+// A sum of them is exact while every accumulator stays below 8192 (kSumChunk values), and loses
+// about 2^-11 per value beyond that where one accumulator runs over the whole row.
+constexpr double kFragile = 1.0 + 1.0 / 2048;
+
+TEST(SplitReduction, LongRowsOverManyOutputsStayOneStageAndChunkInPlace) {
+  // Softmax over a vocabulary: the row sums keep their stage (and their row fusion); the
+  // cross-lane lowering restarts its accumulators every kSumChunk values instead.
+  const int64_t rows = 16, cols = 1000003;
+  Tensor x = ir::placeholder("x", dims({rows, cols}));
+  Tensor s = ops::reduce_sum(x, {1});
+  EXPECT_EQ(schedule::split_long_sums({s})[0].get(), s.get());
+  EXPECT_EQ(schedule::plan_stages({s}, {x}).stages.size(), 1u);
+  runtime::NDArray xv(ir::DType::kFloat32, {rows, cols});
+  xv.fill(kFragile);
+  std::vector<runtime::NDArray> arrays = {xv};
+  auto got = run_jit({s}, {x}, arrays);
+  const double want = cols * kFragile;
+  for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(got[0].f32()[r], want, want * 1e-6) << r;
+}
+
+TEST(SplitReduction, AMultiLevelTiledLongSumRestartsItsAccumulators) {
+  // Whatever inner reduce tile a schedule asks for, a long float sum's accumulators combine at
+  // most kSumChunk values before their partial goes to the output.
+  const int64_t rows = 16, cols = 100003;
+  Tensor x = ir::placeholder("x", dims({rows, cols}));
+  Tensor s = ops::reduce_sum(x, {1});
+  schedule::StageAnnotation a;
+  a.tile_outer = {1};
+  a.tile_reg = {1};
+  a.tile_reduce = {cols};  // one scalar accumulator over the whole row, as asked
+  schedule::KernelSchedule ks;
+  ks.stages = {a};
+  runtime::NDArray xv(ir::DType::kFloat32, {rows, cols});
+  xv.fill(kFragile);
+  compiler::BuildOptions opts;
+  opts.schedule = ks;
+  compiler::BuiltKernel k = compiler::build_cpu({s}, {x}, opts);
+  runtime::NDArray out(ir::DType::kFloat32, {rows});
+  k.run({xv.data(), out.data()}, {});
+  const double want = cols * kFragile;
+  for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(out.f32()[r], want, want * 1e-6) << r;
+}
+
 TEST(SplitReduction, AColumnSumOverALongAxisStaysAccurate) {
   // A sum along a non-contiguous axis keeps one accumulator per column and chunk: its error is
   // that of a sum of kSumChunk values, however long the column.
