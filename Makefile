@@ -192,8 +192,11 @@ fuzz-run:
 
 # ---------------------------------------------------------------------------------------------
 # sanitize: the C++ tests and a Python smoke run (tests/sanitize/smoke.py) with everything built
-# under ASan + UBSan in $(SANITIZE_DIR). The Python run needs the ASan runtime loaded first:
-#   LD_PRELOAD=$$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 python3 ...
+# under ASan + UBSan in $(SANITIZE_DIR). The Python run needs the ASan runtime loaded first, and
+# libstdc++ with it (else ASan cannot find the real __cxa_throw and aborts on the first C++
+# exception):
+#   LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)"
+#   ASAN_OPTIONS=detect_leaks=0 python3 ...
 # (leaks are not checked there: CPython and torch keep their allocations until exit).
 # ---------------------------------------------------------------------------------------------
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1 \
@@ -212,7 +215,7 @@ sanitize: deps
 	@echo "== Python smoke run under ASan + UBSan"
 	@cd torch_backend && find tessera -name '*.py' -exec install -D -m 644 {} \
 		$(CURDIR)/$(SANITIZE_DIR)/python/{} \;
-	$(SANITIZE_ENV) LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	$(SANITIZE_ENV) LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" \
 		PYTHONPATH=$(CURDIR)/$(SANITIZE_DIR)/python $(PYTHON) tests/sanitize/smoke.py
 
 # ---------------------------------------------------------------------------------------------

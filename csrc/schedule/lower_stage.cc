@@ -3,7 +3,6 @@
 #include <functional>
 
 #include "ir/functor.h"
-#include "ir/simplify.h"
 #include "schedule/split_reduction.h"
 #include "schedule/tile_prefetch.h"
 #include "util/check.h"
@@ -101,14 +100,8 @@ class PointWriter {
 // Is this a floating-point sum that may combine more than kSumChunk values per output point?
 // Such a stage keeps chunk partials itself (split_reduction.h leaves it whole).
 bool is_long_float_sum(const ir::ComputeOpNode& op, ir::DType dtype) {
-  if (op.reduce != ir::ReduceKind::kSum || !ir::is_float(dtype)) return false;
-  int64_t count = 1;
-  for (const ir::IterVar& r : op.reduce_axes) {
-    const int64_t hi = ir::const_int_bound(r.extent).hi;
-    if (hi == ir::kNoUpperBound || hi > kSumChunk / std::max<int64_t>(count, 1)) return true;
-    count *= std::max<int64_t>(hi, 1);
-  }
-  return count > kSumChunk;
+  return op.reduce == ir::ReduceKind::kSum && ir::is_float(dtype) &&
+         reduce_count_bound(op) > kSumChunk;
 }
 
 // The annotation with its inner reduce tile cut to at most kSumChunk steps for a long float sum:
@@ -512,16 +505,20 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
   } else {
     init = loop::make_seq({init, per_slot(loop::make_store(vsum, uslot, identity))});
     const int64_t per = std::max<int64_t>(1, kSumChunk / step);  // blocks per chunk
+    // Whole chunks (a constant trip count inside), each flushed; the blocks left over stay in
+    // vacc, which the fold adds to vsum.
     Var kc = ir::var("kc", 0, ir::kNoUpperBound), kb = ir::var("kb", 0, per - 1);
-    const Expr first_block = kc * ir::int_imm(per);
-    Stmt blocks =
-        loop::make_for(kb, ir::int_imm(0), ir::min(ir::int_imm(per), kblocks - first_block),
-                       ForKind::kSerial, block_at(first_block + kb));
+    const Expr chunks = ir::floordiv(kblocks, ir::int_imm(per));
+    Stmt chunk = loop::make_for(kb, ir::int_imm(0), ir::int_imm(per), ForKind::kSerial,
+                                block_at(kc * ir::int_imm(per) + kb));
     Stmt flush = per_slot(loop::make_seq(
         {loop::make_store(vsum, uslot, ir::load(vsum, uslot) + ir::load(vacc, uslot)),
          loop::make_store(vacc, uslot, identity)}));
-    main_loop = loop::make_for(kc, ir::int_imm(0), ceil_div(kblocks, per), ForKind::kSerial,
-                               loop::make_seq({blocks, flush}));
+    const Expr done_blocks = chunks * ir::int_imm(per);
+    main_loop = loop::make_seq(
+        {loop::make_for(kc, ir::int_imm(0), chunks, ForKind::kSerial,
+                        loop::make_seq({chunk, flush})),
+         loop::make_for(ko, done_blocks, kblocks - done_blocks, ForKind::kSerial, block_at(ko))});
   }
   // Whole vectors left after the blocks, then single elements, into accumulator 0.
   const Expr vec_start = num_acc > 1 ? kblocks * ir::int_imm(num_acc) : ir::int_imm(0);

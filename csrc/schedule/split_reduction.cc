@@ -73,7 +73,7 @@ bool needs_split(const ir::ComputeOpNode& op, int64_t chunk) {
   const int64_t count = count_bound(op.reduce_axes);
   if (count <= chunk) return false;
   const bool row_sum = op.reduce_axes.size() == 1 && reads_along_last_reduce_axis(op);
-  const bool in_stage = count <= chunk * chunk && count_bound(op.axes) >= kFewOutputPoints;
+  const bool in_stage = count / chunk <= chunk && count_bound(op.axes) >= kFewOutputPoints;
   return !(row_sum && in_stage);
 }
 
@@ -201,6 +201,8 @@ class RedirectAccesses : public ir::ExprMutator {
 };
 
 }  // namespace
+
+int64_t reduce_count_bound(const ir::ComputeOpNode& op) { return count_bound(op.reduce_axes); }
 
 std::vector<Tensor> split_long_sums(const std::vector<Tensor>& outputs, int64_t chunk) {
   TESSERA_CHECK(chunk >= 2) << "sum chunk must be at least 2, got " << chunk;

@@ -28,6 +28,10 @@ constexpr int64_t kFewOutputPoints = 16;
 // constant upper bound count as long.
 // Tensors that need no rewrite are returned as they are; shapes, names and dtypes of the outputs
 // are kept.
+// Most values one output point of `op` combines (the product of its reduce extents' upper
+// bounds; an unbounded size variable counts as 2^40), saturating at 2^40.
+int64_t reduce_count_bound(const ir::ComputeOpNode& op);
+
 std::vector<ir::Tensor> split_long_sums(const std::vector<ir::Tensor>& outputs,
                                         int64_t chunk = kSumChunk);
 

@@ -44,8 +44,8 @@ def _backward_compiler(options: Options):
 def _note_unwired(options: Options) -> None:
     if options.tune == "search":
         log_once(f"tune:{options.tune}",
-                 f"tessera: tune={options.tune!r} is not wired into the backend yet; "
-                 f"kernels use the default schedules")
+                 f"tessera: tune={options.tune!r} (mode='max-autotune') is not built yet; "
+                 f"kernels are tuned with construct mode instead")
 
 
 def _describe_records(options: Options) -> None:

@@ -31,7 +31,7 @@ class Options:
     # Schedule source: "construct" (default) runs Gensor's construct mode on kernels with enough
     # summation work to gain from it (matmul, conv, large reductions; about a second each, once:
     # the result goes to the records database) and gives the others the default heuristics;
-    # "default" uses the heuristics everywhere; "search" is not wired yet (default schedules,
+    # "default" uses the heuristics everywhere; "search" is not built yet (construct mode runs,
     # logged).
     tune: str = "construct"
     verbose: bool = False          # log each compiled graph's partitions and choices
