@@ -26,7 +26,7 @@ TRANSFORMERS_VERSION := 5.18.0
 # clang-14 and its runtime libraries build the libFuzzer target (make fuzz, part of make test).
 APT_PACKAGES := build-essential cmake ninja-build llvm-14-dev libgtest-dev libgmock-dev \
 	pybind11-dev libsqlite3-dev libxgboost-dev clang-format zlib1g-dev libncurses-dev \
-	libxml2-dev libffi-dev clang-14 libclang-rt-14-dev
+	libxml2-dev libffi-dev clang-14 libclang-rt-14-dev nlohmann-json3-dev
 
 # Ninja when present: faster no-op rebuilds. setup.py makes the same choice, and whichever
 # configures ./build first fixes the generator for both.

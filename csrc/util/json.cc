@@ -5,10 +5,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace tessera::util {
@@ -192,428 +192,130 @@ bool operator==(const Json& a, const Json& b) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Printer
+// Text: nlohmann-json parses and prints; Json keeps Tessera's value semantics on top (int64 vs
+// double kept apart, typed accessors that throw JsonError, sorted keys).
 // ---------------------------------------------------------------------------------------------
 
 namespace {
 
-void dump_string(const std::string& s, std::string* out) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\b':
-        *out += "\\b";
-        break;
-      case '\f':
-        *out += "\\f";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          *out += buf;
-        } else {
-          out->push_back(static_cast<char>(c));  // UTF-8 passes through unchanged
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-void dump_double(double v, std::string* out) {
-  if (!std::isfinite(v)) {
-    *out += "null";
-    return;
-  }
-  // Shortest of %.15g / %.16g / %.17g that reads back exactly: 17 significant digits always
-  // round-trip, fewer usually do and read better (0.1 instead of 0.10000000000000001).
-  char buf[40];
-  for (int precision = 15; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  std::string text(buf);
-  // Keep the "double" type on re-parse: 3.0 must not come back as the int 3.
-  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
-  *out += text;
-}
-
-void dump_value(const Json& v, int indent, int depth, std::string* out) {
-  auto newline = [&](int d) {
-    if (indent < 0) return;
-    out->push_back('\n');
-    out->append(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
-  };
+nlohmann::json to_nlohmann(const Json& v) {
   switch (v.type()) {
     case Json::Type::kNull:
-      *out += "null";
-      break;
+      return nullptr;
     case Json::Type::kBool:
-      *out += v.as_bool() ? "true" : "false";
-      break;
+      return v.as_bool();
     case Json::Type::kInt:
-      *out += std::to_string(v.as_int());
-      break;
+      return v.as_int();
     case Json::Type::kDouble:
-      dump_double(v.as_double(), out);
-      break;
+      return v.as_double();  // printed with a '.' or an exponent; non-finite as null
     case Json::Type::kString:
-      dump_string(v.as_string(), out);
-      break;
+      return v.as_string();
     case Json::Type::kArray: {
-      const auto& arr = v.as_array();
-      if (arr.empty()) {
-        *out += "[]";
-        break;
-      }
-      out->push_back('[');
-      for (size_t i = 0; i < arr.size(); ++i) {
-        if (i) out->push_back(',');
-        newline(depth + 1);
-        dump_value(arr[i], indent, depth + 1, out);
-      }
-      newline(depth);
-      out->push_back(']');
-      break;
+      nlohmann::json a = nlohmann::json::array();
+      for (const Json& x : v.as_array()) a.push_back(to_nlohmann(x));
+      return a;
     }
     case Json::Type::kObject: {
-      const auto& obj = v.as_object();
-      if (obj.empty()) {
-        *out += "{}";
-        break;
-      }
-      out->push_back('{');
-      bool first = true;
-      for (const auto& kv : obj) {
-        if (!first) out->push_back(',');
-        first = false;
-        newline(depth + 1);
-        dump_string(kv.first, out);
-        out->push_back(':');
-        if (indent >= 0) out->push_back(' ');
-        dump_value(kv.second, indent, depth + 1, out);
-      }
-      newline(depth);
-      out->push_back('}');
-      break;
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& [k, x] : v.as_object()) o[k] = to_nlohmann(x);
+      return o;
     }
+  }
+  return nullptr;
+}
+
+// Recurses once per nesting level: parse() has checked the depth first (check_depth).
+Json from_nlohmann(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::null:
+      return Json();
+    case nlohmann::json::value_t::boolean:
+      return Json(v.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Json(v.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return Json(v.get<unsigned long long>());  // above INT64_MAX: a double
+    case nlohmann::json::value_t::number_float:
+      return Json(v.get<double>());
+    case nlohmann::json::value_t::string:
+      return Json(v.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      Json::Array a;
+      a.reserve(v.size());
+      for (const nlohmann::json& x : v) a.push_back(from_nlohmann(x));
+      return Json(std::move(a));
+    }
+    case nlohmann::json::value_t::object: {
+      Json::Object o;
+      for (const auto& [k, x] : v.items()) o[k] = from_nlohmann(x);
+      return Json(std::move(o));
+    }
+    default:
+      throw JsonError("unsupported JSON value (binary or discarded)");
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Parser (recursive descent over the whole text held in memory)
-// ---------------------------------------------------------------------------------------------
-
-class Parser {
- public:
-  explicit Parser(const std::string& text) : s_(text) {}
-
-  Json parse_document() {
-    skip_ws();
-    Json v = parse_value(0);
-    skip_ws();
-    if (pos_ != s_.size()) fail("unexpected trailing characters after JSON value");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& msg) const { fail_at(pos_, msg); }
-
-  [[noreturn]] void fail_at(size_t at, const std::string& msg) const {
-    // Line/column are computed only on error, so the happy path stays a plain index walk.
-    int line = 1, col = 1;
-    for (size_t i = 0; i < at && i < s_.size(); ++i) {
-      if (s_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw JsonError("JSON parse error at line " + std::to_string(line) + ", column " +
-                    std::to_string(col) + ": " + msg);
-  }
-
-  std::string describe_current() const {
-    if (pos_ >= s_.size()) return "end of input";
-    char c = s_[pos_];
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      char buf[16];
-      std::snprintf(buf, sizeof(buf), "byte 0x%02x", static_cast<unsigned char>(c));
-      return buf;
-    }
-    return std::string("'") + c + "'";
-  }
-
-  void skip_ws() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-
-  void expect_literal(const char* word, size_t len) {
-    if (s_.compare(pos_, len, word) != 0)
-      fail(std::string("invalid literal, expected '") + word + "'");
-    pos_ += len;
-  }
-
-  Json parse_value(int depth) {
-    if (depth >= Json::kMaxDepth) fail("nesting deeper than " + std::to_string(Json::kMaxDepth));
-    if (pos_ >= s_.size()) fail("unexpected end of input, expected a value");
-    char c = s_[pos_];
-    switch (c) {
-      case '{':
-        return parse_object(depth);
-      case '[':
-        return parse_array(depth);
-      case '"':
-        return Json(parse_string());
-      case 't':
-        expect_literal("true", 4);
-        return Json(true);
-      case 'f':
-        expect_literal("false", 5);
-        return Json(false);
-      case 'n':
-        expect_literal("null", 4);
-        return Json();
-      default:
-        if (c == '-' || (c >= '0' && c <= '9')) return parse_number();
-        fail("unexpected " + describe_current() + ", expected a value");
-    }
-  }
-
-  Json parse_object(int depth) {
-    ++pos_;  // '{'
-    Json::Object obj;
-    skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      return Json(std::move(obj));
-    }
-    while (true) {
-      skip_ws();
-      if (pos_ >= s_.size() || s_[pos_] != '"') {
-        fail("unexpected " + describe_current() + ", expected a string key");
-      }
-      std::string key = parse_string();
-      skip_ws();
-      if (pos_ >= s_.size() || s_[pos_] != ':') {
-        fail("unexpected " + describe_current() + ", expected ':' after key");
-      }
-      ++pos_;
-      skip_ws();
-      // Duplicate keys: the last one wins (what most parsers do; RFC 8259 leaves it open).
-      obj[key] = parse_value(depth + 1);
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        ++pos_;
-        return Json(std::move(obj));
-      }
-      fail("unexpected " + describe_current() + ", expected ',' or '}' in object");
-    }
-  }
-
-  Json parse_array(int depth) {
-    ++pos_;  // '['
-    Json::Array arr;
-    skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
-      ++pos_;
-      return Json(std::move(arr));
-    }
-    while (true) {
-      skip_ws();
-      arr.push_back(parse_value(depth + 1));
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        ++pos_;
-        return Json(std::move(arr));
-      }
-      fail("unexpected " + describe_current() + ", expected ',' or ']' in array");
-    }
-  }
-
-  unsigned parse_hex4() {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<unsigned>(c - 'A' + 10);
-      else
-        fail_at(pos_ - 1, "invalid hex digit in \\u escape");
-    }
-    return v;
-  }
-
-  static void append_utf8(unsigned cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+// "line L, column C" of the byte at `offset` (0-based) in `text`.
+std::string position(const std::string& text, size_t offset) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
     } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      ++column;
     }
   }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
 
-  std::string parse_string() {
-    size_t start = pos_;
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (pos_ >= s_.size()) fail_at(start, "unterminated string");
-      unsigned char c = static_cast<unsigned char>(s_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return out;
+// Refuses documents nested deeper than Json::kMaxDepth before anything is built from them (the
+// conversion to Json recurses once per level). Brackets inside strings do not count.
+void check_depth(const std::string& text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
       }
-      if (c < 0x20) fail("unescaped control character (" + describe_current() + ") in string");
-      if (c != '\\') {
-        out.push_back(static_cast<char>(c));
-        ++pos_;
-        continue;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > Json::kMaxDepth) {
+        throw JsonError(position(text, i) + ": nesting deeper than " +
+                        std::to_string(Json::kMaxDepth) + " levels");
       }
-      ++pos_;  // backslash
-      if (pos_ >= s_.size()) fail_at(start, "unterminated string");
-      char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out.push_back('"');
-          break;
-        case '\\':
-          out.push_back('\\');
-          break;
-        case '/':
-          out.push_back('/');
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          size_t esc = pos_ - 2;
-          unsigned cp = parse_hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            // A high surrogate must be followed by an escaped low surrogate.
-            if (s_.compare(pos_, 2, "\\u") != 0)
-              fail_at(esc, "unpaired high surrogate in \\u escape");
-            pos_ += 2;
-            unsigned lo = parse_hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) fail_at(esc, "invalid low surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            fail_at(esc, "unpaired low surrogate in \\u escape");
-          }
-          append_utf8(cp, &out);
-          break;
-        }
-        default:
-          fail_at(pos_ - 1, std::string("invalid escape '\\") + e + "'");
-      }
+    } else if (c == ']' || c == '}') {
+      --depth;
     }
   }
-
-  Json parse_number() {
-    size_t start = pos_;
-    bool is_integer = true;
-    if (s_[pos_] == '-') ++pos_;
-    if (pos_ >= s_.size() || !isdigit_at(pos_)) fail("invalid number: expected a digit");
-    if (s_[pos_] == '0') {
-      ++pos_;
-      if (pos_ < s_.size() && isdigit_at(pos_))
-        fail("invalid number: leading zeros are not allowed");
-    } else {
-      while (pos_ < s_.size() && isdigit_at(pos_)) ++pos_;
-    }
-    if (pos_ < s_.size() && s_[pos_] == '.') {
-      is_integer = false;
-      ++pos_;
-      if (pos_ >= s_.size() || !isdigit_at(pos_))
-        fail("invalid number: expected a digit after '.'");
-      while (pos_ < s_.size() && isdigit_at(pos_)) ++pos_;
-    }
-    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      is_integer = false;
-      ++pos_;
-      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      if (pos_ >= s_.size() || !isdigit_at(pos_)) fail("invalid number: expected exponent digits");
-      while (pos_ < s_.size() && isdigit_at(pos_)) ++pos_;
-    }
-    std::string text = s_.substr(start, pos_ - start);
-    if (is_integer) {
-      errno = 0;
-      char* end = nullptr;
-      long long v = std::strtoll(text.c_str(), &end, 10);
-      if (errno != ERANGE) return Json(static_cast<int64_t>(v));
-      // Integers beyond int64 fall back to double (precision loss is unavoidable there).
-    }
-    return Json(std::strtod(text.c_str(), nullptr));
-  }
-
-  bool isdigit_at(size_t i) const { return s_[i] >= '0' && s_[i] <= '9'; }
-
-  const std::string& s_;
-  size_t pos_ = 0;
-};
+}
 
 }  // namespace
 
 std::string Json::dump(int indent) const {
-  std::string out;
-  dump_value(*this, indent, 0, &out);
-  return out;
+  // Invalid UTF-8 in a string is replaced (U+FFFD) rather than failing the whole dump.
+  return to_nlohmann(*this).dump(indent < 0 ? -1 : indent, ' ', false,
+                                 nlohmann::json::error_handler_t::replace);
 }
 
-Json Json::parse(const std::string& text) { return Parser(text).parse_document(); }
+Json Json::parse(const std::string& text) {
+  check_depth(text);
+  try {
+    return from_nlohmann(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is the 1-based position of the offending character (or one past the end).
+    const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    std::string what = e.what();
+    const size_t colon = what.find(": ", what.find("parse error"));
+    throw JsonError(position(text, offset) + ": " +
+                    (colon == std::string::npos ? what : what.substr(colon + 2)));
+  }
+}
 
 bool Json::try_parse(const std::string& text, Json* out, std::string* error) {
   try {

@@ -1,5 +1,5 @@
 #pragma once
-// A small JSON value type with a parser and a printer.
+// A small JSON value type; nlohmann-json does the parsing and printing (json.cc).
 //
 // Used for schedule serialisation, tuning caches and hardware description files. It is written for
 // clarity and predictable output rather than speed: objects keep their keys sorted (std::map), so
