@@ -49,6 +49,15 @@ bool unit_stride(const Expr& e, const ir::Var& v) {
 
 }  // namespace
 
+bool reads_innermost_along(const ir::Expr& body, const ir::Var& v) {
+  bool found = false;
+  ir::visit_expr(body, [&](const Expr& e) {
+    if (found || e->kind != ExprKind::kAccess || e->operands.empty()) return;
+    found = unit_stride(e->operands.back(), v);
+  });
+  return found;
+}
+
 Target Target::host() {
   Target t;
   cost::HardwareInfo hw = cost::host_hardware(false);
@@ -69,14 +78,8 @@ AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan, 
   ir::visit_expr(body, [&](const Expr& e) {
     if (e->kind == ExprKind::kAccess) accesses.push_back(e);
   });
-  // Reads walking their innermost dim with the last reduce axis (x[r] or x[q * c + r]).
   if (!op.reduce_axes.empty()) {
-    const ir::Var& klast = op.reduce_axes.back().var;
-    for (const Expr& acc : accesses) {
-      if (!acc->operands.empty() && unit_stride(acc->operands.back(), klast)) {
-        ap.reduce_contiguous = true;
-      }
-    }
+    ap.reduce_contiguous = reads_innermost_along(body, op.reduce_axes.back().var);
   }
   if (n == 0) return ap;
   ap.vector_axis = vector_axis >= 0 ? vector_axis : n - 1;

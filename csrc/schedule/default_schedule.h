@@ -33,6 +33,10 @@ struct AccessPattern {
   // with it: they become gathers in vector code.
   int gathers = 0;
 };
+// Does some access in `body` walk its innermost dimension one element per step of `v`
+// (x[v], or x[q * c + v] after a split)?
+bool reads_innermost_along(const ir::Expr& body, const ir::Var& v);
+
 // Analysis for vectorising along spatial axis `vector_axis` (-1: the output's innermost axis).
 AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan,
                                      int vector_axis = -1);

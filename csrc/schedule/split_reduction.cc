@@ -5,6 +5,7 @@
 
 #include "ir/functor.h"
 #include "ir/simplify.h"
+#include "schedule/default_schedule.h"
 #include "util/check.h"
 
 namespace tessera::schedule {
@@ -48,21 +49,6 @@ std::vector<Expr> extents_of(const std::vector<IterVar>& axes, size_t begin, siz
   return out;
 }
 
-// Does some access walk its innermost dimension with the last reduce axis, one element per step?
-bool reads_along_last_reduce_axis(const ir::ComputeOpNode& op) {
-  const Var& k = op.reduce_axes.back().var;
-  bool found = false;
-  ir::visit_expr(op.body, [&](const Expr& e) {
-    if (e->kind != ir::ExprKind::kAccess || e->operands.empty()) return;
-    ir::VarMap next;
-    next[k.get()] = k + ir::int_imm(1);
-    const Expr& last = e->operands.back();
-    const Expr step = ir::simplify(ir::substitute(last, next) - last);
-    found = found || (step->is_const_int() && step->int_value == 1);
-  });
-  return found;
-}
-
 // A float sum is split when one output point combines more than `chunk` values, except a row
 // sum (one reduce axis read contiguously) over many output points and at most chunk^2 values:
 // its stage keeps the chunks itself (kSumChunk in lower_stage.cc) and stays fused with the rest
@@ -72,7 +58,8 @@ bool needs_split(const ir::ComputeOpNode& op, int64_t chunk) {
   if (op.reduce != ir::ReduceKind::kSum || !ir::is_float(op.body->dtype)) return false;
   const int64_t count = count_bound(op.reduce_axes);
   if (count <= chunk) return false;
-  const bool row_sum = op.reduce_axes.size() == 1 && reads_along_last_reduce_axis(op);
+  const bool row_sum =
+      op.reduce_axes.size() == 1 && reads_innermost_along(op.body, op.reduce_axes.back().var);
   const bool in_stage = count / chunk <= chunk && count_bound(op.axes) >= kFewOutputPoints;
   return !(row_sum && in_stage);
 }
