@@ -4,6 +4,7 @@
 
 #include "schedule/lower.h"
 #include "util/check.h"
+#include "util/counters.h"
 
 namespace tessera::compiler {
 
@@ -15,19 +16,27 @@ void BuiltKernel::run(const std::vector<void*>& buffers, const std::vector<int64
   kernel_->run(buffers, sizes);
 }
 
-BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
-                      const BuildOptions& options) {
-  auto t0 = std::chrono::steady_clock::now();
+BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSchedule& schedule,
+                      const std::string& name, const codegen::CompileOptions& codegen) {
+  const auto t0 = std::chrono::steady_clock::now();
   BuiltKernel k;
-  k.plan_ = schedule::plan_stages(outputs, inputs);
-  schedule::Target target = options.target ? *options.target : schedule::Target::host();
-  k.schedule_ = options.schedule ? *options.schedule : schedule::default_schedule(k.plan_, target);
-  k.func_ = schedule::lower(k.plan_, k.schedule_, options.name);
+  k.plan_ = plan;
+  k.schedule_ = schedule;
+  util::bump(util::Counter::kLowerings);
+  k.func_ = schedule::lower(k.plan_, k.schedule_, name);
   k.lower_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  k.kernel_ =
-      std::make_shared<const runtime::Kernel>(runtime::Kernel::compile(k.func_, options.codegen));
+  k.kernel_ = std::make_shared<const runtime::Kernel>(runtime::Kernel::compile(k.func_, codegen));
   return k;
+}
+
+BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
+                      const BuildOptions& options) {
+  const schedule::StagePlan plan = schedule::plan_stages(outputs, inputs);
+  const schedule::Target target = options.target ? *options.target : schedule::Target::host();
+  return build_cpu(plan,
+                   options.schedule ? *options.schedule : schedule::default_schedule(plan, target),
+                   options.name, options.codegen);
 }
 
 }  // namespace tessera::compiler

@@ -1,6 +1,8 @@
 #pragma once
-// One call from a compute DAG to a runnable CPU kernel: stage plan -> schedule (given or default)
-// -> loop IR -> LLVM JIT. The entry point Python, the tests and the tuners use.
+// Building one CPU kernel: stage plan + schedule -> loop IR -> LLVM JIT. No tuning and no
+// policy here (compiler/compile.h decides which schedule to build); the tuners' measurer and the
+// compile call build every kernel through build_cpu, so each kernel is planned and JIT-compiled
+// exactly where util/counters.h counts it.
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,8 +40,8 @@ class BuiltKernel {
   const std::shared_ptr<const runtime::Kernel>& kernel() const { return kernel_; }
 
  private:
-  friend BuiltKernel build_cpu(const std::vector<ir::Tensor>&, const std::vector<ir::Tensor>&,
-                               const BuildOptions&);
+  friend BuiltKernel build_cpu(const schedule::StagePlan&, const schedule::KernelSchedule&,
+                               const std::string&, const codegen::CompileOptions&);
   schedule::StagePlan plan_;
   schedule::KernelSchedule schedule_;
   loop::LoweredFunc func_;
@@ -47,6 +49,13 @@ class BuiltKernel {
   double lower_ms_ = 0;
 };
 
+// Lowers and JIT-compiles `plan` with `schedule` (one lowering, one JIT compile).
+BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSchedule& schedule,
+                      const std::string& name = "kernel",
+                      const codegen::CompileOptions& codegen = {});
+
+// Plans the DAG of `outputs`, then builds it with options.schedule (default: the rules'
+// schedule for options.target or the host).
 BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                       const BuildOptions& options = {});
 

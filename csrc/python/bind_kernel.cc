@@ -2,7 +2,7 @@
 // the Python layer (tessera/kernel.py) checks dtype, device, contiguity and shapes first.
 #include <pybind11/stl.h>
 
-#include "compiler/build.h"
+#include "compiler/compile.h"
 #include "ir/eval.h"
 #include "ir/printer.h"
 #include "loop/printer.h"
@@ -17,11 +17,13 @@ namespace tessera::python {
 
 namespace {
 
+// A compiled kernel and the report of how it was made (_C.compile).
 struct PyKernel {
-  compiler::BuiltKernel built;
+  std::shared_ptr<const compiler::BuiltKernel> built;
+  compiler::CompileReport report;
 
   ir::EvalEnv env_for(const std::vector<int64_t>& sizes) const {
-    const auto& vars = built.func().size_vars;
+    const auto& vars = built->func().size_vars;
     TESSERA_CHECK(sizes.size() == vars.size())
         << "kernel takes " << vars.size() << " sizes, got " << sizes.size();
     ir::EvalEnv env;
@@ -31,7 +33,7 @@ struct PyKernel {
 
   // Size-variable values read off the concrete shapes of the inputs.
   std::vector<int64_t> infer_sizes(const std::vector<std::vector<int64_t>>& shapes) const {
-    const auto& inputs = built.plan().inputs;
+    const auto& inputs = built->plan().inputs;
     TESSERA_CHECK(shapes.size() == inputs.size())
         << "kernel takes " << inputs.size() << " inputs, got " << shapes.size();
     std::map<const ir::ExprNode*, int64_t> found;
@@ -45,7 +47,7 @@ struct PyKernel {
       }
     }
     std::vector<int64_t> sizes;
-    for (const ir::Var& v : built.func().size_vars) {
+    for (const ir::Var& v : built->func().size_vars) {
       auto it = found.find(v.get());
       TESSERA_CHECK(it != found.end())
           << "size " << v->name << " is not the extent of any input dimension";
@@ -66,7 +68,7 @@ struct PyKernel {
   std::vector<std::vector<int64_t>> output_shapes(const std::vector<int64_t>& sizes) const {
     ir::EvalEnv env = env_for(sizes);
     std::vector<std::vector<int64_t>> out;
-    for (const ir::Tensor& t : built.plan().outputs) {
+    for (const ir::Tensor& t : built->plan().outputs) {
       std::vector<int64_t> s;
       for (const ir::Expr& d : t->shape) s.push_back(ir::evaluate(d, env).i);
       out.push_back(s);
@@ -78,7 +80,7 @@ struct PyKernel {
     std::vector<void*> bufs;
     for (uintptr_t p : ptrs) bufs.push_back(reinterpret_cast<void*>(p));
     py::gil_scoped_release release;  // kernels run on Tessera's own thread pool
-    built.run(bufs, sizes);
+    built->run(bufs, sizes);
   }
 };
 
@@ -128,7 +130,7 @@ void bind_kernel(py::module_& m) {
             runtime::MeasureResult r;
             {
               py::gil_scoped_release release;
-              r = runtime::measure([&] { k.built.run(bufs, sizes); }, opts);
+              r = runtime::measure([&] { k.built->run(bufs, sizes); }, opts);
             }
             py::dict d;
             d["median_ms"] = r.median_ms;
@@ -139,26 +141,27 @@ void bind_kernel(py::module_& m) {
           },
           py::arg("ptrs"), py::arg("sizes"), py::arg("min_time_ms") = 200.0, py::arg("warmup") = 2,
           "Times the kernel in C++ (median of repeats).")
-      .def_property_readonly("jit_ms", [](const PyKernel& k) { return k.built.jit_ms(); })
+      .def_property_readonly("jit_ms", [](const PyKernel& k) { return k.built->jit_ms(); })
       .def_property_readonly(
-          "code_bytes", [](const PyKernel& k) { return k.built.kernel()->compiled().code_bytes(); },
+          "code_bytes",
+          [](const PyKernel& k) { return k.built->kernel()->compiled().code_bytes(); },
           "Bytes of machine code and data the kernel holds in the JIT.")
-      .def_property_readonly("lower_ms", [](const PyKernel& k) { return k.built.lower_ms(); })
-      .def_property_readonly("schedule",
-                             [](const PyKernel& k) { return k.built.schedule().dump(); })
+      .def_property_readonly("lower_ms", [](const PyKernel& k) { return k.built->lower_ms(); })
+      .def_property_readonly("schedule", [](const PyKernel& k) { return k.built->schedule(); })
+      .def_readonly("report", &PyKernel::report)
       .def_property_readonly("loop_ir",
-                             [](const PyKernel& k) { return loop::to_string(k.built.func()); })
+                             [](const PyKernel& k) { return loop::to_string(k.built->func()); })
       .def_property_readonly(
-          "llvm_ir", [](const PyKernel& k) { return k.built.kernel()->compiled().llvm_ir(); })
+          "llvm_ir", [](const PyKernel& k) { return k.built->kernel()->compiled().llvm_ir(); })
       .def_property_readonly(
-          "assembly", [](const PyKernel& k) { return k.built.kernel()->compiled().assembly(); })
+          "assembly", [](const PyKernel& k) { return k.built->kernel()->compiled().assembly(); })
       .def_property_readonly("num_inputs",
-                             [](const PyKernel& k) { return k.built.plan().inputs.size(); })
+                             [](const PyKernel& k) { return k.built->plan().inputs.size(); })
       .def_property_readonly("num_outputs",
-                             [](const PyKernel& k) { return k.built.plan().outputs.size(); })
+                             [](const PyKernel& k) { return k.built->plan().outputs.size(); })
       .def_property_readonly("output_dtypes", [](const PyKernel& k) {
         std::vector<std::string> out;
-        for (const ir::Tensor& t : k.built.plan().outputs) out.push_back(ir::dtype_name(t->dtype));
+        for (const ir::Tensor& t : k.built->plan().outputs) out.push_back(ir::dtype_name(t->dtype));
         return out;
       });
   py::class_<runtime::Program, std::shared_ptr<runtime::Program>>(m, "Program")
@@ -182,7 +185,7 @@ void bind_kernel(py::module_& m) {
                  }
                  std::vector<runtime::ProgramStep> st;
                  for (const auto& [k, ids, sizes] : steps) {
-                   st.push_back(runtime::ProgramStep{k->built.kernel(), ids, sizes});
+                   st.push_back(runtime::ProgramStep{k->built->kernel(), ids, sizes});
                  }
                  return std::make_shared<runtime::Program>(std::move(bufs), std::move(st));
                }),
@@ -212,23 +215,21 @@ void bind_kernel(py::module_& m) {
       .def_property_readonly("arena_bytes", &runtime::Program::arena_bytes)
       .def_property_readonly("temp_bytes", &runtime::Program::temp_bytes);
   m.def(
-      "build",
+      "compile",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
-         const std::optional<std::string>& schedule_json, const std::string& name,
-         bool keep_source) {
+         const compiler::CompileRequest& request) {
         const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
-        compiler::BuildOptions opts;
-        opts.name = name;
-        opts.codegen.keep_ir = keep_source;
-        opts.codegen.keep_asm = keep_source;
-        if (schedule_json) opts.schedule = schedule::KernelSchedule::parse(*schedule_json);
-        return PyKernel{compiler::build_cpu(outs, ins, opts)};
+        compiler::CompileResult r;
+        {
+          py::gil_scoped_release release;  // tuning runs candidates on Tessera's thread pool
+          r = compiler::compile(outs, ins, request);
+        }
+        return PyKernel{std::move(r.kernel), std::move(r.report)};
       },
-      py::arg("outputs"), py::arg("inputs"), py::arg("schedule") = py::none(),
-      py::arg("name") = "kernel", py::arg("keep_source") = false,
-      "Compiles the compute DAG of `outputs` (reading `inputs`) to a CPU kernel; `schedule` is "
-      "a JSON schedule (default heuristics when omitted). keep_source keeps the optimised LLVM "
-      "IR and the assembly (Kernel.llvm_ir, Kernel.assembly).");
+      py::arg("outputs"), py::arg("inputs"), py::arg("request") = compiler::CompileRequest(),
+      "The one compile call: the kernel computing `outputs` from `inputs` (in ABI order), built "
+      "as `request` (a CompileRequest) asks; Kernel.report says how (schedule, its source, every "
+      "candidate measured).");
 }
 
 }  // namespace tessera::python

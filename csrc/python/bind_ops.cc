@@ -254,19 +254,19 @@ void bind_shape(py::module_& m) {
       py::arg("x"), py::arg("dim"), py::arg("index"));
 }
 
-// The default schedule of a kernel as JSON, without compiling it: the torch backend derives
-// variants from it (e.g. a serial one for kernels too small to be worth waking a second thread)
-// and builds only the variant it wants.
+// The default schedule of a kernel, without compiling it: tools and benchmarks derive variants
+// from it.
 void bind_schedule_query(py::module_& m) {
   m.def(
       "default_schedule",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
         const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         schedule::StagePlan plan = schedule::plan_stages(outs, ins);
-        return schedule::default_schedule(plan, schedule::Target::host()).dump();
+        return schedule::default_schedule(plan, schedule::Target::host());
       },
       py::arg("outputs"), py::arg("inputs"),
-      "JSON of the default schedule build() would use for this kernel (nothing is compiled).");
+      "The rules' schedule (KernelSchedule) of this kernel, before any tuning (nothing is "
+      "compiled).");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Construct mode from Python: _C.construct(outputs, inputs, ...) runs Gensor (or the Roller
 // baseline) on the kernel computing `outputs` from `inputs` and returns the chosen schedule with
-// its predicted and measured times.
+// its predicted and measured times (the ablation and research entry; compiling goes through
+// _C.compile).
 #include <pybind11/stl.h>
 
 #include "cost/memory_levels.h"
@@ -39,7 +40,7 @@ void bind_tune(py::module_& m) {
           r = tune::gensor::construct(task, opts);
         }
         py::dict d;
-        d["schedule"] = r.schedule.dump();
+        d["schedule"] = r.schedule;
         d["construct_s"] = r.construct_s;
         d["search_s"] = r.search_s;
         d["measure_s"] = r.measure_s;
@@ -47,8 +48,8 @@ void bind_tune(py::module_& m) {
         d["measured"] = r.measured_ms();
         d["chosen"] = r.chosen;
         d["fell_back_to_default"] = r.fell_back_to_default;
-        std::vector<std::string> cands;
-        for (const auto& c : r.candidates) cands.push_back(c.schedule.dump());
+        std::vector<schedule::KernelSchedule> cands;
+        for (const auto& c : r.candidates) cands.push_back(c.schedule);
         d["candidates"] = cands;
         d["metadata"] = r.to_json().dump();
         return d;
@@ -57,77 +58,16 @@ void bind_tune(py::module_& m) {
       py::arg("top_k") = 8, py::arg("predict_only") = false, py::arg("eq1") = "printed",
       py::arg("interleave") = true, py::arg("iterations") = 80, py::arg("chains") = 32,
       py::arg("include_default") = true,
-      "Construct mode (Gensor, or the Roller baseline) for the kernel of `outputs`: returns "
-      "{schedule (JSON), construct_s, search_s, measure_s, predicted (ms, top-k in rank order), "
+      "Construct mode (Gensor, or the Roller baseline) for the kernel of `outputs`, alone (the "
+      "compile call runs it with the tuning policy's settings): returns {schedule "
+      "(KernelSchedule), construct_s, search_s, measure_s, predicted (ms, top-k in rank order), "
       "measured (ms, -1 = not measured or rejected), chosen, candidates, metadata}.");
-  m.def(
-      "measure_schedules",
-      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
-         const std::vector<std::string>& schedules, int rounds, double round_ms) {
-        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
-        std::vector<schedule::KernelSchedule> parsed;
-        for (const std::string& s : schedules) parsed.push_back(schedule::KernelSchedule::parse(s));
-        std::vector<tune::CandidateResult> results;
-        {
-          py::gil_scoped_release release;
-          tune::Task task = tune::Task::create(outs, ins, "measure");
-          tune::MeasureConfig config;
-          config.rounds = rounds;
-          config.round_ms = round_ms;
-          config.abandon_factor = 0;  // every candidate gets its rounds: they are compared
-          tune::CandidateMeasurer measurer(task, config);
-          results = measurer.measure_all(parsed);
-        }
-        py::list out;
-        for (const tune::CandidateResult& r : results) {
-          py::dict d;
-          d["ok"] = r.ok;
-          d["median_ms"] = r.median_ms;
-          d["error"] = r.error;
-          out.append(d);
-        }
-        return out;
-      },
-      py::arg("outputs"), py::arg("inputs"), py::arg("schedules"), py::arg("rounds") = 5,
-      py::arg("round_ms") = 5.0,
-      "Builds each schedule (JSON), verifies its output against the default schedule's and "
-      "times the survivors interleaved: [{ok, median_ms, error}] in the given order.");
-  m.def(
-      "task_info",
-      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
-        const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
-        const tune::Task task = tune::Task::create(outs, ins, "info");
-        // Iteration points (spatial x summation extents) of the stages that reduce: the work a
-        // tuner can reorganise. Stages without summation are streaming copies, bound by memory
-        // traffic whatever their schedule.
-        double reduce_points = 0;
-        for (const schedule::Stage& s : task.plan.stages) {
-          if (s.op->op->reduce_axes.empty()) continue;
-          double p = 1;
-          for (const auto* axes : {&s.op->op->axes, &s.op->op->reduce_axes}) {
-            for (const ir::IterVar& iv : *axes) {
-              p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value)
-                                             : tune::kSymbolicSizeGuess;
-            }
-          }
-          reduce_points += p;
-        }
-        py::dict d;
-        d["stages"] = task.plan.stages.size();
-        d["iteration_points"] = task.iteration_points();
-        d["reduce_points"] = reduce_points;
-        return d;
-      },
-      py::arg("outputs"), py::arg("inputs"),
-      "Size of the kernel a tuner would see: {stages, iteration_points, reduce_points (iteration "
-      "points of the stages that sum over an axis)}.");
   m.def(
       "predict_schedule",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
-         const std::string& schedule_json) {
+         const schedule::KernelSchedule& ks) {
         const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         tune::Task task = tune::Task::create(outs, ins, "predict");
-        schedule::KernelSchedule ks = schedule::KernelSchedule::parse(schedule_json);
         TESSERA_CHECK(ks.stages.size() == task.plan.stages.size())
             << "schedule has " << ks.stages.size() << " stages, the kernel "
             << task.plan.stages.size();

@@ -32,5 +32,6 @@ void bind_host_threads(pybind11::module_& m);
 void bind_frontend(pybind11::module_& m);
 void bind_db(pybind11::module_& m);
 void bind_tune(pybind11::module_& m);
+void bind_compile(pybind11::module_& m);
 
 }  // namespace tessera::python

@@ -18,6 +18,7 @@ PYBIND11_MODULE(_C, m) {
       "Version of the compiled Tessera core.");
   py::register_exception<tessera::Error>(m, "TesseraError", PyExc_RuntimeError);
   tessera::python::bind_ir(m);
+  tessera::python::bind_compile(m);
   py::module_ ops = m.def_submodule("ops", "Operator library (tensor-expression definitions)");
   tessera::python::bind_ops(ops);
   tessera::python::bind_kernel(m);

@@ -5,6 +5,7 @@
 #include "ir/functor.h"
 #include "schedule/split_reduction.h"
 #include "util/check.h"
+#include "util/counters.h"
 
 namespace tessera::schedule {
 
@@ -111,6 +112,7 @@ Expr replace_access(const Expr& e, const TensorNode* target, const Expr& value) 
 
 StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
                       const std::vector<Tensor>& inputs) {
+  util::bump(util::Counter::kStagePlans);
   StagePlan plan;
   plan.inputs = inputs;
   // Long floating-point sums become trees of chunk sums before anything is planned (accuracy).

@@ -7,7 +7,9 @@
 
 #include "compiler/build.h"
 #include "ir/eval.h"
+#include "runtime/paired_timing.h"
 #include "util/check.h"
+#include "util/counters.h"
 
 namespace tessera::tune {
 
@@ -75,11 +77,18 @@ runtime::CompareResult compare(const runtime::NDArray& got, const runtime::NDArr
 
 Task Task::create(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                   const std::string& name) {
-  Task t;
-  t.name = name;
+  Task t = from_plan(schedule::plan_stages(outputs, inputs), name);
   t.outputs = outputs;
   t.inputs = inputs;
-  t.plan = schedule::plan_stages(outputs, inputs);
+  return t;
+}
+
+Task Task::from_plan(schedule::StagePlan plan, const std::string& name) {
+  Task t;
+  t.name = name;
+  t.outputs = plan.outputs;
+  t.inputs = plan.inputs;
+  t.plan = std::move(plan);
   t.target = schedule::Target::host();
   return t;
 }
@@ -102,7 +111,14 @@ double Task::iteration_points() const {
 }
 
 schedule::KernelSchedule Task::default_schedule() const {
-  return schedule::default_schedule(plan, target);
+  return as_run(schedule::default_schedule(plan, target));
+}
+
+schedule::KernelSchedule Task::as_run(schedule::KernelSchedule s) const {
+  if (!parallel) {
+    for (schedule::StageAnnotation& st : s.stages) st.parallel = false;
+  }
+  return s;
 }
 
 CandidateMeasurer::CandidateMeasurer(const Task& task, MeasureConfig config)
@@ -110,13 +126,19 @@ CandidateMeasurer::CandidateMeasurer(const Task& task, MeasureConfig config)
 
 CandidateMeasurer::~CandidateMeasurer() = default;
 
+std::shared_ptr<const compiler::BuiltKernel> CandidateMeasurer::reference_kernel() {
+  prepare();
+  return reference_;
+}
+
 void CandidateMeasurer::prepare() {
   if (prepared_) return;
   auto t0 = std::chrono::steady_clock::now();
-  compiler::BuildOptions opts;
-  opts.name = task_.name + "_ref";
-  opts.target = task_.target;
-  compiler::BuiltKernel ref = compiler::build_cpu(task_.outputs, task_.inputs, opts);
+  const schedule::KernelSchedule ref_schedule = task_.default_schedule();
+  reference_ = std::make_shared<const compiler::BuiltKernel>(
+      compiler::build_cpu(task_.plan, ref_schedule, task_.name + "_ref"));
+  reference_schedule_ = ref_schedule.dump();
+  const compiler::BuiltKernel& ref = *reference_;
   ir::EvalEnv env;
   for (const ir::Var& v : ref.func().size_vars) {
     auto it = task_.sizes.find(v.get());
@@ -129,11 +151,11 @@ void CandidateMeasurer::prepare() {
     for (const ir::Expr& d : t->shape) s.push_back(extent_value(d, env));
     return s;
   };
-  for (size_t i = 0; i < task_.inputs.size(); ++i) {
-    inputs_.push_back(
-        random_array(task_.inputs[i]->dtype, shape_of(task_.inputs[i]), config_.seed + i));
+  const std::vector<ir::Tensor>& ins = task_.plan.inputs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    inputs_.push_back(random_array(ins[i]->dtype, shape_of(ins[i]), config_.seed + i));
   }
-  for (const ir::Tensor& o : task_.outputs) {
+  for (const ir::Tensor& o : task_.plan.outputs) {
     expected_.emplace_back(o->dtype, shape_of(o));
     outputs_.emplace_back(o->dtype, shape_of(o));
   }
@@ -150,68 +172,67 @@ void CandidateMeasurer::prepare() {
   prepared_ = true;
 }
 
-struct CandidateMeasurer::Prepared {
-  std::unique_ptr<compiler::BuiltKernel> kernel;
-};
+void CandidateMeasurer::run(const compiler::BuiltKernel& k) { k.run(ptrs_, size_values_); }
 
-void CandidateMeasurer::run(const Prepared& p) { p.kernel->run(ptrs_, size_values_); }
-
-std::unique_ptr<CandidateMeasurer::Prepared> CandidateMeasurer::build_and_verify(
-    const schedule::KernelSchedule& schedule, const std::string& name, CandidateResult* res) {
+bool CandidateMeasurer::build_and_verify(const schedule::KernelSchedule& schedule,
+                                         const std::string& name, CandidateResult* res) {
   try {
     prepare();
   } catch (const std::exception& e) {
     res->error = std::string("reference kernel failed: ") + e.what();
-    return nullptr;
+    return false;
   }
   ++num_measured_;
-  auto p = std::make_unique<Prepared>();
-  auto t0 = std::chrono::steady_clock::now();
-  try {
-    compiler::BuildOptions opts;
-    opts.name = task_.name + "_" + name;
-    opts.schedule = schedule;
-    opts.target = task_.target;
-    p->kernel = std::make_unique<compiler::BuiltKernel>(
-        compiler::build_cpu(task_.outputs, task_.inputs, opts));
-  } catch (const std::exception& e) {
-    res->error = std::string("build failed: ") + e.what();
-    return nullptr;
+  util::bump(util::Counter::kCandidates);
+  std::shared_ptr<const compiler::BuiltKernel> kernel;
+  if (schedule.dump() == reference_schedule_) {
+    kernel = reference_;  // built already: a kernel is JIT-compiled once
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      kernel = std::make_shared<const compiler::BuiltKernel>(
+          compiler::build_cpu(task_.plan, schedule, task_.name + "_" + name));
+    } catch (const std::exception& e) {
+      res->error = std::string("build failed: ") + e.what();
+      return false;
+    }
+    res->build_ms = ms_since(t0);
   }
-  res->build_ms = ms_since(t0);
   for (auto& a : outputs_) fill_sentinel(a);  // an element the kernel forgets shows up
   try {
     auto r0 = std::chrono::steady_clock::now();
-    run(*p);
+    run(*kernel);
     res->median_ms = ms_since(r0);
     res->repeats = 1;
   } catch (const std::exception& e) {
     res->error = std::string("run failed: ") + e.what();
-    return nullptr;
+    return false;
   }
   for (size_t i = 0; i < outputs_.size(); ++i) {
     runtime::CompareResult c = compare(outputs_[i], expected_[i], config_.rtol, atol_[i]);
     if (!c.ok) {
-      res->error =
-          "output " + task_.outputs[i]->name + " differs from the default schedule's: " + c.message;
-      return nullptr;
+      res->error = "output " + task_.plan.outputs[i]->name +
+                   " differs from the default schedule's: " + c.message;
+      return false;
     }
   }
   res->ok = true;
-  return p;
+  res->kernel = std::move(kernel);
+  return true;
 }
 
 CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& schedule,
                                            const std::string& name) {
   CandidateResult res;
-  std::unique_ptr<Prepared> p = build_and_verify(schedule, name, &res);
-  if (!p) return res;
+  if (!build_and_verify(schedule, name, &res)) return res;
   runtime::MeasureOptions timing = config_.timing;
   timing.warmup = std::max(0, timing.warmup - 1);  // the verification run warmed up already
-  runtime::MeasureResult m = runtime::measure([&] { run(*p); }, timing);
+  const compiler::BuiltKernel& k = *res.kernel;
+  runtime::MeasureResult m = runtime::measure([&] { run(k); }, timing);
   if (!m.ok) {
     res.ok = false;
     res.error = m.error;
+    res.kernel.reset();
     return res;
   }
   res.median_ms = m.median_ms;
@@ -223,20 +244,20 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
     const std::vector<schedule::KernelSchedule>& schedules) {
   const size_t n = schedules.size();
   std::vector<CandidateResult> res(n);
-  std::vector<std::unique_ptr<Prepared>> prepared(n);
   double fastest = 0;
   for (size_t c = 0; c < n; ++c) {
-    prepared[c] = build_and_verify(schedules[c], "c" + std::to_string(c), &res[c]);
-    if (prepared[c] && (fastest == 0 || res[c].median_ms < fastest)) fastest = res[c].median_ms;
+    if (build_and_verify(schedules[c], "c" + std::to_string(c), &res[c]) &&
+        (fastest == 0 || res[c].median_ms < fastest)) {
+      fastest = res[c].median_ms;
+    }
   }
-  std::vector<std::vector<double>> rounds(n);
-  auto fail = [&](size_t c, const std::exception& e) {
+  auto fail = [&](size_t c, const std::string& why) {
     res[c].ok = false;
-    res[c].error = std::string("run failed: ") + e.what();
-    prepared[c].reset();
+    res[c].error = "run failed: " + why;
+    res[c].kernel.reset();
   };
   for (size_t c = 0; c < n; ++c) {
-    if (!prepared[c]) continue;
+    if (!res[c].ok) continue;
     // The verification run is a cold one: it wakes the pool's workers, idle for the whole JIT
     // compile, and a sleeping vCPU can take milliseconds to wake (measured here: a 0.1 ms batched
     // GEMM ran 2-20 ms, twice in a row, after 50-200 ms of idling); a big kernel's first run also
@@ -249,101 +270,54 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
     if (!slow()) continue;
     try {
       const auto r0 = std::chrono::steady_clock::now();
-      run(*prepared[c]);
+      run(*res[c].kernel);
       res[c].median_ms = std::min(res[c].median_ms, ms_since(r0));
       ++res[c].repeats;
     } catch (const std::exception& e) {
-      fail(c, e);
+      fail(c, e.what());
       continue;
     }
-    if (slow()) {
-      res[c].abandoned = true;
-      prepared[c].reset();  // keeps its best single run as its time
-    }
+    if (slow()) res[c].abandoned = true;  // keeps its best single run as its time
   }
-  // One timing round of candidate c: its median over about round_ms, appended to rounds[c].
-  auto time_round = [&](size_t c) {
-    std::vector<double> samples;
-    double total = 0;
-    try {
-      // The first call after another candidate ran pays for that switch (caches, the pool's
-      // workers waking up); steady-state use does not. Short kernels get an untimed call
-      // first and at least two timed ones, so a round's median is a warm time.
-      const bool short_kernel = rounds[c].empty() || rounds[c].back() < config_.round_ms;
-      if (short_kernel) run(*prepared[c]);
-      do {
-        auto t0 = std::chrono::steady_clock::now();
-        run(*prepared[c]);
-        samples.push_back(ms_since(t0));
-        total += samples.back();
-      } while ((total < config_.round_ms || (short_kernel && samples.size() < 2)) &&
-               samples.size() < 1000);
-    } catch (const std::exception& e) {
-      fail(c, e);
-      return false;
-    }
-    rounds[c].push_back(runtime::summarize_samples(samples).median_ms);
-    res[c].repeats += static_cast<int>(samples.size());
-    ++res[c].rounds;
-    return true;
-  };
-  // Background load here comes in bursts of seconds that slow some candidates of a round and
-  // not others (GEMM 2048: one construct timed its first candidate at 55 ms and the next three,
-  // of the same tiling family, at 114-118). So each candidate is timed right next to a reference,
-  // the first surviving one (the model's favourite), and ranked by the median of its ratios to
-  // it, which a burst spanning both leaves alone; its time is that ratio times the reference's
-  // median. The reference is timed after each candidate, and a candidate's ratio is to the mean
-  // of the reference's rounds before and after it, so a burst that starts or ends next to the
-  // candidate counts half. Should the reference fail, the candidates' own medians are used.
-  size_t ref = 0;
-  while (ref < n && !prepared[ref]) ++ref;
-  bool paired = ref < n;
-  std::vector<std::vector<double>> ratios(n);
-  // Timing rounds over the candidates marked active, each paired with the reference.
-  auto timing_rounds = [&](const std::vector<bool>& active, int count, double budget_ms) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < std::max(1, count); ++r) {
-      if (r > 0 && ms_since(start) > budget_ms) break;
-      // A reference outside the active set still opens each round, so the first candidate's
-      // ratio has a reference round right before it.
-      if (paired && !active[ref] && (!prepared[ref] || !time_round(ref))) paired = false;
-      for (size_t c = 0; c < n; ++c) {
-        if (!active[c] || !prepared[c] || !time_round(c) || !paired || c == ref) continue;
-        const double t = rounds[c].back(), before = rounds[ref].back();
-        if (!prepared[ref] || !time_round(ref)) {
-          paired = false;
-          continue;
-        }
-        ratios[c].push_back(t / ((before + rounds[ref].back()) / 2));
-      }
-    }
-  };
-  timing_rounds(std::vector<bool>(n, true), config_.rounds, config_.timing_budget_ms);
-  // The race: a few rounds decide between candidates within the machine's noise of each other
-  // only by luck (GEMM 2048: one candidate timed 43 ms next to others' 55-61 was the slowest
-  // pick of five seeds). The best few by ratio so far get more rounds, and all their rounds decide.
-  std::vector<std::pair<double, size_t>> ranked;
+  // The survivors are timed against the first of them (the model's favourite), by the one noise
+  // rule (runtime/paired_timing.h). The reference races with the finalists in every round.
+  std::vector<size_t> timed;
   for (size_t c = 0; c < n; ++c) {
-    if (!prepared[c]) continue;
-    const double ratio = c == ref            ? 1.0
-                         : ratios[c].empty() ? std::numeric_limits<double>::infinity()
-                                             : runtime::summarize_samples(ratios[c]).median_ms;
-    ranked.emplace_back(ratio, c);
+    if (res[c].ok && !res[c].abandoned) timed.push_back(c);
   }
-  const size_t finalists = static_cast<size_t>(std::max(0, config_.finalists));
-  if (paired && finalists > 0 && ranked.size() > finalists && config_.final_rounds > 0) {
-    std::sort(ranked.begin(), ranked.end());
-    std::vector<bool> finalist(n, false);
-    for (size_t i = 0; i < finalists; ++i) finalist[ranked[i].second] = true;
-    timing_rounds(finalist, config_.final_rounds, config_.final_budget_ms);
+  if (timed.empty()) return res;
+  const size_t ref = timed.front();
+  std::vector<std::function<void()>> fns;
+  for (size_t i = 1; i < timed.size(); ++i) {
+    const compiler::BuiltKernel* k = res[timed[i]].kernel.get();
+    fns.push_back([this, k] { run(*k); });
   }
-  const double ref_ms = paired ? runtime::summarize_samples(rounds[ref]).median_ms : 0;
-  for (size_t c = 0; c < n; ++c) {
-    if (paired && c != ref && !ratios[c].empty()) {
-      res[c].median_ms = runtime::summarize_samples(ratios[c]).median_ms * ref_ms;
-    } else if (!rounds[c].empty()) {
-      res[c].median_ms = runtime::summarize_samples(rounds[c]).median_ms;
+  const compiler::BuiltKernel* ref_kernel = res[ref].kernel.get();
+  runtime::PairedTimingOptions opt;
+  opt.rounds = config_.rounds;
+  opt.round_ms = config_.round_ms;
+  opt.budget_ms = config_.timing_budget_ms;
+  opt.finalists = std::max(0, config_.finalists - 1);
+  opt.final_rounds = config_.final_rounds;
+  opt.final_budget_ms = config_.final_budget_ms;
+  if (config_.finalists <= 0) opt.finalists = 0;
+  const runtime::PairedTiming t = runtime::time_paired([&] { run(*ref_kernel); }, fns, opt);
+  if (!t.reference_ok) {
+    fail(ref, t.reference_error);
+    return res;
+  }
+  res[ref].median_ms = t.reference_ms;
+  res[ref].rounds = t.reference_rounds;
+  res[ref].repeats += t.reference_calls;
+  for (size_t i = 1; i < timed.size(); ++i) {
+    const size_t c = timed[i];
+    if (!t.ok[i - 1]) {
+      fail(c, t.error[i - 1]);
+      continue;
     }
+    res[c].median_ms = t.median_ms[i - 1];
+    res[c].rounds = t.rounds[i - 1];
+    res[c].repeats += t.calls[i - 1];
   }
   return res;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/build.h"
 #include "ir/tensor.h"
 #include "runtime/measure.h"
 #include "runtime/ndarray.h"
@@ -31,16 +32,24 @@ struct Task {
   std::vector<ir::Tensor> inputs;
   schedule::StagePlan plan;
   schedule::Target target;
+  // false: every candidate runs on the calling thread alone (the kernel will; see
+  // schedule::TuningPolicy::serial_bytes), so candidates are measured as they will run.
+  bool parallel = true;
   // Values of symbolic sizes used when measuring (missing ones: kSymbolicSizeGuess).
   std::map<const ir::ExprNode*, int64_t> sizes;
 
+  // Plans the DAG (one stage plan per task).
   static Task create(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                      const std::string& name = "task");
+  // A task over a plan made already.
+  static Task from_plan(schedule::StagePlan plan, const std::string& name = "task");
 
   // Iteration points over all stages (spatial x reduce extents): a size measure for reports.
   double iteration_points() const;
-  // The schedule the tuners start from and are compared with.
+  // The schedule the tuners start from and are compared with (serial when `parallel` is off).
   schedule::KernelSchedule default_schedule() const;
+  // `s` as this task runs it: every stage serial when `parallel` is off.
+  schedule::KernelSchedule as_run(schedule::KernelSchedule s) const;
 };
 
 struct MeasureConfig {
@@ -53,11 +62,9 @@ struct MeasureConfig {
     o.max_repeats = 50;
     return o;
   }();
-  // measure_all(): after every candidate was built and verified, `rounds` rounds time each
-  // surviving candidate for about round_ms (at least one run), each right before a round of the
-  // first surviving candidate (the reference); a candidate's time is the median of its ratios to
-  // the reference times the reference's median. Interleaving and pairing keep a burst of
-  // background load from landing on one candidate only.
+  // measure_all(): after every candidate was built and verified, the survivors are timed by
+  // runtime::time_paired (the one noise rule) against the first survivor (the model's
+  // favourite): `rounds` rounds of about round_ms each.
   int rounds = 3;
   double round_ms = 5;
   // Rounds after the first stop once the timing rounds used this much time in all (slow kernels
@@ -88,9 +95,11 @@ struct CandidateResult {
   std::string error;     // why not ok: build failure, numerical mismatch, run error
   double median_ms = 0;  // timing median (or the single verification run when abandoned)
   bool abandoned = false;
-  double build_ms = 0;  // lower + JIT
+  double build_ms = 0;  // lower + JIT (0 when the kernel was built already: the reference)
   int repeats = 0;
   int rounds = 0;  // timing rounds in measure_all (the race gives the best few more)
+  // The verified kernel (null when not ok), kept so the chosen candidate is never built again.
+  std::shared_ptr<const compiler::BuiltKernel> kernel;
 };
 
 class CandidateMeasurer {
@@ -100,28 +109,34 @@ class CandidateMeasurer {
   CandidateMeasurer(const CandidateMeasurer&) = delete;
   CandidateMeasurer& operator=(const CandidateMeasurer&) = delete;
 
-  // Builds, verifies and times one candidate. Never throws for a bad candidate (ok = false).
+  // Builds, verifies and times one candidate. Never throws for a bad candidate (ok = false). A
+  // candidate whose schedule is the reference's (the task's default schedule) reuses the
+  // reference kernel instead of being built again.
   CandidateResult measure(const schedule::KernelSchedule& schedule,
                           const std::string& name = "cand");
   // Builds and verifies every candidate, then times the survivors interleaved (see MeasureConfig).
   std::vector<CandidateResult> measure_all(const std::vector<schedule::KernelSchedule>& schedules);
 
   int num_measured() const { return num_measured_; }
+  // The default-schedule kernel outputs are checked against (built on first use).
+  std::shared_ptr<const compiler::BuiltKernel> reference_kernel();
   // Time spent building and running the default-schedule reference (0 until first measure).
   double reference_ms() const { return reference_ms_; }
 
  private:
-  struct Prepared;
   void prepare();
-  // Builds `schedule` and checks one run against the reference; the run's time goes to
-  // result.median_ms. Returns null (with result.error set) on failure.
-  std::unique_ptr<Prepared> build_and_verify(const schedule::KernelSchedule& schedule,
-                                             const std::string& name, CandidateResult* result);
-  void run(const Prepared& p);
+  // Builds `schedule` (or reuses the reference) and checks one run against the reference; the
+  // run's time goes to result->median_ms and the kernel to result->kernel. False (with
+  // result->error set) on failure.
+  bool build_and_verify(const schedule::KernelSchedule& schedule, const std::string& name,
+                        CandidateResult* result);
+  void run(const compiler::BuiltKernel& k);
 
   const Task& task_;
   MeasureConfig config_;
   bool prepared_ = false;
+  std::shared_ptr<const compiler::BuiltKernel> reference_;
+  std::string reference_schedule_;  // its schedule's JSON
   std::vector<runtime::NDArray> inputs_;
   std::vector<runtime::NDArray> expected_;
   std::vector<runtime::NDArray> outputs_;

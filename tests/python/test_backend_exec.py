@@ -56,7 +56,7 @@ def storage(t):
 # ---- the C++ Program from Python -----------------------------------------------------------
 
 def build(outputs, inputs):
-    return _C.build(outputs, inputs)
+    return _C.compile(outputs, inputs)
 
 
 def test_program_runs_a_chain_in_one_call_and_shares_dead_intermediates():

@@ -24,7 +24,7 @@ import torch.nn as nn
 import tessera
 from tessera import _C
 from tessera.backend import anchor as anchor_choice
-from tessera.backend import kernel_build, records
+from tessera.backend import kernel_build, keys, records
 from tessera.backend.options import Options, parse_options
 
 # Models whose linear layers are big enough to be tuned (kernel_build.TUNE_MIN_POINTS) and whose
@@ -304,7 +304,7 @@ def test_decisions_follow_the_records_option(tmp_path, monkeypatch):
     monkeypatch.setattr(anchor_choice, "_remeasure", [False])
     monkeypatch.setenv("TESSERA_RECORDS_DB", str(tmp_path / "not-this-one.db"))
     path = str(tmp_path / "opt.db")
-    key = f"test-decision|{tmp_path}"
+    key = keys.derived_key("test", f"test-decision|{tmp_path}", "")
     calls = []
     opts = Options(records_db=path)
     choice, times = anchor_choice.decide(key, _parts(calls), opts)
@@ -321,7 +321,7 @@ def test_decisions_follow_the_records_option(tmp_path, monkeypatch):
     assert calls == []  # read from the database, not measured
 
     off = Options(records_db=False)
-    anchor_choice.decide(key + "|off", _parts(calls), off)
+    anchor_choice.decide(keys.derived_key("test", f"off|{tmp_path}", ""), _parts(calls), off)
     assert calls  # measured
     assert len(stored(path)[1]) == 1 and not os.path.exists(tmp_path / "not-this-one.db")
 
@@ -345,7 +345,6 @@ def test_compile_spec_takes_backend_options(tmp_path):
     spec.te_outputs = [tessera.te_ops.relu(tessera.te_ops.matmul(a, b))]
     spec.out_specs = [kernel_build.OutputSpec([96, 176], torch.float32, None, None)]
     spec.in_preps = [None, None]
-    spec.key = f"test-compile-spec|{tmp_path}"
     spec.name = "mm_relu"
     path = str(tmp_path / "opt.db")
     call = kernel_build.compile_spec(spec, Options(records_db=path))
@@ -413,8 +412,7 @@ def test_unexpected_database_errors_cost_the_records_not_the_compile(tmp_path, c
     a, b = tessera.placeholder("a", [4, 4]), tessera.placeholder("b", [4, 4])
     outs = [tessera.te_ops.matmul(a, b)]
     with caplog.at_level(logging.WARNING, logger="tessera"):
-        assert rec.schedule(outs, [a, b]) is None
-        assert rec.store_schedule(outs, [a, b], "{}", "t", None, 0) is False
-        assert rec.decision(f"broken|{tmp_path}") is None
-        assert rec.store_decision(f"broken|{tmp_path}", "aten", {"aten": 1.0}, 1.0) is False
+        key = keys.kernel_key(outs, [a, b])
+        assert rec.decision(key) is None
+        assert rec.store_decision(key, "aten", {"aten": 1.0}, 1.0) is False
     assert "broken binding" in caplog.text and "going on without" in caplog.text

@@ -25,7 +25,7 @@ def test_dense_bias_relu_is_one_fused_kernel():
     X, W, Bias = (tessera.placeholder("X", [20, 48]), tessera.placeholder("W", [30, 48]),
                   tessera.placeholder("bias", [30]))
     kernel = tessera.Kernel([ops.relu(ops.dense(X, W, Bias))], [X, W, Bias])
-    assert len(json.loads(kernel.schedule)["stages"]) == 1
+    assert len(kernel.schedule.stages) == 1
     x, w, b = _rand(20, 48), _rand(30, 48), _rand(30)
     torch.testing.assert_close(kernel(x, w, b), torch.relu(x @ w.T + b), rtol=1e-4, atol=1e-4)
 
@@ -90,13 +90,26 @@ def test_bad_inputs_raise_clear_errors():
 def test_schedule_json_round_trips_into_an_equal_kernel():
     A, B = tessera.placeholder("A", [40, 50]), tessera.placeholder("B", [50, 60])
     first = tessera.Kernel([ops.matmul(A, B)], [A, B])
-    sched = json.loads(first.schedule)
+    sched = json.loads(first.schedule.dump())
     sched["stages"][0]["tile_reduce"] = [7]  # a different, still valid, schedule
     second = tessera.Kernel([ops.matmul(A, B)], [A, B], schedule=json.dumps(sched))
-    assert json.loads(second.schedule)["stages"][0]["tile_reduce"] == [7]
+    assert second.schedule.stages[0].tile_reduce == [7]
+    assert second.report.source == "given" and first.report.source == "rules"
+    # The typed schedule edits the same way and builds the same kernel.
+    typed = first.schedule.copy()
+    stage = typed.stages[0]
+    stage.tile_reduce = [7]
+    typed.stages = [stage]
+    assert typed == second.schedule
+    third = tessera.Kernel([ops.matmul(A, B)], [A, B], schedule=typed)
+    assert third.loop_ir == second.loop_ir
     a, b = _rand(40, 50), _rand(50, 60)
     torch.testing.assert_close(second(a, b), first(a, b), rtol=1e-5, atol=1e-5)
-    assert "parallel for" in first.loop_ir
+    # A kernel this small runs on the calling thread (the tuning policy's serial_bytes) unless
+    # asked otherwise.
+    assert not first.report.parallel and "parallel for" not in first.loop_ir
+    forced = tessera.Kernel([ops.matmul(A, B)], [A, B], threads="parallel")
+    assert forced.report.parallel and "parallel for" in forced.loop_ir
 
 
 def test_machine_facts():
@@ -111,7 +124,7 @@ def test_keep_source_keeps_llvm_ir_and_assembly():
     a, b = tessera.placeholder("A", [64, 48]), tessera.placeholder("B", [48, 80])
     kept = tessera.Kernel([ops.matmul(a, b)], [a, b], keep_source=True)
     assert "define" in kept.llvm_ir and ("fma" in kept.llvm_ir or "fmul" in kept.llvm_ir)
-    assert "ret" in kept.assembly and ("vfmadd" in kept.assembly or "mulps" in kept.assembly)
+    assert ".globl" in kept.assembly and ("vfmadd" in kept.assembly or "mulps" in kept.assembly)
     plain = tessera.Kernel([ops.matmul(a, b)], [a, b])
     assert plain.llvm_ir == "" and plain.assembly == ""
     x, y = torch.randn(64, 48), torch.randn(48, 80)

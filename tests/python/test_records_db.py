@@ -87,7 +87,7 @@ def test_renamed_workload_reuses_a_record_under_its_own_names(tmp_path):
     db = _C.RecordsDB(str(tmp_path / "r.db"))
     first = matmul_relu("first_", 40, 48, 24)
     kernel = tessera.Kernel(*first)
-    assert db.put(*first, kernel.schedule, "default", 0.05)
+    assert db.put(*first, kernel.schedule.dump(), "default", 0.05)
     second_outs, second_ins = matmul_relu("second_", 40, 48, 24)
     rec = db.best(second_outs, second_ins)
     assert rec is not None and "first_" not in rec["schedule_json"]

@@ -32,7 +32,7 @@ _SETUP = """
     tessera.set_num_threads(2)
     T = tessera.te_ops
     a, b = tessera.placeholder("A", [256, 192]), tessera.placeholder("B", [192, 320])
-    k = tessera.Kernel([T.matmul(a, b)], [a, b])
+    k = tessera.Kernel([T.matmul(a, b)], [a, b], threads="parallel")
     x, y = torch.randn(256, 192), torch.randn(192, 320)
     want = torch.mm(x, y)
 """

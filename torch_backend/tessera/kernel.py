@@ -6,7 +6,7 @@ contiguity, shapes) so that a mismatch is a clear Python error instead of a bad 
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence, Union
 
 import torch
 
@@ -22,12 +22,25 @@ _DTYPES = {
 
 
 class Kernel:
-    """A kernel compiled from tensor-expression outputs; call it with torch tensors."""
+    """A kernel compiled from tensor-expression outputs; call it with torch tensors.
+
+    Compiled by the one compile call (_C.compile): `schedule` (a KernelSchedule, or its JSON)
+    builds exactly that schedule; otherwise `tune` ("default": the rules' schedule, "construct":
+    Gensor's construct mode on kernels with enough summation work) decides, and `records` (a
+    _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "auto" runs kernels
+    moving little data on the calling thread alone (the tuning policy's serial_bytes),
+    "parallel" / "serial" force it. `report` says how the kernel was made."""
 
     def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
-                 schedule: Optional[str] = None, name: str = "kernel", keep_source: bool = False):
+                 schedule: Union[None, str, "_C.KernelSchedule"] = None, name: str = "kernel",
+                 keep_source: bool = False, tune: str = "default", records=None,
+                 threads: str = "auto"):
         self._inputs = list(inputs)
-        self._kernel = _C.build(list(outputs), self._inputs, schedule, name, keep_source)
+        if isinstance(schedule, str):
+            schedule = _C.KernelSchedule.parse(schedule)
+        request = _C.CompileRequest(name=name, tune=tune, threads=threads, schedule=schedule,
+                                    records=records, keep_source=keep_source)
+        self._kernel = _C.compile(list(outputs), self._inputs, request)
         self._out_dtypes = [_DTYPES[d] for d in self._kernel.output_dtypes]
         self._in_dtypes = [_DTYPES[t.dtype] for t in self._inputs]
         self._plans: dict = {}  # input shapes -> (sizes, output shapes)
@@ -37,8 +50,13 @@ class Kernel:
         return self._kernel.jit_ms
 
     @property
-    def schedule(self) -> str:
+    def schedule(self) -> "_C.KernelSchedule":
         return self._kernel.schedule
+
+    @property
+    def report(self) -> "_C.CompileReport":
+        """How the kernel was made: schedule source, tuning candidates and their times."""
+        return self._kernel.report
 
     @property
     def loop_ir(self) -> str:

@@ -13,6 +13,7 @@
 #include "codegen/llvm/codegen.h"
 #include "codegen/llvm/jit.h"
 #include "util/check.h"
+#include "util/counters.h"
 
 namespace tessera::codegen {
 
@@ -85,6 +86,7 @@ int64_t live_kernels() { return live_compiled_kernels.load(); }
 
 std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
                                             const CompileOptions& options) {
+  util::bump(util::Counter::kJitCompiles);
   Clock::time_point t0 = Clock::now();
   std::shared_ptr<CompiledKernel> k(new CompiledKernel());
   k->func_ = f;

@@ -288,6 +288,7 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
       cand.schedule.stages.push_back(ra.annotation);
       cand.predicted_ms += ra.prediction.total_ms;
     }
+    cand.schedule = task.as_run(std::move(cand.schedule));
     res.candidates.push_back(std::move(cand));
   }
   if (options.include_default && !options.predict_only) {

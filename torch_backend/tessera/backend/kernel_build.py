@@ -6,26 +6,26 @@ copy, and the permutation / broadcast becomes index arithmetic inside the kernel
 with gaps (strided slices) are copied. Outputs take the layout eager would give them when it is
 a permutation of a dense layout (free: the kernel writes in that order).
 
-Kernels are cached in-process by a structural key (the lowered operators with their arguments
-and shapes, independent of node names), so repeated blocks of a model compile once.
+Kernels are compiled by the one compile call (_C.compile) and cached in-process by their
+workload key (keys.py: structural hash + canonical text of the tensor-expression DAG), so
+repeated blocks of a model, and identical partitions of other models, compile once.
 
-Schedules: construct mode (the default tuning mode) tunes kernels with enough summation work
-(matmul, conv, large reductions) and stores the result in the records database (records.py);
-a later process takes it from there instead of tuning again. Other kernels get the default
-heuristics.
+Schedules: the compile call's tuning mode (construct by default) tunes kernels with enough
+summation work (matmul, conv, large reductions) and stores the result in the records database
+(records.py); a later process takes it from there instead of tuning again. Other kernels get the
+rules' schedule. The policy for all of that lives in the C++ core (schedule/tuning_policy.h).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from typing import Any, Dict, List, Optional
 
 import torch
 import torch.fx as fx
 
 from .. import _C
+from . import keys
 from . import records as records_mod
 from ..jit_cache import LruCache, default_jit_cache_bytes
 from .log import log_once
@@ -126,10 +126,9 @@ class KernelSpec:
         self.te_outputs: List[Any] = []
         self.in_preps: List[Optional[InputPrep]] = []
         self.out_specs: List[OutputSpec] = []
-        self.key: str = ""
+        self.workload = None  # the kernel's workload key (keys.kernel_key), made once
         self.name: str = "kernel"
         self.metas: Dict[fx.Node, Any] = {}
-        self.reduce_points: Optional[float] = None  # summing work (see _worth_tuning), lazily
 
 
 class _Builder:
@@ -145,8 +144,6 @@ class _Builder:
         self.spec.members = members
         self.spec.outputs = outputs
         self.keep_layout = keep_layout
-        self.local: Dict[fx.Node, str] = {}
-        self.key_parts: List[str] = []
 
     def root(self, n: fx.Node) -> fx.Node:
         while self.cls.kind(n) == "view":
@@ -162,24 +159,6 @@ class _Builder:
             return False
         r = self.root(n)
         return r in self.member_set or self.cls.kind(r) == "source"
-
-    def _arg_repr(self, a: Any) -> str:
-        if isinstance(a, fx.Node):
-            if a in self.local:
-                return self.local[a]
-            return "c" + repr(self.metas.get(a))
-        if isinstance(a, (list, tuple)):
-            return "[" + ",".join(self._arg_repr(x) for x in a) + "]"
-        if isinstance(a, dict):
-            return "{" + ",".join(f"{k}={self._arg_repr(v)}" for k, v in sorted(a.items())) + "}"
-        return repr(a)
-
-    def _meta_repr(self, m: Any) -> str:
-        if isinstance(m, TensorMeta):
-            return f"{m.dtype}{list(m.shape)}"
-        if isinstance(m, (list, tuple)):
-            return "(" + ",".join(self._meta_repr(x) for x in m) + ")"
-        return repr(m)
 
     def add_input(self, n: fx.Node) -> None:
         m: TensorMeta = self.metas[n]
@@ -208,8 +187,6 @@ class _Builder:
         self.spec.te_inputs.append(p)
         self.spec.in_preps.append(InputPrep(index, perm) if (index or perm) else None)
         self.ctx.env[n] = t
-        self.local[n] = f"in{i}"
-        self.key_parts.append(f"in{i}:{m.dtype}{list(m.shape)}b{bdims}p{perm}")
 
     def ensure(self, n: fx.Node) -> None:
         """Makes the Tessera value of FX node n available (input, pulled view, or member)."""
@@ -223,10 +200,6 @@ class _Builder:
                 for a in input_nodes(n):
                     self.ensure(a)
             self.ctx.lower(n)
-            self.local[n] = f"x{len(self.local)}"
-            self.key_parts.append(f"{self.local[n]}={_op_name(n.target)}"
-                                  f"({self._arg_repr(n.args)};{self._arg_repr(n.kwargs)})"
-                                  f"->{self._meta_repr(m)}")
             return
         self.add_input(n)
 
@@ -256,8 +229,6 @@ class _Builder:
                     restride = (tuple(m.shape), tuple(m.stride))
             self.spec.te_outputs.append(t)
             self.spec.out_specs.append(OutputSpec(phys, m.dtype, inv, restride))
-            self.key_parts.append(f"out:{self.local[o]}:{inv}:{restride}")
-        self.spec.key = "|".join(self.key_parts)
         names = [_op_name(n.target).replace("aten.", "").split(".")[0] for n in self.members]
         self.spec.name = "_".join(dict.fromkeys(names))[:60] or "kernel"
         return self.spec
@@ -287,160 +258,48 @@ def jit_cache_info() -> Dict[str, int]:
             "evictions": _cache.evictions}
 
 
-# Kernels moving fewer bytes than this run on the calling thread alone. Waking a second thread
-# costs more than it saves for them, and far more when ATen's OpenMP workers are still spinning
-# on the other core after the ATen operator that ran just before (on the 2-core dev machine a
-# parallel LayerNorm kernel between two GEMMs cost ~200 us more than a serial one).
-SERIAL_BYTES = 2 << 20
-
-
-def spec_bytes(spec: KernelSpec) -> int:
-    """Bytes the kernel reads and writes at its boundary."""
-    total = 0
-    for n in spec.inputs:
-        m = spec.metas[n]
-        total += m.numel * m.dtype.itemsize
-    for s in spec.out_specs:
-        total += s.numel * s.dtype.itemsize
-    return total
-
-
-# Construct mode in the backend. A kernel is tuned when its summing stages have at least
-# TUNE_MIN_POINTS iteration points (a 128x128x256 matmul): below that the default schedule's
-# kernel takes a fraction of a millisecond, and tuning it (about a second) adds more to
-# torch.compile's first call than it could save in most programs. Streaming kernels (no
-# summation) are bound by memory traffic whatever their schedule.
-TUNE_MIN_POINTS = 1 << 22
-# Smaller than construct's own defaults (top-8, 32 chains): building and measuring candidates is
-# most of the time, and every tuned kernel adds to torch.compile's first call.
-CONSTRUCT_ARGS = {"top_k": 4, "chains": 16, "iterations": 60}
-# The tuned schedule is kept only when it beats the default schedule, measured side by side, by
-# this factor: construct mode ranks by a model and measures its top-k only, and on some kernels
-# all of them are slower than the default heuristics.
-KEEP_MARGIN = 0.97
-# Seconds of construct mode per process. Past it kernels get the default schedule (logged once);
-# their records are missing, so the next process tunes them, starting where this one stopped.
-TUNE_BUDGET_S = 180.0
-
-
-def _worth_tuning(spec: KernelSpec) -> bool:
-    if spec.reduce_points is None:
-        try:
-            spec.reduce_points = _C.task_info(spec.te_outputs, spec.te_inputs)["reduce_points"]
-        except Exception:  # an older _C without task_info, or a kernel it cannot plan
-            spec.reduce_points = 0.0
-    return spec.reduce_points >= TUNE_MIN_POINTS
-
-
-def _tune(spec: KernelSpec, serial: bool):
-    """Construct mode, then the result against the default schedule (both verified against the
-    reference and timed interleaved, as the kernel will run: serial when it will be).
-    Returns (schedule, tuner, median_ms, trials)."""
-    result = _C.construct(spec.te_outputs, spec.te_inputs, **CONSTRUCT_ARGS)
-    trials = len(result["measured"])
-    default = ops.default_schedule(spec.te_outputs, spec.te_inputs)
-    if result["fell_back_to_default"]:  # no construct candidate passed verification
-        return default, "default", None, trials
-    tuned = result["schedule"]
-    candidates = [default, tuned]
-    if serial:
-        candidates = [_serial(spec, c) for c in candidates]
-    base, mine = _C.measure_schedules(spec.te_outputs, spec.te_inputs, candidates)
-    trials += 2
-    if not mine["ok"]:
-        log_once(f"construct-reject:{spec.key}", f"tessera: construct mode's schedule for "
-                 f"{spec.name} was rejected ({mine['error']}); using the default schedule",
-                 level=logging.WARNING)
-    elif not base["ok"] or mine["median_ms"] < KEEP_MARGIN * base["median_ms"]:
-        tuner = json.loads(tuned).get("tuner") or "construct"
-        return tuned, tuner, mine["median_ms"], trials
-    return default, "default", base["median_ms"] if base["ok"] else None, trials
-
-
-def _construct(spec: KernelSpec, serial: bool, records_option: Any) -> Optional[str]:
-    """The tuned schedule of the kernel: from the records when tuned before, else tuned now and
-    stored (candidates are verified against the default schedule's output before their time
-    counts). None: the default schedule."""
-    records = records_mod.open_records(records_option)
-    if records is not None:
-        rec = records.schedule(spec.te_outputs, spec.te_inputs)
-        if rec is not None:
-            return rec["schedule_json"]
-    if records_mod.counters()["tune_s"] >= TUNE_BUDGET_S:
-        log_once("construct-budget", f"tessera: construct mode used its {TUNE_BUDGET_S:.0f} s "
-                 "budget in this process; further kernels use default schedules",
-                 level=logging.WARNING)
-        return None
-    t0 = time.perf_counter()
-    try:
-        schedule, tuner, median_ms, trials = _tune(spec, serial)
-    except Exception as e:  # a tuner failure costs tuning, not the model
-        log_once(f"construct-failure:{type(e).__name__}",
-                 f"tessera: construct mode failed on {spec.name} ({type(e).__name__}: {e}); "
-                 "using the default schedule", level=logging.WARNING)
-        return None
-    finally:
-        records_mod.count("tuned")
-        records_mod.count("tune_s", time.perf_counter() - t0)
-    if records is not None:
-        records.store_schedule(spec.te_outputs, spec.te_inputs, schedule, tuner, median_ms,
-                               trials)
-    return schedule
-
-
-def _schedule_for(spec: KernelSpec, tune: str, serial: bool,
-                  records_option: Any) -> Optional[str]:
-    """The schedule a tuning mode gives the kernel (None: the default heuristics), made serial
-    when asked."""
-    schedule = None
-    if tune == "construct" and hasattr(_C, "construct"):
-        schedule = _construct(spec, serial, records_option)
-    elif tune not in ("default", "construct"):
-        log_once(f"tune-unwired:{tune}", f"tessera: tune={tune!r} is not wired into the backend "
-                 "yet; kernels use the default schedules")
-    return _serial(spec, schedule) if serial else schedule
-
-
-def _serial(spec: KernelSpec, schedule: Optional[str]) -> str:
-    plan = json.loads(schedule or ops.default_schedule(spec.te_outputs, spec.te_inputs))
-    for stage in plan["stages"]:
-        stage["parallel"] = False
-    return json.dumps(plan)
-
-
 def _tune_and_records(tune: Any):
     """(tuning mode, records_db option) from compile_spec's second argument: the backend
     Options, or a tuning mode alone (then the records database is the default one)."""
-    mode, records_option = (tune, None) if isinstance(tune, str) else (tune.tune, tune.records_db)
-    # Search mode is not built yet: the most tuning there is, construct mode, stands in for it
-    # (entry.py logs it), so asking for more tuning never gives less.
-    return ("construct" if mode == "search" else mode), records_option
+    if isinstance(tune, str):
+        return tune, None
+    return tune.tune, tune.records_db
+
+
+def _report(spec: KernelSpec, report, records: Optional["records_mod.Records"]) -> None:
+    """Counters and logs of one compile: what tuning and the records database did, and a
+    warning when the schedule is not what was asked for (a failed tuner, a spent budget)."""
+    if records is not None and report.workload:
+        records_mod.count("schedule_lookups")
+        if report.source == "records":
+            records_mod.count("schedule_hits")
+    if report.tuner:
+        records_mod.count("tuned")
+        records_mod.count("tune_s", report.tune_s)
+        if records is not None:
+            records_mod.count("schedules_stored")
+    if records is not None:
+        records.log_warnings()
+    note = report.note
+    if note and report.source != "records" and "too little" not in note:
+        log_once(f"compile-note:{note}", f"tessera: {spec.name}: {note}", level=logging.WARNING)
 
 
 def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
-    """Compiles (or reuses) the kernel of a spec, with the schedule the tuning mode gives it;
-    small kernels get a serial schedule (SERIAL_BYTES). `tune`: the backend Options (tuning mode
-    and records database) or a tuning mode name."""
-    tune, records_option = _tune_and_records(tune)
-    if tune == "construct" and not _worth_tuning(spec):
-        tune = "default"  # the same kernel as with the default schedule: one cache entry
-    serial = torch.get_num_threads() > 1 and spec_bytes(spec) < SERIAL_BYTES
-    key = spec.key + ("" if tune == "default" else f"|tune={tune}") + ("|serial" if serial else "")
+    """Compiles (or reuses) the kernel of a spec through the one compile call (_C.compile), with
+    the tuning mode and records database of `tune`: the backend Options or a tuning mode name.
+    Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
+    mode, records_option = _tune_and_records(tune)
+    if spec.workload is None:
+        spec.workload = keys.kernel_key(spec.te_outputs, spec.te_inputs)
+    key = keys.cache_key(spec.workload, mode)
     kernel = _cache.get(key)
     if kernel is None:
-        schedule = _schedule_for(spec, tune, serial, records_option)
-        try:
-            kernel = _C.build(spec.te_outputs, spec.te_inputs, schedule, spec.name)
-        except Exception as e:
-            if schedule is None:
-                raise
-            # A stored or tuned schedule that does not build (a record from another Tessera
-            # version): the default schedule still gives a working kernel.
-            log_once(f"schedule-failure:{spec.key}", f"tessera: the tuned schedule of {spec.name} "
-                     f"does not build ({type(e).__name__}: {e}); using the default schedule",
-                     level=logging.WARNING)
-            kernel = _C.build(spec.te_outputs, spec.te_inputs,
-                              _serial(spec, None) if serial else None, spec.name)
+        records = records_mod.open_records(records_option) if mode != "default" else None
+        request = _C.CompileRequest(name=spec.name, tune=mode,
+                                    records=records.db if records is not None else None)
+        kernel = _C.compile(spec.te_outputs, spec.te_inputs, request)
+        _report(spec, kernel.report, records)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
         _cache.put(key, kernel)

@@ -14,8 +14,9 @@ from typing import Any, Callable, Dict, List, Optional, Set
 import torch
 import torch.fx as fx
 
+from .. import _C
 from . import anchor as anchor_choice
-from . import program_runner
+from . import keys, program_runner
 from .kernel_build import KernelSpec, build_spec, compile_spec
 from .log import log_once, logger
 from .meta import TensorMeta
@@ -23,8 +24,6 @@ from .options import Options
 from .partition import Classifier, _op_name, foldable_scalars, input_nodes, partition
 from .runner import Step, _nodes_in, generate
 
-# Above this many flops a dense anchor is left to ATen's kernel (see _big_dense_anchor).
-BIG_ANCHOR_FLOPS = 16e6
 
 # ATen operators whose result depends on their inputs' exact strides.
 _STRIDE_SENSITIVE = {torch.ops.aten.as_strided.default}
@@ -204,38 +203,30 @@ class Planner:
 
     def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
                 fused) -> None:
-        """Measures the parts of a partition's candidates (see anchor.py), plans the winner."""
+        """Measures a partition's candidates (see anchor.py), plans the winner."""
         env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
         t_inputs = [env[n] for n in spec.inputs]
-        parts = {}
+
+        def run_aten():
+            local = dict(env)
+            return [self._eval(o, local) for o in spec.outputs]
+        candidates = {"aten": run_aten}
         if fused is not None:
-            parts["tessera"] = lambda: fused(*t_inputs)
+            candidates["tessera"] = lambda: fused(*t_inputs)
         rest_spec = rest_call = None
         rest = [m for m in members if m is not anchor]
-        if anchor is not None:
-            parts["anchor"] = lambda: self._eval(anchor, dict(env))
         if anchor is not None and rest:
             rest_spec = self._spec_for(rest)
             rest_call = self._compile(rest_spec)
-            rest_env = dict(env)
-            rest_env[anchor] = self.metas[anchor].example()
 
-            def run_rest_tessera():  # (views of the anchor's output run through ATen first)
-                local = dict(rest_env)
-                return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
-
-            def run_rest_aten():
-                local = dict(rest_env)
-                return [self._eval(o, local) for o in rest_spec.outputs]
-            parts["rest_tessera"] = run_rest_tessera
-            parts["rest_aten"] = run_rest_aten
-        elif anchor is None:
-            def run_aten():
+            def run_split():  # the anchor through ATen, then the rest kernel (views via ATen)
                 local = dict(env)
-                return [self._eval(o, local) for o in spec.outputs]
-            parts["aten"] = run_aten
-
-        choice, times = anchor_choice.decide(spec.key, parts, self.options)
+                self._eval(anchor, local)
+                return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
+            candidates["split"] = run_split
+        if spec.workload is None:
+            spec.workload = keys.kernel_key(spec.te_outputs, spec.te_inputs)
+        choice, times = anchor_choice.decide(spec.workload, candidates, self.options)
         record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
                   "times_ms": times}
         if anchor is not None:
@@ -284,7 +275,7 @@ class Planner:
         if self.options.tune != "default":
             return False
         flops, depthwise = anchor_flops(anchor, self.metas)
-        return not depthwise and flops > BIG_ANCHOR_FLOPS
+        return not depthwise and flops > _C.tuning_policy().big_anchor_flops
 
     # ---- ATen steps and order -----------------------------------------------------------------
 

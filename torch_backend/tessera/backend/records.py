@@ -5,13 +5,14 @@ files), holds two kinds of records:
 
   schedules  a tuned kernel's schedule (construct mode today), filed under the kernel's workload
              key: structural hash of its tensor-expression DAG + shapes + target, confirmed by
-             the DAG's canonical text. A later process compiling the same kernel (same model,
-             or another model with the same operator and shapes) builds it with the stored
-             schedule and skips tuning.
-  decisions  a measured partition choice (anchor.py: Tessera's fused kernel, ATen's matmul/conv
-             plus a Tessera kernel, or ATen only) with the part times that decided it, filed under
-             a hash of the partition's structural key, the candidate set, the tuning mode, the
-             Tessera version and both thread counts. A later process skips the measurement.
+             the DAG's canonical text. The C++ compile call reads and writes these itself
+             (kernel_build.py hands it the open database): a later process compiling the same
+             kernel (same model, or another model with the same operator and shapes) builds it
+             with the stored schedule and skips tuning.
+  decisions  a measured choice (anchor.py: Tessera's fused kernel, ATen's matmul/conv plus a
+             Tessera kernel, or ATen only; graph_guard.py: a compiled graph or eager) with the
+             times that decided it, filed under a key derived from the workload (keys.py). A
+             later process skips the measurement.
 
 Where: options.records_db (a path; False turns the database off), else $TESSERA_RECORDS_DB (the
 values off/0/false/no/none turn it off), else ~/.cache/tessera/records.db. Each path is opened
@@ -28,12 +29,11 @@ records saved (tests and benchmarks read it; see test_backend_records.py).
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import logging
 import os
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .. import _C
 from .log import log_once
@@ -41,8 +41,6 @@ from .log import log_once
 ENV_PATH = "TESSERA_RECORDS_DB"
 _OFF_VALUES = ("off", "0", "false", "no", "none")
 DECISION_TUNER = "anchor"
-DECISION_SHAPES = "partition-decision"
-_DECISION_FORMAT = "tessera partition decision v1"
 
 # ---- counters ----------------------------------------------------------------------------------
 
@@ -88,13 +86,15 @@ class Records:
         # Warnings come back through take_warnings() and go to the "tessera" logger instead of
         # straight to stderr, so programs can route or silence them like the backend's others.
         self.db = _C.RecordsDB(path, warn_to_stderr=False)
-        self._log_warnings()
+        self.log_warnings()
 
     @property
     def mode(self) -> str:
         return self.db.mode  # disk | read-only | memory
 
-    def _log_warnings(self) -> None:
+    def log_warnings(self) -> None:
+        """Logs what the database said since the last call (the compile call uses the database
+        directly; its warnings come out here)."""
         for w in self.db.take_warnings():
             log_once(f"records-warning:{w}", f"tessera: warning: {w}", level=logging.WARNING)
 
@@ -111,40 +111,16 @@ class Records:
             return None
         finally:
             try:
-                self._log_warnings()
+                self.log_warnings()
             except Exception:
                 pass
 
-    # -- schedules
+    # -- decisions (keys.decision_key / keys.graph_key)
 
-    def schedule(self, outputs: List[Any], inputs: List[Any]) -> Optional[dict]:
-        """The best stored record (dict, schedule in this kernel's names) or None."""
-        count("schedule_lookups")
-        rec = self._call("look up a schedule", lambda: self.db.best(outputs, inputs))
-        if rec is not None:
-            count("schedule_hits")
-        return rec
-
-    def store_schedule(self, outputs: List[Any], inputs: List[Any], schedule: str, tuner: str,
-                       median_ms: Optional[float], trials: int) -> bool:
-        written = self._call("store a schedule", lambda: self.db.put(
-            outputs, inputs, schedule, tuner, median_ms, None, trials))
-        count("schedules_stored")
-        return bool(written)
-
-    # -- decisions
-
-    @staticmethod
-    def decision_key(text: str):
-        canonical = f"{_DECISION_FORMAT}\n{text}"
-        digest = hashlib.sha256(canonical.encode()).digest()
-        return _C.WorkloadKey(int.from_bytes(digest[:8], "big"), DECISION_SHAPES,
-                              _C.host_target(), canonical)
-
-    def decision(self, text: str) -> Optional[Tuple[str, Dict[str, float]]]:
-        """The stored (choice, part times) of the decision described by `text`, or None."""
+    def decision(self, key) -> Optional[Tuple[str, Dict[str, float]]]:
+        """The stored (choice, times) of the decision filed under `key`, or None."""
         count("decision_lookups")
-        rec = self._call("look up a decision", lambda: self.db.best_by_key(self.decision_key(text)))
+        rec = self._call("look up a decision", lambda: self.db.best_by_key(key))
         if rec is None or rec["tuner"] != DECISION_TUNER:
             return None
         try:
@@ -155,11 +131,11 @@ class Records:
         count("decision_hits")
         return choice, times
 
-    def store_decision(self, text: str, choice: str, times: Dict[str, float],
+    def store_decision(self, key, choice: str, times: Dict[str, float],
                        chosen_ms: Optional[float]) -> bool:
         value = json.dumps({"choice": choice, "times_ms": times}, sort_keys=True)
         written = self._call("store a decision", lambda: self.db.put_by_key(
-            self.decision_key(text), value, DECISION_TUNER, chosen_ms, None, len(times)))
+            key, value, DECISION_TUNER, chosen_ms, None, len(times)))
         count("decisions_stored")
         return bool(written)
 

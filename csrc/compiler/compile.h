@@ -1,0 +1,93 @@
+#pragma once
+// The compile call: compute DAG + input signature + a typed request -> one built kernel and a
+// typed report of how it was made. Every way into Tessera (the torch.compile backend,
+// tessera.Kernel, tessera.op, the benchmarks) compiles through here, and every tuner plugs in
+// here, so tuning policy (schedule/tuning_policy.h) is applied in one place:
+//
+//   plan the stages (once)
+//   -> the schedule: the caller's | the records database's | tuned now | the rules'
+//   -> the kernel: the tuner's verified winner as it was built for measurement, else built now
+//
+// Invariant: each kernel is lowered and JIT-compiled exactly once per call (util/counters.h
+// counts both); a tuned candidate that wins is handed out, never rebuilt.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/build.h"
+#include "db/records.h"
+#include "ir/tensor.h"
+#include "schedule/annotation.h"
+
+namespace tessera::compiler {
+
+// How hard to tune. kSearch is not built yet and runs construct mode (the report says so).
+enum class TuneMode { kDefault, kConstruct, kSearch };
+const char* tune_mode_name(TuneMode m);
+TuneMode tune_mode_from_name(const std::string& name);  // "default" | "construct" | "search"
+
+enum class Threads { kAuto, kParallel, kSerial };  // kAuto: by TuningPolicy::serial_bytes
+
+struct CompileRequest {
+  std::string name = "kernel";
+  TuneMode tune = TuneMode::kDefault;
+  Threads threads = Threads::kAuto;
+  // Build exactly this schedule (no tuning, no records); a schedule that does not build is an
+  // error.
+  std::optional<schedule::KernelSchedule> schedule;
+  // Tuned schedules are looked up here before tuning and stored after it (not owned; null: no
+  // records).
+  db::RecordsDB* records = nullptr;
+  bool keep_source = false;  // keep the optimised LLVM IR and assembly
+  uint64_t seed = 0;         // the tuners' random streams
+};
+
+// One schedule a tuner built, verified and timed.
+struct CandidateReport {
+  schedule::KernelSchedule schedule;
+  double predicted_ms = -1;  // the tuner's model estimate (-1: none)
+  bool ok = false;           // built, verified against the default schedule's output, timed
+  std::string error;         // why not ok
+  double median_ms = -1;     // paired-timing time (-1: not timed)
+  double build_ms = 0;       // lowering + JIT (0: it was the reference, built once)
+  bool chosen = false;
+};
+
+struct CompileReport {
+  std::string name;
+  std::string workload;  // workload hash (hex) of the DAG; empty when no records were used
+  // Where the schedule came from: "rules" (the default heuristics), "given" (the caller's),
+  // "records" (tuned by an earlier process), or the tuner that chose it now, e.g.
+  // "construct:gensor"; "rules" also when the tuned winner did not beat the rules' schedule by
+  // the policy's win margin.
+  std::string source = "rules";
+  std::string tuner;  // the tuner that ran in this call ("" when none did)
+  // Why the source is not what the request asked for (tuning skipped, budget spent, a stored
+  // schedule that does not build, no candidate verified); empty when nothing to say.
+  std::string note;
+  bool parallel = true;
+  schedule::KernelSchedule schedule;
+  std::vector<CandidateReport> candidates;  // what the tuner measured, in its order
+  double median_ms = -1;                    // measured time of the kernel (-1: not measured)
+  double default_ms = -1;                   // measured time of the rules' schedule (-1: not)
+  int trials = 0;                           // candidates measured
+  double plan_ms = 0, tune_s = 0, lower_ms = 0, jit_ms = 0, total_ms = 0;
+};
+
+struct CompileResult {
+  std::shared_ptr<const BuiltKernel> kernel;
+  CompileReport report;
+};
+
+// Never returns a kernel that was not verified or built from the rules: a tuned candidate must
+// match the default schedule's output; a failing tuner or record costs tuning, not the kernel.
+// Throws tessera::Error when the DAG cannot be compiled at all (or a given schedule does not fit).
+CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
+                      const CompileRequest& request = {});
+
+// Whether a kernel over this plan is worth tuning under the policy (enough summation work).
+bool worth_tuning(const schedule::StagePlan& plan);
+
+}  // namespace tessera::compiler

@@ -1,0 +1,197 @@
+// Typed objects of the compile pipeline from Python: schedules and their stage annotations,
+// compile requests and reports, the tuning policy and the pipeline's counters. JSON stays for
+// the records database and for printing (KernelSchedule.dump / str()).
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "compiler/compile.h"
+#include "python/bindings.h"
+#include "runtime/paired_timing.h"
+#include "schedule/annotation.h"
+#include "schedule/tuning_policy.h"
+#include "util/check.h"
+#include "util/counters.h"
+
+namespace py = pybind11;
+
+namespace tessera::python {
+
+namespace {
+
+void bind_schedule(py::module_& m) {
+  py::class_<schedule::StageAnnotation>(m, "StageAnnotation",
+                                        "One stage's schedule (schedule/annotation.h): the sketch "
+                                        "and its numbers.")
+      .def(py::init<>())
+      .def_property(
+          "sketch",
+          [](const schedule::StageAnnotation& a) { return schedule::sketch_name(a.sketch); },
+          [](schedule::StageAnnotation& a, const std::string& s) {
+            a.sketch = schedule::sketch_from_name(s);
+          })
+      .def_readwrite("op", &schedule::StageAnnotation::op)
+      .def_readwrite("tile_outer", &schedule::StageAnnotation::tile_outer)
+      .def_readwrite("tile_reg", &schedule::StageAnnotation::tile_reg)
+      .def_readwrite("tile_reduce", &schedule::StageAnnotation::tile_reduce)
+      .def_readwrite("vector_axis", &schedule::StageAnnotation::vector_axis)
+      .def_readwrite("vector_width", &schedule::StageAnnotation::vector_width)
+      .def_readwrite("s1_order", &schedule::StageAnnotation::s1_order)
+      .def_readwrite("pack", &schedule::StageAnnotation::pack)
+      .def_readwrite("parallel", &schedule::StageAnnotation::parallel)
+      .def_readwrite("reduce_unroll", &schedule::StageAnnotation::reduce_unroll)
+      .def_readwrite("prefetch", &schedule::StageAnnotation::prefetch)
+      .def("dump", [](const schedule::StageAnnotation& a) { return a.to_json().dump(); })
+      .def("__repr__", [](const schedule::StageAnnotation& a) {
+        return "StageAnnotation(" + a.to_json().dump() + ")";
+      });
+  py::class_<schedule::KernelSchedule>(m, "KernelSchedule",
+                                       "A kernel's schedule: one StageAnnotation per stage, and "
+                                       "the tuner that produced it.")
+      .def(py::init<>())
+      .def_readwrite("stages", &schedule::KernelSchedule::stages)
+      .def_readwrite("tuner", &schedule::KernelSchedule::tuner)
+      .def("dump", &schedule::KernelSchedule::dump, "JSON (as the records database stores it).")
+      .def_static("parse", &schedule::KernelSchedule::parse, py::arg("json"))
+      .def("copy", [](const schedule::KernelSchedule& s) { return s; })
+      .def("__eq__", [](const schedule::KernelSchedule& a,
+                        const schedule::KernelSchedule& b) { return a.dump() == b.dump(); })
+      .def("__str__", &schedule::KernelSchedule::dump)
+      .def("__repr__",
+           [](const schedule::KernelSchedule& s) { return "KernelSchedule(" + s.dump() + ")"; });
+}
+
+void bind_request_and_report(py::module_& m) {
+  using compiler::CompileRequest;
+  py::class_<CompileRequest>(m, "CompileRequest", "What _C.compile is asked to do.")
+      .def(py::init([](const std::string& name, const std::string& tune, const std::string& threads,
+                       std::optional<schedule::KernelSchedule> schedule, db::RecordsDB* records,
+                       bool keep_source, uint64_t seed) {
+             CompileRequest r;
+             r.name = name;
+             r.tune = compiler::tune_mode_from_name(tune);
+             TESSERA_CHECK(threads == "auto" || threads == "parallel" || threads == "serial")
+                 << "threads must be 'auto', 'parallel' or 'serial', got '" << threads << "'";
+             r.threads = threads == "auto"       ? compiler::Threads::kAuto
+                         : threads == "parallel" ? compiler::Threads::kParallel
+                                                 : compiler::Threads::kSerial;
+             r.schedule = std::move(schedule);
+             r.records = records;
+             r.keep_source = keep_source;
+             r.seed = seed;
+             return r;
+           }),
+           py::arg("name") = "kernel", py::arg("tune") = "default", py::arg("threads") = "auto",
+           py::arg("schedule") = py::none(), py::arg("records") = nullptr,
+           py::arg("keep_source") = false, py::arg("seed") = 0,
+           // The request refers to the records database: keep it alive as long as the request.
+           py::keep_alive<1, 6>())
+      .def_readwrite("name", &CompileRequest::name)
+      .def_property_readonly(
+          "tune", [](const CompileRequest& r) { return compiler::tune_mode_name(r.tune); })
+      .def_readwrite("schedule", &CompileRequest::schedule)
+      .def_readwrite("keep_source", &CompileRequest::keep_source)
+      .def_readwrite("seed", &CompileRequest::seed);
+  using compiler::CandidateReport;
+  py::class_<CandidateReport>(m, "CandidateReport", "One schedule a tuner built, verified, timed.")
+      .def_readonly("schedule", &CandidateReport::schedule)
+      .def_readonly("predicted_ms", &CandidateReport::predicted_ms)
+      .def_readonly("ok", &CandidateReport::ok)
+      .def_readonly("error", &CandidateReport::error)
+      .def_readonly("median_ms", &CandidateReport::median_ms)
+      .def_readonly("build_ms", &CandidateReport::build_ms)
+      .def_readonly("chosen", &CandidateReport::chosen);
+  using compiler::CompileReport;
+  py::class_<CompileReport>(m, "CompileReport", "How _C.compile made a kernel.")
+      .def_readonly("name", &CompileReport::name)
+      .def_readonly("workload", &CompileReport::workload)
+      .def_readonly("source", &CompileReport::source)
+      .def_readonly("tuner", &CompileReport::tuner)
+      .def_readonly("note", &CompileReport::note)
+      .def_readonly("parallel", &CompileReport::parallel)
+      .def_readonly("schedule", &CompileReport::schedule)
+      .def_readonly("candidates", &CompileReport::candidates)
+      .def_readonly("median_ms", &CompileReport::median_ms)
+      .def_readonly("default_ms", &CompileReport::default_ms)
+      .def_readonly("trials", &CompileReport::trials)
+      .def_readonly("plan_ms", &CompileReport::plan_ms)
+      .def_readonly("tune_s", &CompileReport::tune_s)
+      .def_readonly("lower_ms", &CompileReport::lower_ms)
+      .def_readonly("jit_ms", &CompileReport::jit_ms)
+      .def_readonly("total_ms", &CompileReport::total_ms)
+      .def("__repr__", [](const CompileReport& r) {
+        return "CompileReport(" + r.name + ": " + r.source +
+               (r.note.empty() ? std::string() : " (" + r.note + ")") + ")";
+      });
+}
+
+void bind_policy_and_counters(py::module_& m) {
+  using schedule::TuningPolicy;
+  py::class_<TuningPolicy>(m, "TuningPolicy", "schedule/tuning_policy.h: what gets tuned, how.")
+      .def_readonly("tune_min_points", &TuningPolicy::tune_min_points)
+      .def_readonly("win_margin", &TuningPolicy::win_margin)
+      .def_readonly("serial_bytes", &TuningPolicy::serial_bytes)
+      .def_readonly("big_anchor_flops", &TuningPolicy::big_anchor_flops)
+      .def_readonly("construct_top_k", &TuningPolicy::construct_top_k)
+      .def_readonly("construct_chains", &TuningPolicy::construct_chains)
+      .def_readonly("construct_iterations", &TuningPolicy::construct_iterations)
+      .def_readonly("process_tune_budget_s", &TuningPolicy::process_tune_budget_s);
+  m.def(
+      "tuning_policy", []() { return schedule::tuning_policy(); },
+      "A copy of the tuning policy in force.");
+  m.def("compile_counters", &util::counters_snapshot,
+        "Counts of the pipeline's expensive steps in this process: stage_plans, lowerings, "
+        "jit_compiles, candidates, timing_runs, compile_calls, record_hits, tune_runs, tune_s.");
+  m.def("reset_compile_counters", &util::reset_counters);
+}
+
+void bind_paired_timing(py::module_& m) {
+  py::class_<runtime::PairedTiming>(m, "PairedTiming",
+                                    "The result of time_paired (runtime/paired_timing.h).")
+      .def_readonly("reference_ok", &runtime::PairedTiming::reference_ok)
+      .def_readonly("reference_error", &runtime::PairedTiming::reference_error)
+      .def_readonly("reference_ms", &runtime::PairedTiming::reference_ms)
+      .def_readonly("reference_rounds", &runtime::PairedTiming::reference_rounds)
+      .def_readonly("ok", &runtime::PairedTiming::ok)
+      .def_readonly("error", &runtime::PairedTiming::error)
+      .def_readonly("ratio", &runtime::PairedTiming::ratio)
+      .def_readonly("median_ms", &runtime::PairedTiming::median_ms)
+      .def_readonly("rounds", &runtime::PairedTiming::rounds)
+      .def_readonly("calls", &runtime::PairedTiming::calls)
+      .def_readonly("dropped", &runtime::PairedTiming::dropped);
+  m.def(
+      "time_paired",
+      [](const std::function<void()>& reference,
+         const std::vector<std::function<void()>>& candidates, int rounds, int min_rounds,
+         double round_ms, int min_calls, double budget_ms, int finalists, int final_rounds,
+         double final_budget_ms, double drop_ratio) {
+        runtime::PairedTimingOptions o;
+        o.rounds = rounds;
+        o.min_rounds = min_rounds;
+        o.round_ms = round_ms;
+        o.min_calls = min_calls;
+        o.budget_ms = budget_ms;
+        o.finalists = finalists;
+        o.final_rounds = final_rounds;
+        o.final_budget_ms = final_budget_ms;
+        o.drop_ratio = drop_ratio;
+        // The callables are Python: the GIL stays held (pybind11 takes it per call anyway).
+        return runtime::time_paired(reference, candidates, o);
+      },
+      py::arg("reference"), py::arg("candidates"), py::arg("rounds") = 3, py::arg("min_rounds") = 1,
+      py::arg("round_ms") = 5.0, py::arg("min_calls") = 2, py::arg("budget_ms") = 2500.0,
+      py::arg("finalists") = 0, py::arg("final_rounds") = 4, py::arg("final_budget_ms") = 1500.0,
+      py::arg("drop_ratio") = 0.0,
+      "Times candidates against a reference by Tessera's one noise rule "
+      "(runtime/paired_timing.h); Python's entry is tessera.timing.");
+}
+
+}  // namespace
+
+void bind_compile(py::module_& m) {
+  bind_schedule(m);
+  bind_request_and_report(m);
+  bind_policy_and_counters(m);
+  bind_paired_timing(m);
+}
+
+}  // namespace tessera::python

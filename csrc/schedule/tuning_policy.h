@@ -1,0 +1,45 @@
+#pragma once
+// Tuning policy: which kernels are tuned, how hard, and how much a measured win must be worth.
+// The one place for these decisions; the compile call (compiler/compile.h), the backend's
+// partition choices and its whole-graph check read them from here (Python through
+// _C.tuning_policy()).
+#include <cstdint>
+
+#include "schedule/stage_plan.h"
+
+namespace tessera::schedule {
+
+struct TuningPolicy {
+  // A kernel is tuned only when its summing stages have at least this many iteration points (a
+  // 128x128x256 matmul): below it the default schedule's kernel takes a fraction of a millisecond
+  // and tuning costs more than it can save. Streaming stages are bound by memory traffic.
+  double tune_min_points = 1 << 22;
+  // A challenger (a tuned schedule, a Tessera kernel against ATen, eager against a compiled
+  // graph) replaces the incumbent only when its paired time ratio is below this (timing noise
+  // must not flip a choice; runtime/paired_timing.h is the one noise rule).
+  double win_margin = 0.97;
+  // Kernels reading and writing fewer bytes than this run on the calling thread alone: waking
+  // the other threads costs more than it saves.
+  int64_t serial_bytes = 2 << 20;
+  // Dense matmuls/convolutions above this many flops are left to ATen's kernel unless tuning is
+  // on: Tessera's default-schedule kernel loses to BLAS/oneDNN there.
+  double big_anchor_flops = 16e6;
+  // Construct mode in the compile call: measured top-k, Markov chains and steps per chain.
+  int construct_top_k = 4;
+  int construct_chains = 16;
+  int construct_iterations = 60;
+  // Seconds of tuning per process; past it kernels get the default schedule (logged).
+  double process_tune_budget_s = 180.0;
+};
+
+// The policy in force (defaults above). Tests may change it through mutable_tuning_policy().
+const TuningPolicy& tuning_policy();
+TuningPolicy& mutable_tuning_policy();
+
+// Iteration points (spatial x summation extents) of the plan's stages that sum over an axis:
+// the work a tuner can reorganise. Symbolic extents count as `symbolic_guess`.
+double reduce_points(const StagePlan& plan, int64_t symbolic_guess);
+// Bytes the kernel reads and writes at its boundary (symbolic extents as `symbolic_guess`).
+int64_t boundary_bytes(const StagePlan& plan, int64_t symbolic_guess);
+
+}  // namespace tessera::schedule
