@@ -49,7 +49,7 @@ def main() -> None:
 
     fns = {}
     for name, overrides in variants.items():
-        sched = json.loads(default_schedule)
+        sched = json.loads(default_schedule.dump())
         sched["stages"][-1].update(overrides)
         kernel = tessera.Kernel([C], [A, B], schedule=json.dumps(sched), name=f"gemm_{name}")
         out = kernel(a, b)

@@ -8,12 +8,19 @@ not a dependency), BERT-base and GPT-2 small are built from transformers configs
 batch 1 by default; ResNet/MobileNet at 224x224, BERT/GPT-2 at sequence length 128.
 
 Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
-"speedup_vs_eager", "speedup_vs_inductor", "compile_s", "warm_compile_s", "kernels",
-"aten_fallback_ops"}: compile_s is the first call of the compiled model (tracing + kernel
-builds + anchor measurements), warm_compile_s the same after torch._dynamo.reset() in this
-process (Tessera's kernels and anchor decisions are then cached), kernels the number of Tessera
-kernels the compiled graphs run, aten_fallback_ops the unsupported ATen operators left in them.
-Timings are interleaved medians (common.interleaved).
+"speedup_vs_eager", "speedup_vs_inductor", "compile_s", "warm_compile_s", "inductor_compile_s",
+"kernels", "aten_fallback_ops", "counters"}:
+  compile_s           the first call of the Tessera-compiled model (tracing, kernel builds,
+                      tuning, measured choices) on a fresh records database
+  warm_compile_s      the same after torch._dynamo.reset() in this process (Tessera's kernels
+                      and choices are then cached in memory)
+  inductor_compile_s  the first call of torch.compile's default backend, with a fresh Inductor
+                      cache directory (cold, as Tessera's)
+  counters            what Tessera's compile pipeline did for compile_s (_C.compile_counters():
+                      JIT compiles, stage plans, tuned kernels, ...)
+kernels is the number of Tessera kernels the compiled graphs run, aten_fallback_ops the
+unsupported ATen operators left in them. Latencies: Tessera's one noise rule with eager as the
+reference (common.interleaved).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import copy
 import logging
 import os
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -83,8 +91,10 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> di
 
     torch._dynamo.reset()
     before = tessera.backend.last_serial()
+    counters = tessera._C.compile_counters()
     fast = torch.compile(t_model, backend="tessera", options=tessera_options)
     compile_s = _first_call_s(fast, x)
+    after = tessera._C.compile_counters()
     with torch.no_grad():
         out = fast(x)  # the first call ran eagerly while recording; this one runs the kernels
     torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
@@ -95,6 +105,7 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> di
     tessera_fn = torch.compile(t_model, backend="tessera", options=tessera_options)
     warm_compile_s = _first_call_s(tessera_fn, x)
 
+    torch._dynamo.reset()
     inductor = torch.compile(i_model)
     inductor_compile_s = _first_call_s(inductor, x)
 
@@ -113,6 +124,7 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> di
         "compile_s": compile_s, "warm_compile_s": warm_compile_s,
         "inductor_compile_s": inductor_compile_s,
         "kernels": kernels, "aten_fallback_ops": fallbacks,
+        "counters": {k: after[k] - counters[k] for k in after},
     }
 
 
@@ -124,17 +136,21 @@ def main() -> None:
     args = p.parse_args()
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
-    options = {"verbose": args.verbose}
+    # Cold compiles for both compilers: a records database and an Inductor cache of their own.
+    scratch = tempfile.mkdtemp(prefix="tessera-models-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
+    options = {"verbose": args.verbose, "records_db": os.path.join(scratch, "records.db")}
     records = []
     for name in args.models:
         r = bench_model(name, args.batch, args.rounds, options)
         print_table([r], ["model", "eager_ms", "inductor_ms", "tessera_ms", "speedup_vs_eager",
-                          "speedup_vs_inductor", "compile_s", "warm_compile_s", "kernels"])
+                          "speedup_vs_inductor", "compile_s", "warm_compile_s",
+                          "inductor_compile_s", "kernels"])
         records.append(r)
     print()
     print_table(records, ["model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
                           "speedup_vs_eager", "speedup_vs_inductor", "compile_s",
-                          "warm_compile_s", "kernels"])
+                          "warm_compile_s", "inductor_compile_s", "kernels"])
     for r in records:
         if r["aten_fallback_ops"]:
             print(f"{r['model']}: ATen fallbacks {', '.join(r['aten_fallback_ops'])}")

@@ -168,7 +168,7 @@ def bench_op(op: Op, args) -> dict:
         r = tessera._C.construct(outputs, inputs, top_k=args.top_k,
                                  include_default=args.include_default, **kw)
         kernels[key] = tessera.Kernel(outputs, inputs, schedule=r["schedule"], name=f"{op.name}_{key}")
-        rec["schedules"][key] = r["schedule"]
+        rec["schedules"][key] = r["schedule"].dump()
         return r
 
     r = construct("roller", mode="roller")

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import time
 
 import torch
@@ -60,26 +59,16 @@ def build(name: str, quick: bool):
 
 # ---- timing ---------------------------------------------------------------------------------
 
-def median_ms(fn, min_ms: float) -> float:
-    """Median of repeated calls lasting at least min_ms (and at least 3 calls)."""
-    samples = []
-    start = time.perf_counter()
-    while len(samples) < 3 or (time.perf_counter() - start) * 1e3 < min_ms:
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
-
-
 def interleaved(fns, rounds: int, min_ms: float):
-    """Median over rounds of each implementation's per-round median; one warm-up call each."""
-    for fn in fns.values():
-        fn()
-    per = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            per[k].append(median_ms(fn, min_ms))
-    return {k: statistics.median(v) for k, v in per.items()}
+    """Median ms of each implementation by Tessera's one noise rule (tessera.timing): the first
+    is the reference, every other is timed between two rounds of it."""
+    names = list(fns)
+    r = tessera.timing.compare(fns[names[0]], {k: fns[k] for k in names[1:]}, rounds=rounds,
+                               min_rounds=rounds, round_ms=min_ms, min_calls=3,
+                               budget_ms=float("inf"))
+    if r.errors:
+        raise RuntimeError(f"timing failed: {r.errors}")
+    return {names[0]: r.reference_ms, **r.ms}
 
 
 def first_call_s(fn, x) -> float:

@@ -9,6 +9,7 @@ The C++ core is the compiled module ``tessera._C`` (built by CMake into this dir
 from . import _C
 from ._C import ops as te_ops
 from ._C import placeholder, size_var
+from . import timing
 from .expr_op import op
 from .kernel import Kernel
 
@@ -44,5 +45,5 @@ from .backend.kernel_build import jit_cache_info, set_jit_cache_limit  # noqa: E
 backend.register()
 
 
-__all__ = ["__version__", "Kernel", "op", "placeholder", "size_var", "te_ops", "set_num_threads",
+__all__ = ["__version__", "Kernel", "op", "timing", "placeholder", "size_var", "te_ops", "set_num_threads",
            "get_num_threads", "backend", "set_jit_cache_limit", "jit_cache_info"]

@@ -312,6 +312,11 @@ def clear_cache() -> None:
     _cache.clear()
 
 
+def cached_kernels() -> List[Any]:
+    """The compiled kernels (_C.Kernel, each with its .report) in the cache, oldest first."""
+    return _cache.values()
+
+
 __all__ = ["KernelCall", "KernelSpec", "build_spec", "compile_spec"]
 
 

@@ -1,0 +1,73 @@
+"""The compile pipeline as a model sees it: every Tessera kernel goes through the one compile
+call (_C.compile), each is planned once and JIT-compiled once (a tuned winner is the kernel that
+was measured), and a second compile of the same model in this process compiles nothing."""
+
+import torch
+import torch.nn as nn
+
+import tessera
+from tessera import _C
+from tessera.backend import anchor as anchor_choice
+from tessera.backend import kernel_build
+
+
+def _delta(before, after):
+    return {k: after[k] - before[k] for k in after}
+
+
+def _jit_compiles_of(report) -> int:
+    """JIT compiles the report accounts for: one per candidate built plus the reference (the
+    rules' schedule, reused as a candidate) when tuned, else the kernel itself."""
+    if not report.tuner:
+        return 1
+    return 1 + sum(1 for c in report.candidates if c.build_ms > 0)
+
+
+def test_each_kernel_of_a_model_is_jit_compiled_exactly_once(tmp_path):
+    torch.manual_seed(0)
+    # 128x256x256: over the tuning policy's tune_min_points, so construct mode tunes it.
+    model = nn.Sequential(nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 96),
+                          nn.LayerNorm(96)).eval()
+    x = torch.randn(128, 256)
+    kernel_build.clear_cache()
+    anchor_choice.clear_decisions()
+    options = {"records_db": str(tmp_path / "records.db")}
+    before = _C.compile_counters()
+    torch._dynamo.reset()
+    f = torch.compile(model, backend="tessera", options=options)
+    with torch.no_grad():
+        f(x)
+        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    d = _delta(before, _C.compile_counters())
+    reports = [k.report for k in kernel_build.cached_kernels()]
+    assert reports and d["compile_calls"] == len(reports)
+    assert any(r.tuner for r in reports), "the model was meant to tune a kernel"
+    assert d["stage_plans"] == d["compile_calls"]  # one stage plan per kernel
+    assert d["jit_compiles"] == d["lowerings"] == sum(_jit_compiles_of(r) for r in reports)
+    for r in reports:
+        assert sum(c.chosen for c in r.candidates) == (1 if r.tuner else 0)
+
+    # The same model compiled again in this process: kernels and choices come from the caches.
+    before = _C.compile_counters()
+    torch._dynamo.reset()
+    g = torch.compile(model, backend="tessera", options=options)
+    with torch.no_grad():
+        g(x)
+        torch.testing.assert_close(g(x), model(x), rtol=1e-4, atol=1e-4)
+    d = _delta(before, _C.compile_counters())
+    assert d["compile_calls"] == d["jit_compiles"] == d["stage_plans"] == 0
+
+
+def test_reports_say_where_each_schedule_came_from(tmp_path):
+    a, b = tessera.placeholder("A", [128, 256]), tessera.placeholder("B", [256, 256])
+    out = tessera.te_ops.matmul(a, b)
+    db = _C.RecordsDB(str(tmp_path / "r.db"))
+    tuned = tessera.Kernel([out], [a, b], tune="construct", records=db)
+    assert tuned.report.source in ("construct:gensor", "rules") and tuned.report.trials >= 2
+    again = tessera.Kernel([out], [a, b], tune="construct", records=db)
+    assert again.report.source == "records" and again.report.trials == 0
+    assert again.schedule == tuned.schedule
+    x, w = torch.randn(128, 256), torch.randn(256, 256)
+    torch.testing.assert_close(again(x, w), x @ w, rtol=1e-4, atol=1e-4)
+    plain = tessera.Kernel([out], [a, b])
+    assert plain.report.source == "rules" and not plain.report.candidates
