@@ -150,6 +150,7 @@ void XGBModel::fit(const std::vector<ProgramFeatures>& programs,
   set_param(b, "gamma", std::to_string(options_.gamma));
   set_param(b, "min_child_weight", std::to_string(options_.min_child_weight));
   set_param(b, "seed", std::to_string(options_.seed));
+  set_param(b, "tree_method", options_.tree_method);
   set_param(b, "verbosity", "0");
   set_param(b, "disable_default_eval_metric", "1");
   if (options_.threads > 0) set_param(b, "nthread", std::to_string(options_.threads));
