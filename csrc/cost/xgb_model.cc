@@ -49,12 +49,14 @@ void pack_sum_gradient(const std::vector<float>& row_pred, const std::vector<int
                        const std::vector<double>& labels, const std::vector<double>& weights,
                        std::vector<float>* grad, std::vector<float>* hess) {
   const std::vector<double> sums = program_sums(row_pred, row_program, labels.size());
+  std::vector<int> rows(labels.size(), 0);
+  for (int p : row_program) ++rows[p];
   grad->resize(row_pred.size());
   hess->resize(row_pred.size());
   for (size_t r = 0; r < row_pred.size(); ++r) {
     const int p = row_program[r];
     (*grad)[r] = static_cast<float>(weights[p] * (sums[p] - labels[p]));
-    (*hess)[r] = static_cast<float>(weights[p]);
+    (*hess)[r] = static_cast<float>(weights[p] * rows[p]);
   }
 }
 
