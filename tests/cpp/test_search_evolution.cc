@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "synthetic_hw.h"
 #include "tune/search/evolution.h"
+#include "tune/search/task_scheduler.h"
 
 namespace tessera::tune::search {
 namespace {
@@ -225,6 +226,40 @@ TEST(Evolution, LearnedSearchBeatsNineInTenRandomSchedules) {
   std::sort(random_ms.begin(), random_ms.end());
   EXPECT_LT(r.best_ms, random_ms[random_ms.size() / 10]) << "better than 90% of random samples";
   EXPECT_GE(r.stats.model_rounds, 3);
+}
+
+TEST(Evolution, TasksShareOneModelUnderTheScheduler) {
+  // Two kernels of one model, interleaved by the task scheduler; one training set and one model.
+  Gemm g1(64, 48, 64), g2(32, 96, 48);
+  Task t1 = g1.task(), t2 = g2.task();
+  t2.name = "gemm2";
+  SearchOptions o = small_options(1000, 8);
+  o.min_model_samples = 24;
+  std::vector<TaskSearcher> searchers;
+  searchers.emplace_back(t1, o);
+  searchers.emplace_back(t2, o);
+  FakeMeasure fake;
+  CountingModel model;
+  cost::TrainingSet data;
+  SchedulerOptions so;
+  so.rounds = 10;
+  so.eps_random = 0;
+  const SchedulerResult sr =
+      schedule_tasks({{"gemm", 2, 0, ""}, {"gemm2", 1, 0, ""}}, so, [&](int i) {
+        searchers[i].round(std::ref(fake), model, data);
+        return searchers[i].result().best_ms;
+      });
+  EXPECT_EQ(sr.rounds_per_task[0] + sr.rounds_per_task[1], 10);
+  EXPECT_EQ(searchers[0].result().rounds, sr.rounds_per_task[0]);
+  EXPECT_EQ(searchers[1].result().rounds, sr.rounds_per_task[1]);
+  EXPECT_EQ(data.size(), 80u);
+  EXPECT_EQ(data.size("gemm"), 8u * sr.rounds_per_task[0]);
+  EXPECT_EQ(data.size("gemm2"), 8u * sr.rounds_per_task[1]);
+  // Labels are normalised per task: each task's best is 1.
+  const std::vector<double> labels = data.labels();
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), 1.0), 2);
+  EXPECT_EQ(model.last_fit_size, 80u);
+  EXPECT_GE(searchers[0].result().stats.model_rounds + searchers[1].result().stats.model_rounds, 6);
 }
 
 TEST(Evolution, EndToEndGemm64FindsAScheduleThatVerifies) {

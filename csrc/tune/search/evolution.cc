@@ -69,7 +69,9 @@ std::vector<Scored> evolve(const SearchSpace& space, const Scorer& scorer,
   const size_t max_seeds = static_cast<size_t>(std::max(0.0, options.seed_share) * pop_size);
   for (const KernelSchedule& s : seeds) {
     if (pop.size() >= max_seeds) break;
-    if (space.check_structure(s).empty()) pop.push_back(s);
+    // Seeds are trusted (measured, or from another tuner): they need not fit the space's
+    // register budget, only its stages. Their children are checked like any other.
+    if (static_cast<int>(s.stages.size()) == space.num_stages()) pop.push_back(s);
   }
   {
     Timer t;
