@@ -129,6 +129,28 @@ TEST(Features, OneRowPerStoreOfALoweredKernel) {
   }
 }
 
+TEST(Features, EveryOpKindsDefaultKernelHasFiniteRows) {
+  // Reductions, epilogues, padding stages, pooling and cross-lane rows: the walk handles every
+  // statement the lowering emits.
+  ir::Tensor x = ir::placeholder("X", dims({1, 4, 10, 10}));
+  ir::Tensor w = ir::placeholder("W", dims({8, 4, 3, 3}));
+  ir::Tensor bias = ir::placeholder("bias", dims({8}));
+  ir::Tensor s = ir::placeholder("S", dims({5, 70}));
+  const std::vector<std::pair<std::vector<ir::Tensor>, std::vector<ir::Tensor>>> graphs = {
+      {{ops::relu(ops::conv2d(x, w, bias, {1, 1}, {1, 1}))}, {x, w, bias}},
+      {{ops::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})}, {x}},
+      {{ops::softmax(s)}, {s}},
+  };
+  for (const auto& [outs, ins] : graphs) {
+    tune::Task task = tune::Task::create(outs, ins, "t");
+    loop::LoweredFunc f = schedule::lower(task.plan, task.default_schedule(), "k");
+    ProgramFeatures pf = extract_features(f);
+    EXPECT_EQ(pf.num_stores, count_stores(f.body));
+    EXPECT_GT(pf.num_stores, 0);
+    for (float v : pf.values) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
 TEST(Features, RepeatableAndDifferentForDifferentSchedules) {
   tune::Task task = matmul_task();
   schedule::KernelSchedule def = task.default_schedule();
