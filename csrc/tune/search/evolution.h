@@ -21,6 +21,7 @@
 // lowered when the learned model needs their features and always before they are measured.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -43,7 +44,7 @@ struct EvolutionOptions {
   int population = 2048;        // Ansor's default
   int generations = 4;          // Ansor's default
   double mutation_prob = 0.85;  // a child is a mutant, else a crossover child (Ansor: 0.85)
-  double seed_share = 0.2;      // most of the first population taken from the seeds
+  double seed_share = 0.2;      // at most this share of the first population are seeds
 };
 
 struct SearchOptions {
@@ -112,7 +113,7 @@ struct SearchStats {
 struct SearchResult {
   bool found = false;  // some measured candidate was ok
   schedule::KernelSchedule best;
-  double best_ms = 0;
+  double best_ms = std::numeric_limits<double>::infinity();  // +inf until found
   std::vector<Trial> trials;
   int rounds = 0;
   SearchStats stats;

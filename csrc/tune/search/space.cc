@@ -1,6 +1,7 @@
 #include "tune/search/space.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "schedule/default_schedule.h"
