@@ -11,6 +11,7 @@
 #include "const_dims.h"
 #include "cost/xgb_model.h"
 #include "ops/ops.h"
+#include "tune/gensor/construct.h"
 #include "tune/search/evolution.h"
 
 namespace tessera::tune::search {
@@ -89,6 +90,45 @@ TEST(SearchBench, DISABLED_SearchOverhead) {
   Tensor x = ir::placeholder("X", dims({1, 128, 28, 28})),
          w = ir::placeholder("W", dims({128, 128, 3, 3}));
   bench("res3_3x3", Task::create({ops::conv2d(x, w, nullptr, {1, 1}, {1, 1})}, {x, w}, "res3"));
+}
+
+// Construct mode, then a search of `trials` seeded with its candidates; both winners re-timed side
+// by side at the end (one measure_all, paired rounds) so that the ratio is not a cross-run one.
+void search_vs_construct(const std::string& name, const Task& task, int trials) {
+  gensor::ConstructResult cr = gensor::construct(task);
+  SearchOptions o;
+  o.trials = trials;
+  o.evolution.population = 512;
+  for (const gensor::ConstructCandidate& c : cr.candidates) o.initial.push_back(c.schedule);
+  CandidateMeasurer measurer(task);
+  const Measure measure = [&](const std::vector<KernelSchedule>& b) {
+    return measurer.measure_all(b);
+  };
+  cost::XGBOptions xo;
+  xo.threads = 1;
+  cost::XGBModel model(xo);
+  SearchResult r = search_task(task, o, measure, model);
+  ASSERT_TRUE(r.found);
+  CandidateMeasurer final_timer(task);
+  const std::vector<CandidateResult> both = final_timer.measure_all({cr.schedule, r.best});
+  std::printf(
+      "%-10s construct %.3f ms (%.1f s), search(%d) %.3f ms (%.1f s: measure %.1f, "
+      "overhead %.1f); re-timed side by side: construct %.3f, search %.3f -> %.2fx\n",
+      name.c_str(), cr.candidates[cr.chosen].result.median_ms, cr.construct_s, trials, r.best_ms,
+      r.stats.total_s, r.stats.measure_s, r.stats.overhead_s(), both[0].median_ms,
+      both[1].median_ms, both[0].median_ms / both[1].median_ms);
+  int by_model = 0;
+  for (const Trial& t : r.trials) {
+    by_model += t.picked_by == "model";
+    if (t.result.ok && t.result.median_ms == r.best_ms)
+      std::printf("  best picked by %s in round %d\n", t.picked_by.c_str(), t.round);
+  }
+  std::printf("  %d of %zu trials picked by the model\n", by_model, r.trials.size());
+}
+
+TEST(SearchBench, DISABLED_SearchVsConstruct) {
+  Tensor a = ir::placeholder("A", dims({256, 256})), b = ir::placeholder("B", dims({256, 256}));
+  search_vs_construct("gemm256", Task::create({ops::matmul(a, b)}, {a, b}, "gemm256"), 128);
 }
 
 }  // namespace
