@@ -1,0 +1,241 @@
+#include "cost/xgb_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+
+#include "util/check.h"
+
+#ifdef TESSERA_HAVE_XGBOOST
+#include <xgboost/c_api.h>
+#endif
+
+namespace tessera::cost {
+
+std::vector<double> pack_sum_weights(const std::vector<double>& labels, const XGBOptions& o) {
+  std::vector<double> w;
+  w.reserve(labels.size());
+  for (double y : labels) w.push_back(o.weight_by_label ? std::max(y, o.min_weight) : 1.0);
+  return w;
+}
+
+namespace {
+
+// yhat_p: the sum of the rows of each program.
+std::vector<double> program_sums(const std::vector<float>& row_pred,
+                                 const std::vector<int>& row_program, size_t programs) {
+  std::vector<double> sums(programs, 0.0);
+  for (size_t r = 0; r < row_pred.size(); ++r) sums[row_program[r]] += row_pred[r];
+  return sums;
+}
+
+}  // namespace
+
+double pack_sum_loss(const std::vector<float>& row_pred, const std::vector<int>& row_program,
+                     const std::vector<double>& labels, const std::vector<double>& weights) {
+  const std::vector<double> sums = program_sums(row_pred, row_program, labels.size());
+  double loss = 0;
+  for (size_t p = 0; p < labels.size(); ++p) {
+    const double e = sums[p] - labels[p];
+    loss += 0.5 * weights[p] * e * e;
+  }
+  return loss;
+}
+
+void pack_sum_gradient(const std::vector<float>& row_pred, const std::vector<int>& row_program,
+                       const std::vector<double>& labels, const std::vector<double>& weights,
+                       std::vector<float>* grad, std::vector<float>* hess) {
+  const std::vector<double> sums = program_sums(row_pred, row_program, labels.size());
+  std::vector<int> rows(labels.size(), 0);
+  for (int p : row_program) ++rows[p];
+  grad->resize(row_pred.size());
+  hess->resize(row_pred.size());
+  for (size_t r = 0; r < row_pred.size(); ++r) {
+    const int p = row_program[r];
+    (*grad)[r] = static_cast<float>(weights[p] * (sums[p] - labels[p]));
+    (*hess)[r] = static_cast<float>(weights[p] * rows[p]);
+  }
+}
+
+#ifdef TESSERA_HAVE_XGBOOST
+
+namespace {
+
+void check_xgb(int rc, const char* what) {
+  TESSERA_CHECK(rc == 0) << "XGBoost " << what << ": " << XGBGetLastError();
+}
+
+// All rows of `programs` as one dense matrix; row_program[r] says whose row r is.
+struct Rows {
+  std::vector<float> data;
+  std::vector<int> program;
+};
+
+Rows stack_rows(const std::vector<ProgramFeatures>& programs) {
+  Rows rows;
+  for (size_t p = 0; p < programs.size(); ++p) {
+    const ProgramFeatures& f = programs[p];
+    TESSERA_CHECK(f.values.size() == static_cast<size_t>(f.num_stores) * kNumFeatures)
+        << "program " << p << " has " << f.values.size() << " feature values for " << f.num_stores
+        << " stores";
+    rows.data.insert(rows.data.end(), f.values.begin(), f.values.end());
+    rows.program.insert(rows.program.end(), f.num_stores, static_cast<int>(p));
+  }
+  return rows;
+}
+
+// Owns a DMatrix.
+class Matrix {
+ public:
+  explicit Matrix(const Rows& rows) {
+    check_xgb(XGDMatrixCreateFromMat(rows.data.data(), rows.program.size(), kNumFeatures,
+                                     std::numeric_limits<float>::quiet_NaN(), &handle_),
+              "DMatrix");
+  }
+  ~Matrix() { XGDMatrixFree(handle_); }
+  Matrix(const Matrix&) = delete;
+  Matrix& operator=(const Matrix&) = delete;
+  DMatrixHandle get() const { return handle_; }
+
+ private:
+  DMatrixHandle handle_ = nullptr;
+};
+
+// Raw (margin) outputs of every row; `training` as XGBoost means it (dropout boosters).
+std::vector<float> predict_rows(BoosterHandle b, const Matrix& m, size_t rows, bool training) {
+  const std::string config = std::string("{\"type\": 1, \"training\": ") +
+                             (training ? "true" : "false") +
+                             ", \"iteration_begin\": 0, \"iteration_end\": 0, "
+                             "\"strict_shape\": false}";
+  const bst_ulong* shape = nullptr;
+  bst_ulong dim = 0;
+  const float* out = nullptr;
+  check_xgb(XGBoosterPredictFromDMatrix(b, m.get(), config.c_str(), &shape, &dim, &out), "predict");
+  return std::vector<float>(out, out + rows);
+}
+
+void set_param(BoosterHandle b, const char* key, const std::string& value) {
+  check_xgb(XGBoosterSetParam(b, key, value.c_str()), key);
+}
+
+}  // namespace
+
+bool XGBModel::compiled_in() { return true; }
+
+XGBModel::XGBModel(XGBOptions options) : options_(options) {}
+
+XGBModel::~XGBModel() { reset(); }
+
+void XGBModel::reset() {
+  if (booster_) XGBoosterFree(static_cast<BoosterHandle>(booster_));
+  booster_ = nullptr;
+}
+
+void XGBModel::fit(const std::vector<ProgramFeatures>& programs,
+                   const std::vector<double>& labels) {
+  TESSERA_CHECK(programs.size() == labels.size())
+      << programs.size() << " programs with " << labels.size() << " labels";
+  const Rows rows = stack_rows(programs);
+  TESSERA_CHECK(!rows.program.empty()) << "XGBoost fit: no feature rows";
+  Matrix train(rows);
+  reset();
+  BoosterHandle b = nullptr;
+  DMatrixHandle cache[] = {train.get()};
+  check_xgb(XGBoosterCreate(cache, 1, &b), "create");
+  booster_ = b;
+  set_param(b, "base_score", "0");
+  set_param(b, "max_depth", std::to_string(options_.max_depth));
+  set_param(b, "eta", std::to_string(options_.eta));
+  set_param(b, "gamma", std::to_string(options_.gamma));
+  set_param(b, "min_child_weight", std::to_string(options_.min_child_weight));
+  set_param(b, "seed", std::to_string(options_.seed));
+  set_param(b, "tree_method", options_.tree_method);
+  set_param(b, "verbosity", "0");
+  set_param(b, "disable_default_eval_metric", "1");
+  if (options_.threads > 0) set_param(b, "nthread", std::to_string(options_.threads));
+
+  const std::vector<double> weights = pack_sum_weights(labels, options_);
+  std::vector<float> pred(rows.program.size(), 0.0f), grad, hess;
+  for (int it = 0; it < options_.rounds; ++it) {
+    if (it > 0) pred = predict_rows(b, train, rows.program.size(), /*training=*/true);
+    pack_sum_gradient(pred, rows.program, labels, weights, &grad, &hess);
+    check_xgb(XGBoosterBoostOneIter(b, train.get(), grad.data(), hess.data(), grad.size()),
+              "boost");
+  }
+}
+
+std::vector<double> XGBModel::predict(const std::vector<ProgramFeatures>& programs) const {
+  std::vector<double> out(programs.size(), 0.0);
+  if (!booster_) return out;
+  const Rows rows = stack_rows(programs);
+  if (rows.program.empty()) return out;
+  Matrix m(rows);
+  const std::vector<float> pred =
+      predict_rows(static_cast<BoosterHandle>(booster_), m, rows.program.size(), false);
+  for (size_t r = 0; r < pred.size(); ++r) out[rows.program[r]] += pred[r];
+  return out;
+}
+
+std::vector<uint8_t> XGBModel::save() const {
+  TESSERA_CHECK(booster_) << "XGBoost save: the model is not trained";
+  bst_ulong len = 0;
+  const char* data = nullptr;
+  check_xgb(XGBoosterSaveModelToBuffer(static_cast<BoosterHandle>(booster_),
+                                       "{\"format\": \"ubj\"}", &len, &data),
+            "save");
+  return std::vector<uint8_t>(data, data + len);
+}
+
+void XGBModel::load(const std::vector<uint8_t>& bytes) {
+  BoosterHandle b = nullptr;
+  check_xgb(XGBoosterCreate(nullptr, 0, &b), "create");
+  if (XGBoosterLoadModelFromBuffer(b, bytes.data(), bytes.size()) != 0) {
+    const std::string why = XGBGetLastError();
+    XGBoosterFree(b);
+    TESSERA_FAIL() << "XGBoost load: " << why;
+  }
+  reset();
+  booster_ = b;
+  if (options_.threads > 0) set_param(b, "nthread", std::to_string(options_.threads));
+}
+
+#else  // !TESSERA_HAVE_XGBOOST
+
+namespace {
+[[noreturn]] void unavailable() {
+  TESSERA_FAIL() << "XGBoost cost model unavailable: Tessera was built without libxgboost";
+}
+}  // namespace
+
+bool XGBModel::compiled_in() { return false; }
+XGBModel::XGBModel(XGBOptions options) : options_(options) {}
+XGBModel::~XGBModel() = default;
+void XGBModel::reset() {}
+void XGBModel::fit(const std::vector<ProgramFeatures>&, const std::vector<double>&) {
+  unavailable();
+}
+std::vector<double> XGBModel::predict(const std::vector<ProgramFeatures>&) const { unavailable(); }
+std::vector<uint8_t> XGBModel::save() const { unavailable(); }
+void XGBModel::load(const std::vector<uint8_t>&) { unavailable(); }
+
+#endif  // TESSERA_HAVE_XGBOOST
+
+void XGBModel::save_file(const std::string& path) const {
+  const std::vector<uint8_t> bytes = save();
+  std::ofstream f(path, std::ios::binary);
+  TESSERA_CHECK(f.good()) << "cannot write " << path;
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  TESSERA_CHECK(f.good()) << "writing " << path << " failed";
+}
+
+void XGBModel::load_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  TESSERA_CHECK(f.good()) << "cannot read " << path;
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  load(bytes);
+}
+
+}  // namespace tessera::cost
