@@ -2,11 +2,14 @@
 
 #include <chrono>
 #include <exception>
+#include <mutex>
 
+#include "cost/xgb_model.h"
 #include "runtime/parallel.h"
 #include "schedule/tuning_policy.h"
 #include "tune/common.h"
 #include "tune/gensor/construct.h"
+#include "tune/search/evolution.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -46,7 +49,7 @@ Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileR
   opts.include_default = true;
   tune::gensor::ConstructResult r = tune::gensor::construct(task, opts);
   rep->tuner = r.schedule.tuner;
-  const std::string default_text = task.default_schedule().dump();
+  const std::string default_text = task.default_schedule().stages_text();
   int def = -1;
   for (size_t c = 0; c < r.candidates.size(); ++c) {
     const tune::gensor::ConstructCandidate& cand = r.candidates[c];
@@ -59,7 +62,7 @@ Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileR
     cr.build_ms = cand.result.build_ms;
     rep->candidates.push_back(cr);
     if (cand.measured) ++rep->trials;
-    if (cand.schedule.dump() == default_text) def = static_cast<int>(c);
+    if (cand.schedule.stages_text() == default_text) def = static_cast<int>(c);
   }
   if (def >= 0 && rep->candidates[def].ok) rep->default_ms = rep->candidates[def].median_ms;
   if (r.fell_back_to_default) {
@@ -75,6 +78,98 @@ Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileR
   rep->median_ms = rep->candidates[choice].median_ms;
   Tuned t{r.candidates[choice].schedule, r.candidates[choice].result.kernel};
   if (choice == def) t.schedule.tuner = "default";
+  return t;
+}
+
+// One learned cost model and training set per process, shared by every task search mode tunes
+// (Ansor's one model across tasks; labels are normalised per task).
+struct SharedModel {
+  std::mutex mu;
+  cost::XGBModel model{[] {
+    cost::XGBOptions o;
+    o.threads = 1;  // XGBoost's OpenMP threads would compete with the kernels' for the cores
+    return o;
+  }()};
+  cost::TrainingSet data;
+};
+
+SharedModel& shared_model() {
+  static SharedModel* m = new SharedModel();  // leaked: used until exit, from any thread
+  return *m;
+}
+
+// Search mode (Ansor-like evolutionary search with the learned cost model), seeded with construct
+// mode's predicted top-k and the rules' schedule; the winner must beat the rules' schedule by
+// the policy's win margin. Only the best kernel so far is kept alive while searching.
+Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  tune::gensor::ConstructOptions copts;
+  copts.seed = req.seed;
+  copts.top_k = policy.construct_top_k;
+  copts.chains = policy.construct_chains;
+  copts.iterations = policy.construct_iterations;
+  copts.predict_only = true;
+  const tune::gensor::ConstructResult seeds = tune::gensor::construct(task, copts);
+
+  tune::search::SearchOptions sopts;
+  sopts.trials = req.trials > 0 ? req.trials : policy.search_trials;
+  sopts.per_round = std::min(sopts.trials, policy.search_per_round);
+  sopts.evolution.population = policy.search_population;
+  sopts.seed = req.seed;
+  const schedule::KernelSchedule rules = task.default_schedule();
+  sopts.initial.push_back(rules);
+  for (const tune::gensor::ConstructCandidate& c : seeds.candidates) {
+    sopts.initial.push_back(c.schedule);
+  }
+  tune::CandidateMeasurer measurer(task);
+  const std::string rules_text = rules.stages_text();
+  std::shared_ptr<const BuiltKernel> best_kernel;
+  double best_ms = 0;
+  auto measure = [&](const std::vector<schedule::KernelSchedule>& batch) {
+    std::vector<tune::CandidateResult> results = measurer.measure_all(batch);
+    for (size_t i = 0; i < results.size(); ++i) {
+      tune::CandidateResult& r = results[i];
+      CandidateReport cr;
+      cr.schedule = batch[i];
+      cr.ok = r.ok;
+      cr.error = r.error;
+      cr.median_ms = r.ok ? r.median_ms : -1;
+      cr.build_ms = r.build_ms;
+      rep->candidates.push_back(cr);
+      ++rep->trials;
+      if (r.ok && batch[i].stages_text() == rules_text) rep->default_ms = r.median_ms;
+      if (r.ok && (best_kernel == nullptr || r.median_ms < best_ms)) {
+        best_ms = r.median_ms;
+        best_kernel = r.kernel;
+      }
+      r.kernel.reset();  // the search keeps its trials; only the best kernel stays alive
+    }
+    return results;
+  };
+  SharedModel& shared = shared_model();
+  std::lock_guard<std::mutex> lock(shared.mu);
+  tune::search::TaskSearcher searcher(task, sopts);
+  while (!searcher.done() && searcher.round(measure, shared.model, shared.data) > 0) {
+  }
+  rep->tuner = "search";
+  if (best_kernel == nullptr) {
+    rep->note = "no search candidate passed verification; the rules' schedule is used";
+    return {rules, nullptr};
+  }
+  if (rep->default_ms > 0 && best_ms >= policy.win_margin * rep->default_ms) {
+    for (CandidateReport& c : rep->candidates) c.chosen = c.ok && c.schedule.stages_text() == rules_text;
+    rep->median_ms = rep->default_ms;
+    Tuned t{rules, measurer.reference_kernel()};
+    t.schedule.tuner = "default";
+    return t;
+  }
+  Tuned t{best_kernel->schedule(), best_kernel};
+  t.schedule.tuner = "search";
+  rep->median_ms = best_ms;
+  for (CandidateReport& c : rep->candidates) {
+    c.chosen =
+        c.ok && c.median_ms == best_ms && c.schedule.stages_text() == best_kernel->schedule().stages_text();
+  }
   return t;
 }
 
@@ -109,19 +204,17 @@ Tuned records_or_tune(const std::vector<ir::Tensor>& outputs, const std::vector<
                 " s budget in this process; the rules' schedule is used";
     return {task.default_schedule(), nullptr};
   }
-  if (req.tune == TuneMode::kSearch) {
-    rep->note = "search mode is not built yet; construct mode ran instead";
-  }
   const auto t0 = Clock::now();
   Tuned t;
   bool failed = false;
   try {
-    t = tune_construct(task, req, rep);
+    t = req.tune == TuneMode::kSearch ? tune_search(task, req, rep)
+                                      : tune_construct(task, req, rep);
   } catch (const std::exception& e) {
     // A tuner failure costs the tuning, not the kernel; nothing is stored, so a later process
     // tries again.
-    rep->note =
-        std::string("construct mode failed (") + e.what() + "); the rules' schedule is used";
+    rep->note = std::string(tune_mode_name(req.tune)) + " mode failed (" + e.what() +
+                "); the rules' schedule is used";
     t = {task.default_schedule(), nullptr};
     failed = true;
   }

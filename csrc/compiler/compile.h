@@ -23,7 +23,8 @@
 
 namespace tessera::compiler {
 
-// How hard to tune. kSearch is not built yet and runs construct mode (the report says so).
+// How hard to tune: the rules' schedule, construct mode (Gensor, seconds), or search mode
+// (Ansor-like evolutionary search with a learned cost model, the most tuning).
 enum class TuneMode { kDefault, kConstruct, kSearch };
 const char* tune_mode_name(TuneMode m);
 TuneMode tune_mode_from_name(const std::string& name);  // "default" | "construct" | "search"
@@ -42,6 +43,7 @@ struct CompileRequest {
   db::RecordsDB* records = nullptr;
   bool keep_source = false;  // keep the optimised LLVM IR and assembly
   uint64_t seed = 0;         // the tuners' random streams
+  int trials = 0;            // search mode's measurements (0: the policy's search_trials)
 };
 
 // One schedule a tuner built, verified and timed.

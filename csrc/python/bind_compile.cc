@@ -65,7 +65,7 @@ void bind_request_and_report(py::module_& m) {
   py::class_<CompileRequest>(m, "CompileRequest", "What _C.compile is asked to do.")
       .def(py::init([](const std::string& name, const std::string& tune, const std::string& threads,
                        std::optional<schedule::KernelSchedule> schedule, db::RecordsDB* records,
-                       bool keep_source, uint64_t seed) {
+                       bool keep_source, uint64_t seed, int trials) {
              CompileRequest r;
              r.name = name;
              r.tune = compiler::tune_mode_from_name(tune);
@@ -78,11 +78,12 @@ void bind_request_and_report(py::module_& m) {
              r.records = records;
              r.keep_source = keep_source;
              r.seed = seed;
+             r.trials = trials;
              return r;
            }),
            py::arg("name") = "kernel", py::arg("tune") = "default", py::arg("threads") = "auto",
            py::arg("schedule") = py::none(), py::arg("records") = nullptr,
-           py::arg("keep_source") = false, py::arg("seed") = 0,
+           py::arg("keep_source") = false, py::arg("seed") = 0, py::arg("trials") = 0,
            // The request refers to the records database: keep it alive as long as the request.
            py::keep_alive<1, 6>())
       .def_readwrite("name", &CompileRequest::name)
@@ -90,7 +91,8 @@ void bind_request_and_report(py::module_& m) {
           "tune", [](const CompileRequest& r) { return compiler::tune_mode_name(r.tune); })
       .def_readwrite("schedule", &CompileRequest::schedule)
       .def_readwrite("keep_source", &CompileRequest::keep_source)
-      .def_readwrite("seed", &CompileRequest::seed);
+      .def_readwrite("seed", &CompileRequest::seed)
+      .def_readwrite("trials", &CompileRequest::trials);
   using compiler::CandidateReport;
   py::class_<CandidateReport>(m, "CandidateReport", "One schedule a tuner built, verified, timed.")
       .def_readonly("schedule", &CandidateReport::schedule)
@@ -134,6 +136,9 @@ void bind_policy_and_counters(py::module_& m) {
       .def_readonly("construct_top_k", &TuningPolicy::construct_top_k)
       .def_readonly("construct_chains", &TuningPolicy::construct_chains)
       .def_readonly("construct_iterations", &TuningPolicy::construct_iterations)
+      .def_readonly("search_trials", &TuningPolicy::search_trials)
+      .def_readonly("search_per_round", &TuningPolicy::search_per_round)
+      .def_readonly("search_population", &TuningPolicy::search_population)
       .def_readonly("process_tune_budget_s", &TuningPolicy::process_tune_budget_s);
   m.def(
       "tuning_policy", []() { return schedule::tuning_policy(); },

@@ -93,6 +93,12 @@ Json KernelSchedule::to_json() const {
   return j;
 }
 
+std::string KernelSchedule::stages_text() const {
+  Json s = Json::array();
+  for (const StageAnnotation& a : stages) s.push_back(a.to_json());
+  return s.dump();
+}
+
 KernelSchedule KernelSchedule::from_json(const Json& j) {
   KernelSchedule k;
   k.tuner = j.get_string("tuner", "default");

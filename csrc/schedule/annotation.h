@@ -53,6 +53,9 @@ struct KernelSchedule {
   util::Json to_json() const;
   static KernelSchedule from_json(const util::Json& j);
   std::string dump() const { return to_json().dump(); }
+  // The text of the stages alone: equal for two schedules that build the same kernel, whichever
+  // tuner produced them.
+  std::string stages_text() const;
   static KernelSchedule parse(const std::string& text) {
     return from_json(util::Json::parse(text));
   }

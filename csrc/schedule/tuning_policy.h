@@ -28,6 +28,10 @@ struct TuningPolicy {
   int construct_top_k = 4;
   int construct_chains = 16;
   int construct_iterations = 60;
+  // Search mode: measured candidates per kernel, per round, and the evolved population.
+  int search_trials = 256;
+  int search_per_round = 64;
+  int search_population = 2048;
   // Seconds of tuning per process; past it kernels get the default schedule (logged).
   double process_tune_budget_s = 180.0;
 };

@@ -137,7 +137,7 @@ void CandidateMeasurer::prepare() {
   const schedule::KernelSchedule ref_schedule = task_.default_schedule();
   reference_ = std::make_shared<const compiler::BuiltKernel>(
       compiler::build_cpu(task_.plan, ref_schedule, task_.name + "_ref"));
-  reference_schedule_ = ref_schedule.dump();
+  reference_schedule_ = ref_schedule.stages_text();
   const compiler::BuiltKernel& ref = *reference_;
   ir::EvalEnv env;
   for (const ir::Var& v : ref.func().size_vars) {
@@ -185,7 +185,7 @@ bool CandidateMeasurer::build_and_verify(const schedule::KernelSchedule& schedul
   ++num_measured_;
   util::bump(util::Counter::kCandidates);
   std::shared_ptr<const compiler::BuiltKernel> kernel;
-  if (schedule.dump() == reference_schedule_) {
+  if (schedule.stages_text() == reference_schedule_) {
     kernel = reference_;  // built already: a kernel is JIT-compiled once
   } else {
     auto t0 = std::chrono::steady_clock::now();

@@ -136,7 +136,7 @@ class CandidateMeasurer {
   MeasureConfig config_;
   bool prepared_ = false;
   std::shared_ptr<const compiler::BuiltKernel> reference_;
-  std::string reference_schedule_;  // its schedule's JSON
+  std::string reference_schedule_;  // its schedule's stages_text()
   std::vector<runtime::NDArray> inputs_;
   std::vector<runtime::NDArray> expected_;
   std::vector<runtime::NDArray> outputs_;

@@ -71,3 +71,31 @@ def test_reports_say_where_each_schedule_came_from(tmp_path):
     torch.testing.assert_close(again(x, w), x @ w, rtol=1e-4, atol=1e-4)
     plain = tessera.Kernel([out], [a, b])
     assert plain.report.source == "rules" and not plain.report.candidates
+
+
+def test_search_mode_through_the_compile_call():
+    """tune="search": evolutionary search seeded with construct's picks and the rules' schedule,
+    every candidate verified; the kernel returned is the best one measured (or the rules' when
+    nothing beat it by the win margin) and matches eager."""
+    a, b = tessera.placeholder("A", [128, 256]), tessera.placeholder("B", [256, 256])
+    out = tessera.te_ops.relu(tessera.te_ops.matmul(a, b))
+    before = _C.compile_counters()
+    k = tessera.Kernel([out], [a, b], tune="search", trials=12)
+    r = k.report
+    d = _delta(before, _C.compile_counters())
+    assert r.tuner == "search" and r.source in ("search", "rules")
+    assert r.trials == len(r.candidates) == 12
+    assert sum(c.chosen for c in r.candidates) == 1
+    chosen = next(c for c in r.candidates if c.chosen)
+    assert chosen.ok and chosen.median_ms == r.median_ms
+    times = [c.median_ms for c in r.candidates if c.ok]
+    if r.source == "search":
+        assert r.median_ms == min(times) < _C.tuning_policy().win_margin * r.default_ms
+    else:  # nothing beat the rules' schedule by the margin
+        assert r.median_ms == r.default_ms
+        assert min(times) >= _C.tuning_policy().win_margin * r.default_ms
+    assert r.default_ms > 0  # the rules' schedule was measured with the rest
+    # Candidates and the verification reference, nothing rebuilt for the returned kernel.
+    assert d["jit_compiles"] == 1 + sum(1 for c in r.candidates if c.build_ms > 0)
+    x, w = torch.randn(128, 256), torch.randn(256, 256)
+    torch.testing.assert_close(k(x, w), torch.relu(x @ w), rtol=1e-4, atol=1e-4)

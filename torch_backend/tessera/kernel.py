@@ -26,7 +26,8 @@ class Kernel:
 
     Compiled by the one compile call (_C.compile): `schedule` (a KernelSchedule, or its JSON)
     builds exactly that schedule; otherwise `tune` ("default": the rules' schedule, "construct":
-    Gensor's construct mode on kernels with enough summation work) decides, and `records` (a
+    Gensor's construct mode on kernels with enough summation work, "search": search mode with
+    `trials` measurements, 0 for the policy's default) decides, and `records` (a
     _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "auto" runs kernels
     moving little data on the calling thread alone (the tuning policy's serial_bytes),
     "parallel" / "serial" force it. `report` says how the kernel was made."""
@@ -34,12 +35,12 @@ class Kernel:
     def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
                  schedule: Union[None, str, "_C.KernelSchedule"] = None, name: str = "kernel",
                  keep_source: bool = False, tune: str = "default", records=None,
-                 threads: str = "auto"):
+                 threads: str = "auto", trials: int = 0):
         self._inputs = list(inputs)
         if isinstance(schedule, str):
             schedule = _C.KernelSchedule.parse(schedule)
         request = _C.CompileRequest(name=name, tune=tune, threads=threads, schedule=schedule,
-                                    records=records, keep_source=keep_source)
+                                    records=records, keep_source=keep_source, trials=trials)
         self._kernel = _C.compile(list(outputs), self._inputs, request)
         self._out_dtypes = [_DTYPES[d] for d in self._kernel.output_dtypes]
         self._in_dtypes = [_DTYPES[t.dtype] for t in self._inputs]

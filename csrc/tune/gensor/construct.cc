@@ -294,14 +294,9 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
   if (options.include_default && !options.predict_only) {
     ConstructCandidate cand;
     cand.schedule = task.default_schedule();
-    auto stages_text = [](const schedule::KernelSchedule& ks) {
-      std::string t;
-      for (const auto& st : ks.stages) t += st.to_json().dump();
-      return t;
-    };
     bool duplicate = false;
     for (const ConstructCandidate& c : res.candidates) {
-      duplicate = duplicate || stages_text(c.schedule) == stages_text(cand.schedule);
+      duplicate = duplicate || c.schedule.stages_text() == cand.schedule.stages_text();
     }
     for (double ms : default_stage_ms) cand.predicted_ms += ms;
     if (!duplicate) res.candidates.push_back(std::move(cand));

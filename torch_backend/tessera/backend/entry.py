@@ -41,11 +41,11 @@ def _backward_compiler(options: Options):
     return compile_graph
 
 
-def _note_unwired(options: Options) -> None:
+def _note_search(options: Options) -> None:
     if options.tune == "search":
-        log_once(f"tune:{options.tune}",
-                 f"tessera: tune={options.tune!r} (mode='max-autotune') is not built yet; "
-                 f"kernels are tuned with construct mode instead")
+        log_once("tune:search", "tessera: tune='search' (mode='max-autotune'): search mode tunes "
+                 "kernels with enough summation work (minutes each, once: the records database "
+                 "keeps them)")
 
 
 def _describe_records(options: Options) -> None:
@@ -75,7 +75,7 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
     if opts.verbose:
         _make_verbose_visible()
         _describe_records(opts)
-    _note_unwired(opts)
+    _note_search(opts)
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 

@@ -259,11 +259,11 @@ def jit_cache_info() -> Dict[str, int]:
 
 
 def _tune_and_records(tune: Any):
-    """(tuning mode, records_db option) from compile_spec's second argument: the backend
+    """(tuning mode, records_db option, trials) from compile_spec's second argument: the backend
     Options, or a tuning mode alone (then the records database is the default one)."""
     if isinstance(tune, str):
-        return tune, None
-    return tune.tune, tune.records_db
+        return tune, None, 0
+    return tune.tune, tune.records_db, tune.trials
 
 
 def _report(spec: KernelSpec, report, records: Optional["records_mod.Records"]) -> None:
@@ -289,14 +289,14 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     """Compiles (or reuses) the kernel of a spec through the one compile call (_C.compile), with
     the tuning mode and records database of `tune`: the backend Options or a tuning mode name.
     Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
-    mode, records_option = _tune_and_records(tune)
+    mode, records_option, trials = _tune_and_records(tune)
     if spec.workload is None:
         spec.workload = keys.kernel_key(spec.te_outputs, spec.te_inputs)
-    key = keys.cache_key(spec.workload, mode)
+    key = keys.cache_key(spec.workload, mode, trials)
     kernel = _cache.get(key)
     if kernel is None:
         records = records_mod.open_records(records_option) if mode != "default" else None
-        request = _C.CompileRequest(name=spec.name, tune=mode,
+        request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
                                     records=records.db if records is not None else None)
         kernel = _C.compile(spec.te_outputs, spec.te_inputs, request)
         _report(spec, kernel.report, records)

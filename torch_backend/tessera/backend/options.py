@@ -31,8 +31,8 @@ class Options:
     # Schedule source: "construct" (default) runs Gensor's construct mode on kernels with enough
     # summation work to gain from it (matmul, conv, large reductions; about a second each, once:
     # the result goes to the records database) and gives the others the default heuristics;
-    # "default" uses the heuristics everywhere; "search" is not built yet (construct mode runs,
-    # logged).
+    # "default" uses the heuristics everywhere; "search" (mode="max-autotune") runs search mode
+    # (evolutionary search with a learned cost model, minutes per kernel) on the same kernels.
     tune: str = "construct"
     verbose: bool = False          # log each compiled graph's partitions and choices
     fallback: bool = True          # run the graph eagerly (logged) if compiling it fails
@@ -44,6 +44,8 @@ class Options:
     # there and reused by later processes. None or True: $TESSERA_RECORDS_DB, else
     # ~/.cache/tessera/records.db; a path: that file; False: no database.
     records_db: Union[str, bool, None] = None
+    # Search mode's measured candidates per kernel; 0: the tuning policy's search_trials.
+    trials: int = 0
 
 
 _DESCRIPTIONS = {
@@ -52,6 +54,7 @@ _DESCRIPTIONS = {
     "fallback": "bool",
     "anchor_measure": "bool",
     "records_db": "path, True/None (default location) or False (off)",
+    "trials": "int >= 0 (search mode's measurements per kernel; 0: the policy's default)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
@@ -93,6 +96,9 @@ def parse_options(mode: Optional[str] = None,
             if value == "":
                 raise ValueError("tessera: option 'records_db' is an empty path (use False to "
                                  "turn the database off)")
+        elif key == "trials":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"tessera: option 'trials' must be an int >= 0, got {value!r}")
         elif not isinstance(value, bool):
             raise ValueError(f"tessera: option {key!r} must be a bool, got {value!r}")
         values[key] = value
