@@ -1,13 +1,16 @@
 #include "tune/common.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "compiler/build.h"
 #include "ir/eval.h"
 #include "runtime/paired_timing.h"
+#include "runtime/parallel.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -131,13 +134,18 @@ std::shared_ptr<const compiler::BuiltKernel> CandidateMeasurer::reference_kernel
   return reference_;
 }
 
+void CandidateMeasurer::build_reference() {
+  if (reference_) return;
+  const schedule::KernelSchedule ref_schedule = task_.default_schedule();
+  reference_schedule_ = ref_schedule.stages_text();
+  reference_ = std::make_shared<const compiler::BuiltKernel>(
+      compiler::build_cpu(task_.plan, ref_schedule, task_.name + "_ref"));
+}
+
 void CandidateMeasurer::prepare() {
   if (prepared_) return;
   auto t0 = std::chrono::steady_clock::now();
-  const schedule::KernelSchedule ref_schedule = task_.default_schedule();
-  reference_ = std::make_shared<const compiler::BuiltKernel>(
-      compiler::build_cpu(task_.plan, ref_schedule, task_.name + "_ref"));
-  reference_schedule_ = ref_schedule.stages_text();
+  build_reference();
   const compiler::BuiltKernel& ref = *reference_;
   ir::EvalEnv env;
   for (const ir::Var& v : ref.func().size_vars) {
@@ -174,29 +182,60 @@ void CandidateMeasurer::prepare() {
 
 void CandidateMeasurer::run(const compiler::BuiltKernel& k) { k.run(ptrs_, size_values_); }
 
-bool CandidateMeasurer::build_and_verify(const schedule::KernelSchedule& schedule,
-                                         const std::string& name, CandidateResult* res) {
-  try {
-    prepare();
-  } catch (const std::exception& e) {
-    res->error = std::string("reference kernel failed: ") + e.what();
-    return false;
-  }
+void CandidateMeasurer::build_all(
+    const std::vector<schedule::KernelSchedule>& schedules, std::vector<CandidateResult>* results,
+    std::vector<std::shared_ptr<const compiler::BuiltKernel>>* built) {
+  const size_t n = schedules.size();
+  built->assign(n, nullptr);
+  // Job 0 builds the reference (when not built yet); job c + 1 builds candidate c. Candidates
+  // whose stages are the reference's take the reference kernel afterwards instead.
+  std::string reference_error;
+  const std::string reference_text = task_.default_schedule().stages_text();
+  auto job = [&](size_t j) {
+    if (j == 0) {
+      try {
+        build_reference();
+      } catch (const std::exception& e) {
+        reference_error = e.what();
+      }
+      return;
+    }
+    const size_t c = j - 1;
+    CandidateResult& res = (*results)[c];
+    if (schedules[c].stages_text() == reference_text) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (*built)[c] = std::make_shared<const compiler::BuiltKernel>(compiler::build_cpu(
+          task_.plan, schedules[c], task_.name + "_c" + std::to_string(num_measured_ + c)));
+      res.build_ms = ms_since(t0);
+    } catch (const std::exception& e) {
+      res.error = std::string("build failed: ") + e.what();
+    }
+  };
+  // Lowering and JIT compiles are independent per candidate (each has its own LLVM context), so
+  // they run on as many threads as the kernels will; nothing is timed meanwhile.
+  const size_t threads = static_cast<size_t>(
+      std::max(1, config_.build_threads > 0 ? config_.build_threads : runtime::get_num_threads()));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t j = next++; j < n + 1; j = next++) job(j);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, n + 1); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (!reference_error.empty()) throw Error("reference kernel failed: " + reference_error);
+}
+
+bool CandidateMeasurer::verify(const schedule::KernelSchedule& schedule,
+                               std::shared_ptr<const compiler::BuiltKernel> kernel,
+                               CandidateResult* res) {
   ++num_measured_;
   util::bump(util::Counter::kCandidates);
-  std::shared_ptr<const compiler::BuiltKernel> kernel;
-  if (schedule.stages_text() == reference_schedule_) {
+  if (kernel == nullptr) {
+    if (!res->error.empty()) return false;  // the build failed
+    TESSERA_CHECK(schedule.stages_text() == reference_schedule_) << "candidate was not built";
     kernel = reference_;  // built already: a kernel is JIT-compiled once
-  } else {
-    auto t0 = std::chrono::steady_clock::now();
-    try {
-      kernel = std::make_shared<const compiler::BuiltKernel>(
-          compiler::build_cpu(task_.plan, schedule, task_.name + "_" + name));
-    } catch (const std::exception& e) {
-      res->error = std::string("build failed: ") + e.what();
-      return false;
-    }
-    res->build_ms = ms_since(t0);
   }
   for (auto& a : outputs_) fill_sentinel(a);  // an element the kernel forgets shows up
   try {
@@ -221,10 +260,30 @@ bool CandidateMeasurer::build_and_verify(const schedule::KernelSchedule& schedul
   return true;
 }
 
-CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& schedule,
-                                           const std::string& name) {
-  CandidateResult res;
-  if (!build_and_verify(schedule, name, &res)) return res;
+bool CandidateMeasurer::build_and_verify(const std::vector<schedule::KernelSchedule>& schedules,
+                                         std::vector<CandidateResult>* results) {
+  results->assign(schedules.size(), CandidateResult());
+  std::vector<std::shared_ptr<const compiler::BuiltKernel>> built;
+  try {
+    build_all(schedules, results, &built);
+    prepare();
+  } catch (const std::exception& e) {
+    for (CandidateResult& r : *results) {
+      r.error = std::string(e.what()).rfind("reference", 0) == 0
+                    ? e.what()
+                    : std::string("reference kernel failed: ") + e.what();
+    }
+    return false;
+  }
+  for (size_t c = 0; c < schedules.size(); ++c) verify(schedules[c], built[c], &(*results)[c]);
+  return true;
+}
+
+CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& schedule) {
+  std::vector<CandidateResult> results;
+  build_and_verify({schedule}, &results);
+  CandidateResult res = std::move(results.front());
+  if (!res.ok) return res;
   runtime::MeasureOptions timing = config_.timing;
   timing.warmup = std::max(0, timing.warmup - 1);  // the verification run warmed up already
   const compiler::BuiltKernel& k = *res.kernel;
@@ -243,13 +302,11 @@ CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& sched
 std::vector<CandidateResult> CandidateMeasurer::measure_all(
     const std::vector<schedule::KernelSchedule>& schedules) {
   const size_t n = schedules.size();
-  std::vector<CandidateResult> res(n);
+  std::vector<CandidateResult> res;
+  build_and_verify(schedules, &res);
   double fastest = 0;
   for (size_t c = 0; c < n; ++c) {
-    if (build_and_verify(schedules[c], "c" + std::to_string(c), &res[c]) &&
-        (fastest == 0 || res[c].median_ms < fastest)) {
-      fastest = res[c].median_ms;
-    }
+    if (res[c].ok && (fastest == 0 || res[c].median_ms < fastest)) fastest = res[c].median_ms;
   }
   auto fail = [&](size_t c, const std::string& why) {
     res[c].ok = false;

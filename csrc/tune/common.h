@@ -88,6 +88,9 @@ struct MeasureConfig {
   double rtol = 1e-3;
   double atol_rel = 1e-4;
   uint64_t seed = 17;  // random inputs
+  // Threads building (lowering + JIT-compiling) candidates before any is timed; 0: as many as
+  // the kernels run on.
+  int build_threads = 0;
 };
 
 struct CandidateResult {
@@ -112,8 +115,7 @@ class CandidateMeasurer {
   // Builds, verifies and times one candidate. Never throws for a bad candidate (ok = false). A
   // candidate whose schedule is the reference's (the task's default schedule) reuses the
   // reference kernel instead of being built again.
-  CandidateResult measure(const schedule::KernelSchedule& schedule,
-                          const std::string& name = "cand");
+  CandidateResult measure(const schedule::KernelSchedule& schedule);
   // Builds and verifies every candidate, then times the survivors interleaved (see MeasureConfig).
   std::vector<CandidateResult> measure_all(const std::vector<schedule::KernelSchedule>& schedules);
 
@@ -124,12 +126,22 @@ class CandidateMeasurer {
   double reference_ms() const { return reference_ms_; }
 
  private:
+  void build_reference();
+  // Builds the reference and random inputs, and runs the reference once (the expected outputs).
   void prepare();
-  // Builds `schedule` (or reuses the reference) and checks one run against the reference; the
-  // run's time goes to result->median_ms and the kernel to result->kernel. False (with
-  // result->error set) on failure.
-  bool build_and_verify(const schedule::KernelSchedule& schedule, const std::string& name,
-                        CandidateResult* result);
+  // Builds every candidate (and the reference), config_.build_threads at a time; a failed
+  // build leaves its kernel null and its error set. Throws when the reference fails.
+  void build_all(const std::vector<schedule::KernelSchedule>& schedules,
+                 std::vector<CandidateResult>* results,
+                 std::vector<std::shared_ptr<const compiler::BuiltKernel>>* built);
+  // Runs `kernel` (null: the reference, for the reference's schedule) once and checks its
+  // outputs; the run's time goes to res->median_ms and the kernel to res->kernel.
+  bool verify(const schedule::KernelSchedule& schedule,
+              std::shared_ptr<const compiler::BuiltKernel> kernel, CandidateResult* res);
+  // build_all, prepare, then verify each candidate in order. False when the reference failed
+  // (then every result says so).
+  bool build_and_verify(const std::vector<schedule::KernelSchedule>& schedules,
+                        std::vector<CandidateResult>* results);
   void run(const compiler::BuiltKernel& k);
 
   const Task& task_;
