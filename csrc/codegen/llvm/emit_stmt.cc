@@ -83,6 +83,8 @@ void Emitter::emit_stmt(const Stmt& s) {
     case loop::StmtKind::kPrefetch:
       emit_prefetch(s);
       return;
+    case loop::StmtKind::kParallelCall:
+      TESSERA_FAIL() << "internal error: the CPU code generator does not compile parallel calls";
   }
   TESSERA_FAIL() << "unknown statement kind";
 }

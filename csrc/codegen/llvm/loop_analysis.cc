@@ -300,6 +300,9 @@ class VectorBodyChecker {
       case StmtKind::kAllocate:
         why_ = "an allocation inside the vectorized body";
         return false;
+      case StmtKind::kParallelCall:
+        why_ = "a parallel call inside the vectorized body";
+        return false;
     }
     why_ = "an unknown statement";
     return false;
@@ -376,6 +379,11 @@ UsedNames collect_used_names(const Stmt& root) {
         add_buffer(s->buffer);
         for (const Expr& d : s->buffer->shape) add_expr(d);
         walk(s->body);
+        break;
+      case StmtKind::kParallelCall:
+        add_expr(s->var);
+        add_expr(s->min);
+        add_expr(s->extent);
         break;
     }
   };
