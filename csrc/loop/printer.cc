@@ -136,7 +136,8 @@ std::string to_string(const LoweredFunc& f) {
   os << "):\n";
   StmtPrinter(os, &f).print(f.body, 1);
   for (const OutlinedBody& o : f.outlined) {
-    os << "outlined " << o.name << "(" << ir::to_string(o.var) << "; ";
+    os << "outlined " << o.name << "(" << ir::to_string(o.var);
+    if (!o.buffers.empty() || !o.vars.empty()) os << "; ";
     print_names(os, o.buffers, o.vars);
     os << "):\n";
     StmtPrinter(os, &f).print(o.body, 1);
