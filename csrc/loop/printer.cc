@@ -17,10 +17,11 @@ void print_buffer_decl(std::ostream& os, const Buffer& b) {
   os << "]";
 }
 
+// The captures of an outlined body: buffers, then variables ("; " between when both exist).
 void print_names(std::ostream& os, const std::vector<Buffer>& buffers,
                  const std::vector<Var>& vars) {
   for (size_t i = 0; i < buffers.size(); ++i) os << (i ? ", " : "") << buffers[i]->name;
-  os << "; ";
+  if (!buffers.empty() && !vars.empty()) os << "; ";
   for (size_t i = 0; i < vars.size(); ++i) os << (i ? ", " : "") << ir::to_string(vars[i]);
 }
 
