@@ -120,16 +120,23 @@ class Outliner : public StmtMutator {
     UsedNames used;
     used.visit(o.body);
     for (const Buffer& b : used.buffers) {
-      if (buffers_in_scope_[b.get()] > 0) o.buffers.push_back(b);
+      if (bound(buffers_in_scope_, b.get())) o.buffers.push_back(b);
     }
     for (const Var& v : used.vars) {
-      if (v.get() != s->var.get() && vars_in_scope_[v.get()] > 0) o.vars.push_back(v);
+      if (v.get() != s->var.get() && bound(vars_in_scope_, v.get())) o.vars.push_back(v);
     }
     f_->outlined.push_back(std::move(o));
     return make_parallel_call(s->var, s->min, s->extent, static_cast<int>(f_->outlined.size()) - 1);
   }
 
+  template <typename K>
+  static bool bound(const std::unordered_map<K, int>& scope, K key) {
+    auto it = scope.find(key);
+    return it != scope.end() && it->second > 0;
+  }
+
   LoweredFunc* f_;
+  // How many enclosing binders of each name are open (a name may be bound again inside).
   std::unordered_map<const ir::ExprNode*, int> vars_in_scope_;
   std::unordered_map<const ir::BufferNode*, int> buffers_in_scope_;
 };
