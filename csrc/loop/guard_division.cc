@@ -21,32 +21,21 @@ void collect_risky_divisors(const Expr& e, std::vector<Expr>& out) {
   });
 }
 
+// Puts the check for a statement's own divisions in front of it: a statement's expressions are
+// evaluated before anything below it runs, so the flag is set before any of those divisions.
 class DivisionGuard : public StmtMutator {
  public:
   explicit DivisionGuard(Buffer status) : status_(std::move(status)) {}
   bool guarded() const { return guarded_; }
 
   Stmt mutate(const Stmt& s) override {
-    Stmt inner = mutate_children(s);
+    if (!s) return s;
+    Stmt inner = StmtMutator::mutate(s);
+    // A prefetch's index is left out: it is a hint, computed for elements the kernel may never
+    // read.
+    if (s->kind == StmtKind::kPrefetch) return inner;
     std::vector<Expr> divisors;
-    switch (s->kind) {
-      case StmtKind::kFor:
-        collect_risky_divisors(s->min, divisors);
-        collect_risky_divisors(s->extent, divisors);
-        break;
-      case StmtKind::kLet:
-        collect_risky_divisors(s->value, divisors);
-        break;
-      case StmtKind::kIf:
-        collect_risky_divisors(s->cond, divisors);
-        break;
-      case StmtKind::kStore:
-        collect_risky_divisors(s->index, divisors);
-        collect_risky_divisors(s->value, divisors);
-        break;
-      default:
-        break;
-    }
+    for_each_own_expr(s, [&](const Expr& e) { collect_risky_divisors(e, divisors); });
     if (divisors.empty()) return inner;
     guarded_ = true;
     Expr any_zero = ir::bool_imm(false);

@@ -17,9 +17,11 @@ struct BoundBuffer {
   ir::DType dtype = ir::DType::kFloat32;
 };
 
+// Gives every kind its own meaning, so a switch (the compiler flags a kind left out) rather than
+// a StmtVisitor, whose defaults would silently skip it.
 class Interpreter {
  public:
-  Interpreter() {
+  explicit Interpreter(const LoweredFunc& f) : f_(f) {
     env_.read_buffer = [this](const ir::BufferNode& b, int64_t i) { return read(b, i); };
   }
 
@@ -44,6 +46,19 @@ class Interpreter {
           run(s->body);
         }
         env_.vars.erase(s->var.get());
+        return;
+      }
+      case StmtKind::kParallelCall: {
+        TESSERA_CHECK(s->callee >= 0 && s->callee < static_cast<int>(f_.outlined.size()))
+            << "parallel call of a missing outlined body";
+        // Iterations in order: a parallel body's iterations never depend on each other.
+        const OutlinedBody& o = f_.outlined[s->callee];
+        const int64_t lo = eval_int(s->min), n = eval_int(s->extent);
+        for (int64_t i = lo; i < lo + n; ++i) {
+          env_.vars[o.var.get()] = ir::Scalar::of_int(i);
+          run(o.body);
+        }
+        env_.vars.erase(o.var.get());
         return;
       }
       case StmtKind::kLet:
@@ -131,6 +146,7 @@ class Interpreter {
     TESSERA_FAIL() << "interpreter: unsupported dtype " << ir::dtype_name(bb.dtype);
   }
 
+  const LoweredFunc& f_;
   ir::EvalEnv env_;
   std::map<const ir::BufferNode*, BoundBuffer> buffers_;
 };
@@ -144,7 +160,7 @@ void interpret(const LoweredFunc& f, const std::vector<void*>& buffers,
   TESSERA_CHECK(buffers.size() == f.args.size() || buffers.size() == visible)
       << "interpret: wrong number of buffers";
   TESSERA_CHECK(sizes.size() == f.size_vars.size()) << "interpret: wrong number of sizes";
-  Interpreter in;
+  Interpreter in(f);
   int32_t status = 0;
   for (size_t i = 0; i < sizes.size(); ++i) in.bind_size(f.size_vars[i], sizes[i]);
   for (size_t i = 0; i < f.args.size(); ++i) {

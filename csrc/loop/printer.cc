@@ -17,9 +17,20 @@ void print_buffer_decl(std::ostream& os, const Buffer& b) {
   os << "]";
 }
 
+// The captures of an outlined body: buffers, then variables ("; " between when both exist).
+void print_names(std::ostream& os, const std::vector<Buffer>& buffers,
+                 const std::vector<Var>& vars) {
+  for (size_t i = 0; i < buffers.size(); ++i) os << (i ? ", " : "") << buffers[i]->name;
+  if (!buffers.empty() && !vars.empty()) os << "; ";
+  for (size_t i = 0; i < vars.size(); ++i) os << (i ? ", " : "") << ir::to_string(vars[i]);
+}
+
+// Prints every kind its own way, so a switch (the compiler flags a kind left out) rather than a
+// StmtVisitor, whose defaults would print nothing for it.
 class StmtPrinter {
  public:
-  explicit StmtPrinter(std::ostream& os) : os_(os) {}
+  // `f`, when given, names the outlined bodies that parallel calls run.
+  explicit StmtPrinter(std::ostream& os, const LoweredFunc* f = nullptr) : os_(os), f_(f) {}
 
   void print(const Stmt& s, int indent) {
     if (!s) {
@@ -69,6 +80,20 @@ class StmtPrinter {
         line(indent) << "prefetch_l" << s->cache_level << " " << s->buffer->name << "["
                      << ir::to_string(s->index) << "]\n";
         return;
+      case StmtKind::kParallelCall: {
+        std::ostream& os = line(indent);
+        os << "parallel for " << ir::to_string(s->var) << " in [" << ir::to_string(s->min) << ", "
+           << ir::to_string(ir::add(s->min, s->extent)) << "): call ";
+        if (f_ && s->callee < static_cast<int>(f_->outlined.size())) {
+          const OutlinedBody& o = f_->outlined[s->callee];
+          os << o.name << "(";
+          print_names(os, o.buffers, o.vars);
+          os << ")\n";
+        } else {
+          os << "outlined body " << s->callee << "\n";
+        }
+        return;
+      }
     }
   }
 
@@ -79,6 +104,7 @@ class StmtPrinter {
   }
 
   std::ostream& os_;
+  const LoweredFunc* f_;
 };
 
 std::string without_final_newline(std::string s) {
@@ -109,7 +135,14 @@ std::string to_string(const LoweredFunc& f) {
     }
   }
   os << "):\n";
-  StmtPrinter(os).print(f.body, 1);
+  StmtPrinter(os, &f).print(f.body, 1);
+  for (const OutlinedBody& o : f.outlined) {
+    os << "outlined " << o.name << "(" << ir::to_string(o.var);
+    if (!o.buffers.empty() || !o.vars.empty()) os << "; ";
+    print_names(os, o.buffers, o.vars);
+    os << "):\n";
+    StmtPrinter(os, &f).print(o.body, 1);
+  }
   return without_final_newline(os.str());
 }
 

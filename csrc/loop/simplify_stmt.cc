@@ -1,6 +1,7 @@
 #include "loop/simplify_stmt.h"
 
 #include "ir/functor.h"
+#include "loop/stmt_functor.h"
 
 namespace tessera::loop {
 
@@ -13,37 +14,55 @@ bool is_gpu_bound(ForKind k) {
          k == ForKind::kGpuThreadX || k == ForKind::kGpuThreadY || k == ForKind::kGpuThreadZ;
 }
 
-class StmtSimplifier {
+class StmtSimplifier : public StmtMutator {
  public:
   explicit StmtSimplifier(ir::BoundMap bounds) : bounds_(std::move(bounds)) {}
 
-  Stmt visit(const Stmt& s) {
-    if (!s) return s;
-    switch (s->kind) {
-      case StmtKind::kFor:
-        return visit_for(s);
-      case StmtKind::kLet:
-        return visit_let(s);
-      case StmtKind::kIf:
-        return visit_if(s);
-      case StmtKind::kStore:
-        return make_store(s->buffer, expr(s->index), expr(s->value));
-      case StmtKind::kPrefetch:
-        return make_prefetch(s->buffer, expr(s->index), s->cache_level);
-      case StmtKind::kAllocate: {
-        Stmt body = visit(s->body);
-        return is_nop(body) ? make_nop() : make_allocate(s->buffer, body);
+ protected:
+  Expr mutate_expr(const Expr& e) override { return expr(e); }
+
+  Stmt mutate_allocate(const Stmt& s) override {
+    Stmt body = mutate(s->body);
+    return is_nop(body) ? make_nop() : make_allocate(s->buffer, body);
+  }
+
+  Stmt mutate_for(const Stmt& s) override {
+    Expr min = expr(s->min), extent = expr(s->extent);
+    ir::ConstIntBound be = bound(extent);
+    const bool gpu = is_gpu_bound(s->for_kind);
+    if (be.hi <= 0 && !gpu) return make_nop();
+    if (be.lo == 1 && be.hi == 1 && !gpu) {
+      // Runs exactly once with var == min.
+      if (min->kind == ir::ExprKind::kIntImm || min->kind == ir::ExprKind::kVar) {
+        return with_substitution(s->var, min, [&] { return mutate(s->body); });
       }
-      case StmtKind::kSeq: {
-        std::vector<Stmt> out;
-        out.reserve(s->seq.size());
-        for (const Stmt& c : s->seq) out.push_back(visit(c));
-        return make_seq(std::move(out));
-      }
-      case StmtKind::kNop:
-        return s;
+      return simplify_let(make_let(s->var, min, s->body), /*value_simplified=*/true);
     }
-    return s;
+    ir::ConstIntBound bmin = bound(min);
+    ir::ConstIntBound blast =
+        bound(expr(ir::sub(ir::add(min, extent), ir::int_imm(1, extent->dtype))));
+    Stmt body =
+        with_bound(s->var, ir::ConstIntBound{bmin.lo, blast.hi}, [&] { return mutate(s->body); });
+    if (is_nop(body)) return make_nop();
+    return make_for(s->var, min, extent, s->for_kind, body);
+  }
+
+  Stmt mutate_let(const Stmt& s) override { return simplify_let(s, /*value_simplified=*/false); }
+
+  Stmt mutate_if(const Stmt& s) override {
+    Expr cond = expr(s->cond);
+    if (cond->kind == ir::ExprKind::kIntImm) {
+      Stmt taken = cond->int_value ? s->then_case : s->else_case;
+      return taken ? mutate(taken) : make_nop();
+    }
+    Stmt then_case = mutate_branch(s->then_case, cond, true);
+    Stmt else_case = mutate_branch(s->else_case, cond, false);
+    if (is_nop(else_case)) else_case = nullptr;
+    if (is_nop(then_case)) {
+      if (!else_case) return make_nop();
+      return make_if(ir::simplify(ir::logical_not(cond), &bounds_), else_case);
+    }
+    return make_if(cond, then_case, else_case);
   }
 
  private:
@@ -86,61 +105,24 @@ class StmtSimplifier {
     return r;
   }
 
-  Stmt visit_for(const Stmt& s) {
-    Expr min = expr(s->min), extent = expr(s->extent);
-    ir::ConstIntBound be = bound(extent);
-    const bool gpu = is_gpu_bound(s->for_kind);
-    if (be.hi <= 0 && !gpu) return make_nop();
-    if (be.lo == 1 && be.hi == 1 && !gpu) {
-      // Runs exactly once with var == min.
-      if (min->kind == ir::ExprKind::kIntImm || min->kind == ir::ExprKind::kVar) {
-        return with_substitution(s->var, min, [&] { return visit(s->body); });
-      }
-      return visit_let(make_let(s->var, min, s->body), /*value_simplified=*/true);
-    }
-    ir::ConstIntBound bmin = bound(min);
-    ir::ConstIntBound blast =
-        bound(expr(ir::sub(ir::add(min, extent), ir::int_imm(1, extent->dtype))));
-    Stmt body =
-        with_bound(s->var, ir::ConstIntBound{bmin.lo, blast.hi}, [&] { return visit(s->body); });
-    if (is_nop(body)) return make_nop();
-    return make_for(s->var, min, extent, s->for_kind, body);
-  }
-
-  Stmt visit_let(const Stmt& s, bool value_simplified = false) {
+  Stmt simplify_let(const Stmt& s, bool value_simplified) {
     Expr value = value_simplified ? s->value : expr(s->value);
     if (value->kind == ir::ExprKind::kIntImm || value->kind == ir::ExprKind::kVar) {
-      return with_substitution(s->var, value, [&] { return visit(s->body); });
+      return with_substitution(s->var, value, [&] { return mutate(s->body); });
     }
     ir::ConstIntBound bv = ir::is_int(value->dtype) ? bound(value) : ir::ConstIntBound{};
-    Stmt body = with_bound(s->var, bv, [&] { return visit(s->body); });
+    Stmt body = with_bound(s->var, bv, [&] { return mutate(s->body); });
     if (is_nop(body)) return make_nop();
     return make_let(s->var, value, body);
   }
 
-  Stmt visit_branch(const Stmt& s, const Expr& cond, bool holds) {
+  Stmt mutate_branch(const Stmt& s, const Expr& cond, bool holds) {
     if (!s) return s;
     ir::BoundMap saved = bounds_;
     ir::refine_bounds(cond, holds, &bounds_);
-    Stmt r = visit(s);
+    Stmt r = mutate(s);
     bounds_ = std::move(saved);
     return r;
-  }
-
-  Stmt visit_if(const Stmt& s) {
-    Expr cond = expr(s->cond);
-    if (cond->kind == ir::ExprKind::kIntImm) {
-      Stmt taken = cond->int_value ? s->then_case : s->else_case;
-      return taken ? visit(taken) : make_nop();
-    }
-    Stmt then_case = visit_branch(s->then_case, cond, true);
-    Stmt else_case = visit_branch(s->else_case, cond, false);
-    if (is_nop(else_case)) else_case = nullptr;
-    if (is_nop(then_case)) {
-      if (!else_case) return make_nop();
-      return make_if(ir::simplify(ir::logical_not(cond), &bounds_), else_case);
-    }
-    return make_if(cond, then_case, else_case);
   }
 
   ir::BoundMap bounds_;
@@ -153,7 +135,7 @@ Stmt simplify_stmt(const Stmt& s) { return simplify_stmt(s, ir::BoundMap{}); }
 
 Stmt simplify_stmt(const Stmt& s, const ir::BoundMap& bounds) {
   StmtSimplifier simplifier(bounds);
-  return simplifier.visit(s);
+  return simplifier.mutate(s);
 }
 
 }  // namespace tessera::loop

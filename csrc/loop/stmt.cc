@@ -91,6 +91,17 @@ Stmt make_prefetch(Buffer buffer, Expr index, int cache_level) {
   return s;
 }
 
+Stmt make_parallel_call(Var var, Expr min, Expr extent, int callee) {
+  TESSERA_CHECK(var.defined() && var->is_var()) << "parallel call needs a variable";
+  TESSERA_CHECK(callee >= 0) << "parallel call of a negative body index";
+  auto s = new_stmt(StmtKind::kParallelCall);
+  s->var = std::move(var);
+  s->min = std::move(min);
+  s->extent = std::move(extent);
+  s->callee = callee;
+  return s;
+}
+
 Stmt make_seq(std::vector<Stmt> stmts) {
   std::vector<Stmt> flat;
   for (auto& s : stmts) {

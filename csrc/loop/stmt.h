@@ -12,6 +12,9 @@
 //    constant size.
 //  - Prefetch hints that buffer[index] will be read soon (`cache_level` 1: into L1, 2: into L2).
 //    It has no effect on results, and the index may lie outside the buffer (it never faults).
+//  - ParallelCall runs the function's outlined body number `callee` (LoweredFunc::outlined) for
+//    every `var` in [min, min + extent), distributed over the thread pool: a kParallel loop
+//    after outline_parallel_loops (loop/outline_parallel.h).
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +42,17 @@ enum class ForKind : uint8_t {
 };
 const char* for_kind_name(ForKind k);
 
-enum class StmtKind : uint8_t { kFor, kLet, kIf, kStore, kAllocate, kSeq, kNop, kPrefetch };
+enum class StmtKind : uint8_t {
+  kFor,
+  kLet,
+  kIf,
+  kStore,
+  kAllocate,
+  kSeq,
+  kNop,
+  kPrefetch,
+  kParallelCall,
+};
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -47,6 +60,7 @@ using Stmt = std::shared_ptr<const StmtNode>;
 struct StmtNode {
   StmtKind kind;
   // kFor: var, min, extent, for_kind, body. kLet: var, value, body.
+  // kParallelCall: var, min, extent, callee.
   Var var;
   Expr min;
   Expr extent;
@@ -62,6 +76,7 @@ struct StmtNode {
   Expr index;
   int cache_level = 0;
   std::vector<Stmt> seq;  // kSeq
+  int callee = -1;        // kParallelCall: index into LoweredFunc::outlined
 };
 
 Stmt make_for(Var var, Expr min, Expr extent, ForKind kind, Stmt body);
@@ -70,8 +85,20 @@ Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr);
 Stmt make_store(Buffer buffer, Expr index, Expr value);
 Stmt make_allocate(Buffer buffer, Stmt body);
 Stmt make_prefetch(Buffer buffer, Expr index, int cache_level);
+Stmt make_parallel_call(Var var, Expr min, Expr extent, int callee);
 Stmt make_seq(std::vector<Stmt> stmts);  // flattens nested sequences, drops nops
 Stmt make_nop();
+
+// The body of a parallel loop moved into a function of its own (loop/outline_parallel.h). It runs
+// for one value of `var` and reads, from the function that calls it, exactly the buffers
+// `buffers` and the variables `vars` (its captures, in the order a closure stores them).
+struct OutlinedBody {
+  std::string name;  // unique within the LoweredFunc
+  Var var;
+  std::vector<Buffer> buffers;
+  std::vector<Var> vars;
+  Stmt body;
+};
 
 // A kernel: its buffer arguments (in ABI order) and the size variables it reads at run time.
 // ABI of the compiled function: extern "C" void f(void** buffers, const int64_t* sizes), where
@@ -86,6 +113,14 @@ struct LoweredFunc {
   // runtime::Kernel supplies it, hides it from callers and raises when it is set.
   bool has_status = false;
   static constexpr const char* kStatusArg = "__status";
+  // Parallel loop bodies, called by the kParallelCall statements of `body`.
+  std::vector<OutlinedBody> outlined;
+  // Loops the passes could not give the treatment their kind asks for, one line each (e.g. a
+  // vectorized loop whose body cannot run lane-wise, and why).
+  std::vector<std::string> notes;
+  // Set by prepare_for_cpu (loop/pipeline.h): vectorized loops are legal, unrolled loops are
+  // expanded and parallel loops outlined, which is the form the CPU code generator translates.
+  bool cpu_ready = false;
 };
 
 }  // namespace tessera::loop

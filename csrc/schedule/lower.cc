@@ -1,7 +1,6 @@
 #include "schedule/lower.h"
 
-#include "loop/guard_division.h"
-#include "loop/simplify_stmt.h"
+#include "loop/pipeline.h"
 #include "schedule/lower_stage.h"
 #include "schedule/row_fusion.h"
 #include "util/check.h"
@@ -124,9 +123,9 @@ loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
   }
   Stmt body = loop::make_seq(stages);
   for (auto it = temps.rbegin(); it != temps.rend(); ++it) body = loop::make_allocate(*it, body);
-  f.body = loop::simplify_stmt(body);
+  f.body = body;
   f.size_vars = ir::collect_dag(plan.outputs).size_vars;
-  return loop::guard_integer_division(std::move(f));
+  return loop::run_loop_passes(std::move(f));
 }
 
 }  // namespace tessera::schedule

@@ -12,7 +12,8 @@ namespace tessera::schedule {
 
 // Lowers `plan` with one annotation per stage. Kernel ABI: buffers = plan.inputs then
 // plan.outputs; size variables = the free symbolic sizes of the DAG in first-use order.
-// Throws tessera::Error if the schedule does not fit the plan.
+// The loop nests then go through the loop-IR passes (loop/pipeline.h), so the result is what the
+// CPU code generator translates. Throws tessera::Error if the schedule does not fit the plan.
 loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
                         const std::string& name);
 

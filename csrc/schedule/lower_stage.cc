@@ -157,6 +157,353 @@ void check_annotation(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
   }
 }
 
+// SSRSRS multi-level tiling of one stage, one member per level of the loop nest, outside in:
+//   S0 + R0 + S1  tile_loops       one (parallel) loop over all cache tiles, the outer reduce
+//                                  tiles, the register tiles of a cache tile
+//   edge tiles    edge_split       which register tile runs where (see there)
+//   S2            register_loops   the register tile: rows unrolled, the vector axis as unrolled
+//                                  vectors of lanes
+//   R1            reduce_loops     the inner reduce steps, the innermost unrolled in groups
+// The constructor makes every loop variable, in the order the nest has always made them (the
+// simplifier orders terms by variable id, so the order shows in the lowered code).
+class MultiLevelTiling {
+ public:
+  MultiLevelTiling(const StageBody& sb, const StageAnnotation& requested, const AccessLowering& al)
+      : sb_(sb),
+        op_(*sb.op),
+        ann_(checked(op_, sb.dtype, requested)),
+        pw_(sb, al),
+        n_(op_.axes.size()),
+        m_(op_.reduce_axes.size()),
+        vaxis_(ann_.vector_axis),
+        vl_(vaxis_ >= 0 ? ann_.vector_width : 1),
+        restart_(is_long_float_sum(op_, sb.dtype)),
+        grid_(make_tile_grid(op_, ann_.tile_outer)) {
+    make_reduce_vars();
+    make_s1_vars();
+    make_s2_vars();
+    order_ = ann_.s1_loop_order();
+    TESSERA_CHECK(order_.size() == n_) << "s1_order must list every spatial axis once";
+  }
+
+  Stmt build() {
+    Stmt fast = register_tile(false, false);
+    Stmt slow = scalar_tile();
+    return tile_loops(edge_split(fast, slow));
+  }
+
+ private:
+  using Wrap = std::function<Stmt(Stmt)>;
+
+  static StageAnnotation checked(const ir::ComputeOpNode& op, ir::DType dtype,
+                                 const StageAnnotation& requested) {
+    check_annotation(op, requested);
+    return with_bounded_sum_tile(op, dtype, requested);
+  }
+
+  // R0 / R1: the outer reduce tile ro and the step ri inside it, per reduce axis.
+  void make_reduce_vars() {
+    ro_.resize(m_);
+    ri_.resize(m_);
+    rcount_.resize(m_);
+    rext_.resize(m_);
+    rval_.resize(m_);
+    std::vector<Expr> first_c, last_c;
+    for (size_t r = 0; r < m_; ++r) {
+      const std::string nm = op_.reduce_axes[r].var->name;
+      rcount_[r] = ceil_div(op_.reduce_axes[r].extent, ann_.tile_reduce[r]);
+      ro_[r] = tile_var(nm + "_o", rcount_[r]);
+      ri_[r] = ir::var(nm + "_i", 0, ann_.tile_reduce[r] - 1);
+      Expr start = ro_[r] * ir::int_imm(ann_.tile_reduce[r]);
+      rext_[r] = ir::min(ir::int_imm(ann_.tile_reduce[r]), op_.reduce_axes[r].extent - start);
+      rval_[r] = start + ri_[r];
+    }
+    for (size_t r = 0; r < m_; ++r) {
+      first_c.push_back(ir::eq(ro_[r], ir::int_imm(0)));
+      last_c.push_back(ir::eq(ro_[r], rcount_[r] - ir::int_imm(1)));
+    }
+    first_ = all_of(first_c);
+    last_ = all_of(last_c);
+  }
+
+  // S1: the register tile inside the cache tile, and its first point.
+  void make_s1_vars() {
+    mid_.resize(n_);
+    base1_.resize(n_);
+    for (size_t a = 0; a < n_; ++a) {
+      mid_[a] = ir::var(op_.axes[a].var->name + "_m", 0, ann_.tile_outer[a] / ann_.tile_reg[a] - 1);
+      base1_[a] = grid_.base[a] + mid_[a] * ir::int_imm(ann_.tile_reg[a]);
+    }
+  }
+
+  // S2: the point inside the register tile, and its accumulator. Accumulator layout: non-vector
+  // axes in order, then the vector axis innermost, so that each vector of lanes is contiguous in
+  // the accumulator (it becomes one SIMD register).
+  void make_s2_vars() {
+    s2_.resize(n_);
+    point_.resize(n_);
+    for (size_t a = 0; a < n_; ++a) {
+      if (is_vector_axis(a)) {
+        unroll_v_ = ir::var(op_.axes[a].var->name + "_u", 0, ann_.tile_reg[a] / vl_ - 1);
+        lane_ = ir::var(op_.axes[a].var->name + "_v", 0, vl_ - 1);
+        point_[a] = base1_[a] + unroll_v_ * ir::int_imm(vl_) + lane_;
+      } else {
+        s2_[a] = ir::var(op_.axes[a].var->name + "_r", 0, ann_.tile_reg[a] - 1);
+        point_[a] = base1_[a] + s2_[a];
+      }
+    }
+    acc_index_ = ir::int_imm(0);
+    acc_size_ = 1;
+    for (size_t a = 0; a < n_; ++a) {
+      if (is_vector_axis(a)) continue;
+      acc_index_ = acc_index_ * ir::int_imm(ann_.tile_reg[a]) + s2_[a];
+      acc_size_ *= ann_.tile_reg[a];
+    }
+    if (vaxis_ >= 0) {
+      acc_index_ =
+          acc_index_ * ir::int_imm(ann_.tile_reg[vaxis_]) + unroll_v_ * ir::int_imm(vl_) + lane_;
+      acc_size_ *= ann_.tile_reg[vaxis_];
+    }
+  }
+
+  bool is_vector_axis(size_t a) const { return static_cast<int>(a) == vaxis_; }
+
+  // Across outer reduce tiles, accumulators normally carry on from the output's value. A long
+  // float sum instead restarts them from zero at each tile and adds them into the output at the
+  // end of it: a two-level cascade, so no accumulator combines more than kSumChunk values.
+  Stmt init_accumulators(const Stmt& from_identity, const Stmt& from_output) const {
+    return restart_ ? from_identity : loop::make_if(first_, from_identity, from_output);
+  }
+
+  // Writes `acc` at `pt` (through `w`, the register-tile loops): the epilogue applies after the
+  // last tile; a restarting sum adds its earlier tiles' partial first.
+  Stmt write_back(const Wrap& w, const std::vector<Expr>& pt, const Expr& acc) const {
+    if (!restart_) return store_result(w, pt, acc);
+    return loop::make_if(
+        first_, store_result(w, pt, acc),
+        store_result(w, pt, ir::reduce_combine(op_.reduce, pw_.load_out(pt), acc)));
+  }
+
+  Stmt store_result(const Wrap& w, const std::vector<Expr>& pt, const Expr& v) const {
+    if (!sb_.epilogue.defined()) return w(pw_.store_out(pt, v));
+    return loop::make_if(last_, w(pw_.store_out(pt, pw_.finish(pt, v))), w(pw_.store_out(pt, v)));
+  }
+
+  // R1: the inner reduce loops around a register-tile step. The innermost one runs `unroll`
+  // steps per iteration (a remainder loop takes what is left): the loop's own counter and branch
+  // otherwise compete with the FMAs for issue ports. `hints` (written for the group's first step)
+  // open each unrolled group.
+  Stmt reduce_loops(Stmt body, int64_t unroll, std::vector<Stmt> hints) const {
+    for (size_t r = m_; r-- > 0;) {
+      const int64_t u = r + 1 == m_ ? unroll : 1;
+      if (u == 1) {
+        body = loop::make_for(ri_[r], ir::int_imm(0), rext_[r], ForKind::kSerial, body);
+        continue;
+      }
+      const std::string nm = ri_[r]->name;
+      Var group = ir::var(nm + "_g", 0, ir::kNoUpperBound), step = ir::var(nm + "_u", 0, u - 1);
+      const Expr groups = ir::floordiv(rext_[r], ir::int_imm(u));
+      const Expr done = groups * ir::int_imm(u);
+      const Expr first_step = group * ir::int_imm(u);
+      Stmt group_body =
+          loop::make_seq({loop::make_let(ri_[r], first_step, loop::make_seq(std::move(hints))),
+                          loop::make_for(step, ir::int_imm(0), ir::int_imm(u), ForKind::kUnrolled,
+                                         loop::make_let(ri_[r], first_step + step, body))});
+      Stmt unrolled = loop::make_for(group, ir::int_imm(0), groups, ForKind::kSerial, group_body);
+      hints.clear();
+      Stmt rest = loop::make_for(ri_[r], done, rext_[r] - done, ForKind::kSerial, body);
+      body = loop::make_seq({unrolled, rest});
+    }
+    return body;
+  }
+
+  // S2: the register tile loops. With `partial_rows`, the non-vector axes run serially over what
+  // is left of the tile (the vector axis is still full): the accumulators then live in memory,
+  // but the inner loop keeps its vector code, so edge tiles along rows stay fast. With
+  // `partial_lanes` the tile is cut along the vector axis: lanes past the end are masked off
+  // (masked loads and stores in the vector code) instead of falling back to scalar loops.
+  Stmt register_loops(Stmt body, bool partial_rows, bool partial_lanes) const {
+    if (vaxis_ >= 0) {
+      if (partial_lanes) {
+        body = loop::make_if(ir::lt(point_[vaxis_], grid_.extent[vaxis_]), body);
+      }
+      body = loop::make_for(lane_, ir::int_imm(0), ir::int_imm(vl_),
+                            vl_ > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
+      body = loop::make_for(unroll_v_, ir::int_imm(0), ir::int_imm(ann_.tile_reg[vaxis_] / vl_),
+                            ForKind::kUnrolled, body);
+    }
+    for (size_t a = n_; a-- > 0;) {
+      if (is_vector_axis(a)) continue;
+      if (partial_rows) {
+        Expr ext = ir::min(ir::int_imm(ann_.tile_reg[a]), grid_.extent[a] - base1_[a]);
+        body = loop::make_for(s2_[a], ir::int_imm(0), ext, ForKind::kSerial, body);
+      } else {
+        body = loop::make_for(s2_[a], ir::int_imm(0), ir::int_imm(ann_.tile_reg[a]),
+                              ForKind::kUnrolled, body);
+      }
+    }
+    return body;
+  }
+
+  // Prefetch hints for the full register tiles' inner reduce steps (partial tiles are rare).
+  std::vector<Stmt> prefetches() const {
+    TileLoops loops;
+    for (int a : order_) {
+      loops.s1.push_back(mid_[a]);
+      loops.s1_trips.push_back(ann_.tile_outer[a] / ann_.tile_reg[a]);
+      if (a == vaxis_) continue;
+      loops.rows.push_back(s2_[a]);
+      loops.row_trips.push_back(ann_.tile_reg[a]);
+    }
+    if (vaxis_ >= 0) {
+      loops.vector_unroll = unroll_v_;
+      loops.vector_unrolls = ann_.tile_reg[vaxis_] / vl_;
+      loops.lane = lane_;
+    }
+    loops.step = ri_[m_ - 1];
+    loops.steps = ann_.tile_reduce[m_ - 1];
+    const int64_t line_elems = 64 / ir::dtype_bytes(sb_.dtype);
+    return next_tile_prefetches(pw_.value(point_, rval_), loops, line_elems);
+  }
+
+  // One register tile (full, cut along rows, or cut along lanes): accumulators initialised,
+  // updated over the inner reduce steps and written back.
+  Stmt register_tile(bool partial_rows, bool partial_lanes) const {
+    const Wrap w = [&](Stmt b) {
+      return register_loops(std::move(b), partial_rows, partial_lanes);
+    };
+    if (m_ == 0) return w(pw_.store_out(point_, pw_.value(point_, {})));
+    ir::Buffer acc =
+        ir::make_buffer("acc", sb_.dtype, {ir::int_imm(acc_size_)}, ir::MemScope::kRegister);
+    Expr acc_val = ir::load(acc, acc_index_);
+    Stmt init = init_accumulators(
+        w(loop::make_store(acc, acc_index_, ir::reduce_identity(op_.reduce, sb_.dtype))),
+        w(loop::make_store(acc, acc_index_, pw_.load_out(point_))));
+    Stmt step = w(loop::make_store(
+        acc, acc_index_, ir::reduce_combine(op_.reduce, acc_val, pw_.value(point_, rval_))));
+    // Only full tiles are unrolled and hinted: edge tiles are rare, and unrolling their loops too
+    // would double the kernel's compile time. Hints open unrolled groups, so without groups
+    // there is nothing to plan.
+    const bool full = !partial_rows && !partial_lanes;
+    const bool hinted = ann_.prefetch && ann_.reduce_unroll > 1;
+    Stmt update =
+        full ? reduce_loops(step, ann_.reduce_unroll, hinted ? prefetches() : std::vector<Stmt>{})
+             : reduce_loops(step, 1, {});
+    Stmt write = write_back(w, point_, acc_val);
+    return loop::make_allocate(acc, loop::make_seq({init, update, write}));
+  }
+
+  // Partial register tiles without vector code: plain loops over what is left of the tile, one
+  // scalar accumulator.
+  Stmt scalar_tile() const {
+    std::vector<Var> pv(n_);
+    std::vector<Expr> ppoint(n_);
+    for (size_t a = 0; a < n_; ++a) {
+      pv[a] = ir::var(op_.axes[a].var->name + "_p", 0, ann_.tile_reg[a] - 1);
+      ppoint[a] = base1_[a] + pv[a];
+    }
+    std::vector<Var> pri(m_);
+    std::vector<Expr> prval(m_);
+    for (size_t r = 0; r < m_; ++r) {
+      pri[r] = ir::var(op_.reduce_axes[r].var->name + "_t", 0, ann_.tile_reduce[r] - 1);
+      prval[r] = ro_[r] * ir::int_imm(ann_.tile_reduce[r]) + pri[r];
+    }
+    Stmt slow;
+    if (m_ > 0) {
+      ir::Buffer acc1 =
+          ir::make_buffer("acc1", sb_.dtype, {ir::int_imm(1)}, ir::MemScope::kRegister);
+      Expr a1 = ir::load(acc1, ir::int_imm(0));
+      Stmt upd = loop::make_store(acc1, ir::int_imm(0),
+                                  ir::reduce_combine(op_.reduce, a1, pw_.value(ppoint, prval)));
+      for (size_t r = m_; r-- > 0;) {
+        upd = loop::make_for(pri[r], ir::int_imm(0), rext_[r], ForKind::kSerial, upd);
+      }
+      Stmt init = init_accumulators(
+          loop::make_store(acc1, ir::int_imm(0), ir::reduce_identity(op_.reduce, sb_.dtype)),
+          loop::make_store(acc1, ir::int_imm(0), pw_.load_out(ppoint)));
+      Stmt write = write_back([](Stmt s) { return s; }, ppoint, a1);
+      slow = loop::make_allocate(acc1, loop::make_seq({init, upd, write}));
+    } else {
+      slow = pw_.store_out(ppoint, pw_.value(ppoint, {}));
+    }
+    for (size_t a = n_; a-- > 0;) {
+      Expr ext = ir::min(ir::int_imm(ann_.tile_reg[a]), grid_.extent[a] - base1_[a]);
+      slow = loop::make_for(pv[a], ir::int_imm(0), ext, ForKind::kSerial, slow);
+    }
+    return slow;
+  }
+
+  // Edge tiles. A register tile that lies inside the iteration space takes `fast` (rows and
+  // vectors unrolled, accumulators in registers, reduce steps unrolled and hinted); one cut only
+  // along rows keeps vector code over what is left of the rows; one cut along the vector axis
+  // runs it with the lanes past the end masked off; without a vector axis a cut tile runs
+  // `slow`. A tile wholly outside (cache tiles past the end) does nothing.
+  //
+  // This split is a step of the tiling, not a loop-IR pass that partitions one guarded nest:
+  // the variants are different code by design (unrolling, register accumulators, prefetch hints
+  // and reduce unrolling only in full tiles), so a pass could not derive them from the guards.
+  Stmt edge_split(const Stmt& fast, const Stmt& slow) const {
+    std::vector<Expr> exists_c, full_rows_c;
+    Expr full_vec = ir::bool_imm(true);
+    for (size_t a = 0; a < n_; ++a) {
+      exists_c.push_back(ir::lt(base1_[a], grid_.extent[a]));
+      Expr full = ir::le(base1_[a] + ir::int_imm(ann_.tile_reg[a]), grid_.extent[a]);
+      if (is_vector_axis(a)) {
+        full_vec = full;
+      } else {
+        full_rows_c.push_back(full);
+      }
+    }
+    Stmt partial = slow;
+    if (vaxis_ >= 0) {
+      partial = loop::make_if(full_vec, register_tile(true, false),
+                              vl_ > 1 ? register_tile(true, true) : slow);
+    }
+    return loop::make_if(
+        all_of(exists_c),
+        loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
+  }
+
+  // S1 inside R0 inside S0.
+  Stmt tile_loops(Stmt tile_body) const {
+    for (size_t k = n_; k-- > 0;) {
+      int a = order_[k];
+      tile_body = loop::make_for(mid_[a], ir::int_imm(0),
+                                 ir::int_imm(ann_.tile_outer[a] / ann_.tile_reg[a]),
+                                 ForKind::kSerial, tile_body);
+    }
+    for (size_t r = m_; r-- > 0;) {
+      tile_body = loop::make_for(ro_[r], ir::int_imm(0), rcount_[r], ForKind::kSerial, tile_body);
+    }
+    return loop::make_for(grid_.tile, ir::int_imm(0), grid_.total,
+                          ann_.parallel ? ForKind::kParallel : ForKind::kSerial, tile_body);
+  }
+
+  const StageBody& sb_;
+  const ir::ComputeOpNode& op_;
+  const StageAnnotation ann_;  // as requested, inner reduce tile bounded for long float sums
+  const PointWriter pw_;
+  const size_t n_, m_;  // spatial and reduce axes
+  const int vaxis_;
+  const int64_t vl_;
+  const bool restart_;  // accumulators restart at each outer reduce tile
+  const TileGrid grid_;
+  // R0 / R1.
+  std::vector<Var> ro_, ri_;
+  std::vector<Expr> rcount_, rext_, rval_;
+  Expr first_, last_;  // first / last outer reduce tile
+  // S1.
+  std::vector<Var> mid_;
+  std::vector<Expr> base1_;
+  std::vector<int> order_;
+  // S2.
+  std::vector<Var> s2_;
+  Var unroll_v_, lane_;
+  std::vector<Expr> point_;
+  Expr acc_index_;
+  int64_t acc_size_ = 1;
+};
+
 }  // namespace
 
 StageBody make_stage_body(const Stage& stage, const StagePlan& plan, const AccessLowering& al) {
@@ -177,264 +524,9 @@ StageBody make_stage_body(const Stage& stage, const StagePlan& plan, const Acces
   return sb;
 }
 
-Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& requested,
+Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& ann,
                               const AccessLowering& al) {
-  const ir::ComputeOpNode& op = *sb.op;
-  check_annotation(op, requested);
-  const StageAnnotation ann = with_bounded_sum_tile(op, sb.dtype, requested);
-  PointWriter pw(sb, al);
-  const size_t n = op.axes.size(), m = op.reduce_axes.size();
-  const bool reduce = m > 0;
-  const int vaxis = ann.vector_axis;
-  const int64_t vl = vaxis >= 0 ? ann.vector_width : 1;
-
-  // ---- S0: one parallel loop over all cache tiles ------------------------------------------
-  const TileGrid grid = make_tile_grid(op, ann.tile_outer);
-  const std::vector<Expr>& extent = grid.extent;
-  const std::vector<Expr>& base0 = grid.base;
-
-  // ---- R0 / R1 variables -----------------------------------------------------------------
-  std::vector<Var> ro(m), ri(m);
-  std::vector<Expr> rcount(m), rext(m), rval(m);
-  for (size_t r = 0; r < m; ++r) {
-    const std::string nm = op.reduce_axes[r].var->name;
-    rcount[r] = ceil_div(op.reduce_axes[r].extent, ann.tile_reduce[r]);
-    ro[r] = tile_var(nm + "_o", rcount[r]);
-    ri[r] = ir::var(nm + "_i", 0, ann.tile_reduce[r] - 1);
-    Expr start = ro[r] * ir::int_imm(ann.tile_reduce[r]);
-    rext[r] = ir::min(ir::int_imm(ann.tile_reduce[r]), op.reduce_axes[r].extent - start);
-    rval[r] = start + ri[r];
-  }
-  std::vector<Expr> first_c, last_c;
-  for (size_t r = 0; r < m; ++r) {
-    first_c.push_back(ir::eq(ro[r], ir::int_imm(0)));
-    last_c.push_back(ir::eq(ro[r], rcount[r] - ir::int_imm(1)));
-  }
-  const Expr first = all_of(first_c), last = all_of(last_c);
-  // Across outer reduce tiles, accumulators normally carry on from the output's value. A long
-  // float sum instead restarts them from zero at each tile and adds them into the output at the
-  // end of it: a two-level cascade, so no accumulator combines more than kSumChunk values.
-  const bool restart = is_long_float_sum(op, sb.dtype);
-  auto init_accumulators = [&](const Stmt& from_identity, const Stmt& from_output) {
-    return restart ? from_identity : loop::make_if(first, from_identity, from_output);
-  };
-  // Writes `acc` at `pt` (through `w`, the register-tile loops): the epilogue applies after the
-  // last tile; a restarting sum adds its earlier tiles' partial first.
-  auto write_back = [&](const std::function<Stmt(Stmt)>& w, const std::vector<Expr>& pt,
-                        const Expr& acc) {
-    auto store = [&](const Expr& v) {
-      return sb.epilogue.defined() ? loop::make_if(last, w(pw.store_out(pt, pw.finish(pt, v))),
-                                                   w(pw.store_out(pt, v)))
-                                   : w(pw.store_out(pt, v));
-    };
-    if (!restart) return store(acc);
-    return loop::make_if(first, store(acc),
-                         store(ir::reduce_combine(op.reduce, pw.load_out(pt), acc)));
-  };
-  // The inner reduce loops around a register-tile step. The innermost one runs `unroll` steps
-  // per iteration (a remainder loop takes what is left): the loop's own counter and branch
-  // otherwise compete with the FMAs for issue ports. `hints` (written for the group's first step)
-  // open each unrolled group.
-  auto wrap_r1 = [&](Stmt body, int64_t unroll, std::vector<Stmt> hints) {
-    for (size_t r = m; r-- > 0;) {
-      const int64_t u = r + 1 == m ? unroll : 1;
-      if (u == 1) {
-        body = loop::make_for(ri[r], ir::int_imm(0), rext[r], ForKind::kSerial, body);
-        continue;
-      }
-      const std::string nm = ri[r]->name;
-      Var group = ir::var(nm + "_g", 0, ir::kNoUpperBound), step = ir::var(nm + "_u", 0, u - 1);
-      const Expr groups = ir::floordiv(rext[r], ir::int_imm(u));
-      const Expr done = groups * ir::int_imm(u);
-      const Expr first_step = group * ir::int_imm(u);
-      Stmt group_body =
-          loop::make_seq({loop::make_let(ri[r], first_step, loop::make_seq(std::move(hints))),
-                          loop::make_for(step, ir::int_imm(0), ir::int_imm(u), ForKind::kUnrolled,
-                                         loop::make_let(ri[r], first_step + step, body))});
-      Stmt unrolled = loop::make_for(group, ir::int_imm(0), groups, ForKind::kSerial, group_body);
-      hints.clear();
-      Stmt rest = loop::make_for(ri[r], done, rext[r] - done, ForKind::kSerial, body);
-      body = loop::make_seq({unrolled, rest});
-    }
-    return body;
-  };
-
-  // ---- S1 variables ----------------------------------------------------------------------
-  std::vector<Var> mid(n);
-  std::vector<Expr> base1(n);
-  for (size_t a = 0; a < n; ++a) {
-    mid[a] = ir::var(op.axes[a].var->name + "_m", 0, ann.tile_outer[a] / ann.tile_reg[a] - 1);
-    base1[a] = base0[a] + mid[a] * ir::int_imm(ann.tile_reg[a]);
-  }
-
-  // ---- S2: the register tile -------------------------------------------------------------
-  // Accumulator layout: non-vector axes in order, then the vector axis innermost, so that each
-  // vector of lanes is contiguous in the accumulator (it becomes one SIMD register).
-  std::vector<Var> s2(n);
-  Var unroll_v, lane;
-  std::vector<Expr> point(n);
-  for (size_t a = 0; a < n; ++a) {
-    if (static_cast<int>(a) == vaxis) {
-      unroll_v = ir::var(op.axes[a].var->name + "_u", 0, ann.tile_reg[a] / vl - 1);
-      lane = ir::var(op.axes[a].var->name + "_v", 0, vl - 1);
-      point[a] = base1[a] + unroll_v * ir::int_imm(vl) + lane;
-    } else {
-      s2[a] = ir::var(op.axes[a].var->name + "_r", 0, ann.tile_reg[a] - 1);
-      point[a] = base1[a] + s2[a];
-    }
-  }
-  Expr acc_index = ir::int_imm(0);
-  int64_t acc_size = 1;
-  for (size_t a = 0; a < n; ++a) {
-    if (static_cast<int>(a) == vaxis) continue;
-    acc_index = acc_index * ir::int_imm(ann.tile_reg[a]) + s2[a];
-    acc_size *= ann.tile_reg[a];
-  }
-  if (vaxis >= 0) {
-    acc_index = acc_index * ir::int_imm(ann.tile_reg[vaxis]) + unroll_v * ir::int_imm(vl) + lane;
-    acc_size *= ann.tile_reg[vaxis];
-  }
-  // The register tile loops. With `partial_rows`, the non-vector axes run serially over what is
-  // left of the tile (the vector axis is still full): the accumulators then live in memory, but
-  // the inner loop keeps its vector code, so edge tiles along rows stay fast.
-  // With `partial_lanes` the tile is cut along the vector axis: lanes past the end are masked
-  // off (masked loads and stores in the vector code) instead of falling back to scalar loops.
-  auto wrap_s2 = [&](Stmt body, bool partial_rows, bool partial_lanes = false) {
-    if (vaxis >= 0) {
-      if (partial_lanes) body = loop::make_if(ir::lt(point[vaxis], extent[vaxis]), body);
-      body = loop::make_for(lane, ir::int_imm(0), ir::int_imm(vl),
-                            vl > 1 ? ForKind::kVectorized : ForKind::kSerial, body);
-      body = loop::make_for(unroll_v, ir::int_imm(0), ir::int_imm(ann.tile_reg[vaxis] / vl),
-                            ForKind::kUnrolled, body);
-    }
-    for (size_t a = n; a-- > 0;) {
-      if (static_cast<int>(a) == vaxis) continue;
-      if (partial_rows) {
-        Expr ext = ir::min(ir::int_imm(ann.tile_reg[a]), extent[a] - base1[a]);
-        body = loop::make_for(s2[a], ir::int_imm(0), ext, ForKind::kSerial, body);
-      } else {
-        body = loop::make_for(s2[a], ir::int_imm(0), ir::int_imm(ann.tile_reg[a]),
-                              ForKind::kUnrolled, body);
-      }
-    }
-    return body;
-  };
-
-  const std::vector<int> order = ann.s1_loop_order();
-  TESSERA_CHECK(order.size() == n) << "s1_order must list every spatial axis once";
-  // Prefetch hints for the full register tiles' inner reduce steps (partial tiles are rare).
-  auto prefetches = [&]() {
-    TileLoops loops;
-    for (int a : order) {
-      loops.s1.push_back(mid[a]);
-      loops.s1_trips.push_back(ann.tile_outer[a] / ann.tile_reg[a]);
-      if (a == vaxis) continue;
-      loops.rows.push_back(s2[a]);
-      loops.row_trips.push_back(ann.tile_reg[a]);
-    }
-    if (vaxis >= 0) {
-      loops.vector_unroll = unroll_v;
-      loops.vector_unrolls = ann.tile_reg[vaxis] / vl;
-      loops.lane = lane;
-    }
-    loops.step = ri[m - 1];
-    loops.steps = ann.tile_reduce[m - 1];
-    const int64_t line_elems = 64 / ir::dtype_bytes(sb.dtype);
-    return next_tile_prefetches(pw.value(point, rval), loops, line_elems);
-  };
-
-  auto register_tile = [&](bool partial_rows, bool partial_lanes = false) {
-    auto w = [&](Stmt b) { return wrap_s2(b, partial_rows, partial_lanes); };
-    if (!reduce) return w(pw.store_out(point, pw.value(point, {})));
-    ir::Buffer acc =
-        ir::make_buffer("acc", sb.dtype, {ir::int_imm(acc_size)}, ir::MemScope::kRegister);
-    Expr acc_val = ir::load(acc, acc_index);
-    Stmt init = init_accumulators(
-        w(loop::make_store(acc, acc_index, ir::reduce_identity(op.reduce, sb.dtype))),
-        w(loop::make_store(acc, acc_index, pw.load_out(point))));
-    Stmt step = w(loop::make_store(acc, acc_index,
-                                   ir::reduce_combine(op.reduce, acc_val, pw.value(point, rval))));
-    // Only full tiles are unrolled and hinted: edge tiles are rare, and unrolling their loops too
-    // would double the kernel's compile time. Hints open unrolled groups, so without groups
-    // there is nothing to plan.
-    const bool full = !partial_rows && !partial_lanes;
-    const bool hinted = ann.prefetch && ann.reduce_unroll > 1;
-    Stmt update =
-        full ? wrap_r1(step, ann.reduce_unroll, hinted ? prefetches() : std::vector<Stmt>{})
-             : wrap_r1(step, 1, {});
-    Stmt write = write_back(w, point, acc_val);
-    return loop::make_allocate(acc, loop::make_seq({init, update, write}));
-  };
-  Stmt fast = register_tile(false);
-
-  // ---- partial register tiles: plain loops over what is left ------------------------------
-  std::vector<Var> pv(n);
-  std::vector<Expr> ppoint(n);
-  for (size_t a = 0; a < n; ++a) {
-    pv[a] = ir::var(op.axes[a].var->name + "_p", 0, ann.tile_reg[a] - 1);
-    ppoint[a] = base1[a] + pv[a];
-  }
-  std::vector<Var> pri(m);
-  std::vector<Expr> prval(m);
-  for (size_t r = 0; r < m; ++r) {
-    pri[r] = ir::var(op.reduce_axes[r].var->name + "_t", 0, ann.tile_reduce[r] - 1);
-    prval[r] = ro[r] * ir::int_imm(ann.tile_reduce[r]) + pri[r];
-  }
-  Stmt slow;
-  if (reduce) {
-    ir::Buffer acc1 = ir::make_buffer("acc1", sb.dtype, {ir::int_imm(1)}, ir::MemScope::kRegister);
-    Expr a1 = ir::load(acc1, ir::int_imm(0));
-    Stmt upd = loop::make_store(acc1, ir::int_imm(0),
-                                ir::reduce_combine(op.reduce, a1, pw.value(ppoint, prval)));
-    for (size_t r = m; r-- > 0;) {
-      upd = loop::make_for(pri[r], ir::int_imm(0), rext[r], ForKind::kSerial, upd);
-    }
-    Stmt init = init_accumulators(
-        loop::make_store(acc1, ir::int_imm(0), ir::reduce_identity(op.reduce, sb.dtype)),
-        loop::make_store(acc1, ir::int_imm(0), pw.load_out(ppoint)));
-    Stmt write = write_back([](Stmt s) { return s; }, ppoint, a1);
-    slow = loop::make_allocate(acc1, loop::make_seq({init, upd, write}));
-  } else {
-    slow = pw.store_out(ppoint, pw.value(ppoint, {}));
-  }
-  for (size_t a = n; a-- > 0;) {
-    Expr ext = ir::min(ir::int_imm(ann.tile_reg[a]), extent[a] - base1[a]);
-    slow = loop::make_for(pv[a], ir::int_imm(0), ext, ForKind::kSerial, slow);
-  }
-
-  // ---- S1 loops with the full/partial split ----------------------------------------------
-  std::vector<Expr> exists_c, full_rows_c;
-  Expr full_vec = ir::bool_imm(true);
-  for (size_t a = 0; a < n; ++a) {
-    exists_c.push_back(ir::lt(base1[a], extent[a]));
-    Expr full = ir::le(base1[a] + ir::int_imm(ann.tile_reg[a]), extent[a]);
-    if (static_cast<int>(a) == vaxis) {
-      full_vec = full;
-    } else {
-      full_rows_c.push_back(full);
-    }
-  }
-  // Full tiles take the register-blocked path; tiles cut only along rows keep vector code;
-  // tiles cut along the vector axis run it with the lanes past the end masked off.
-  Stmt partial = slow;
-  if (vaxis >= 0) {
-    partial =
-        loop::make_if(full_vec, register_tile(true), vl > 1 ? register_tile(true, true) : slow);
-  }
-  Stmt tile_body =
-      loop::make_if(all_of(exists_c),
-                    loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
-  for (size_t k = n; k-- > 0;) {
-    int a = order[k];
-    tile_body =
-        loop::make_for(mid[a], ir::int_imm(0), ir::int_imm(ann.tile_outer[a] / ann.tile_reg[a]),
-                       ForKind::kSerial, tile_body);
-  }
-  for (size_t r = m; r-- > 0;) {
-    tile_body = loop::make_for(ro[r], ir::int_imm(0), rcount[r], ForKind::kSerial, tile_body);
-  }
-  return loop::make_for(grid.tile, ir::int_imm(0), grid.total,
-                        ann.parallel ? ForKind::kParallel : ForKind::kSerial, tile_body);
+  return MultiLevelTiling(sb, ann, al).build();
 }
 
 Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,

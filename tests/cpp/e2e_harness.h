@@ -31,10 +31,14 @@ struct Tolerance {
   double atol = 1e-4;
 };
 
-// Parallel loops in a loop-IR statement tree (each one a dispatch on the thread pool).
+// Parallel loops in a loop-IR statement tree (each one a dispatch on the thread pool): kParallel
+// loops, or their parallel calls once outlined.
 inline int count_parallel_loops(const loop::Stmt& s) {
   if (!s) return 0;
-  int n = s->kind == loop::StmtKind::kFor && s->for_kind == loop::ForKind::kParallel ? 1 : 0;
+  int n = (s->kind == loop::StmtKind::kFor && s->for_kind == loop::ForKind::kParallel) ||
+                  s->kind == loop::StmtKind::kParallelCall
+              ? 1
+              : 0;
   n += count_parallel_loops(s->body) + count_parallel_loops(s->then_case) +
        count_parallel_loops(s->else_case);
   for (const loop::Stmt& c : s->seq) n += count_parallel_loops(c);

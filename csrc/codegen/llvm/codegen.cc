@@ -7,12 +7,58 @@
 #include <unordered_set>
 
 #include "codegen/llvm/emitter.h"
-#include "codegen/llvm/loop_analysis.h"
+#include "loop/stmt_functor.h"
 #include "util/check.h"
 
 namespace tessera::codegen {
 
 namespace detail {
+
+namespace {
+
+// Buffers a kernel touches (stores, loads, prefetches, allocations), each once in first-use
+// order, outlined bodies included where they are called.
+class BufferLister : public loop::StmtVisitor {
+ public:
+  explicit BufferLister(const loop::LoweredFunc& f) : f_(f) {}
+  std::vector<const ir::BufferNode*> buffers;
+
+  void add(const ir::BufferNode* b) {
+    if (seen_.insert(b).second) buffers.push_back(b);
+  }
+
+ protected:
+  void visit_expr(const Expr& e) override {
+    if (!e.defined() || !seen_nodes_.insert(e.get()).second) return;
+    if (e->kind == ExprKind::kLoad) add(e->buffer.get());
+    for (const Expr& o : e->operands) visit_expr(o);
+  }
+  void visit_store(const Stmt& s) override {
+    add(s->buffer.get());
+    StmtVisitor::visit_store(s);
+  }
+  void visit_prefetch(const Stmt& s) override {
+    add(s->buffer.get());
+    StmtVisitor::visit_prefetch(s);
+  }
+  void visit_allocate(const Stmt& s) override {
+    add(s->buffer.get());
+    StmtVisitor::visit_allocate(s);
+  }
+  void visit_parallel_call(const Stmt& s) override {
+    StmtVisitor::visit_parallel_call(s);
+    if (s->callee >= 0 && s->callee < static_cast<int>(f_.outlined.size())) {
+      visit(f_.outlined[s->callee].body);
+    }
+  }
+
+ private:
+  const loop::LoweredFunc& f_;
+  std::unordered_set<const ir::BufferNode*> seen_;
+  std::unordered_set<const ExprNode*> seen_nodes_;
+};
+
+}  // namespace
 
 Emitter::Emitter(llvm::Module& module, std::string symbol, const HostCpu& cpu)
     : module_(module), ctx_(module.getContext()), b_(ctx_), symbol_(std::move(symbol)), cpu_(cpu) {
@@ -90,14 +136,10 @@ llvm::FunctionCallee Emitter::runtime_fn(const std::string& name, llvm::Function
 }
 
 void Emitter::setup_alias_scopes(const loop::LoweredFunc& f) {
-  std::vector<const ir::BufferNode*> buffers;
-  std::unordered_set<const ir::BufferNode*> seen;
-  for (const ir::Buffer& b : f.args) {
-    if (seen.insert(b.get()).second) buffers.push_back(b.get());
-  }
-  for (const ir::Buffer& b : collect_used_names(f.body).buffers) {
-    if (seen.insert(b.get()).second) buffers.push_back(b.get());
-  }
+  BufferLister lister(f);
+  for (const ir::Buffer& b : f.args) lister.add(b.get());
+  lister.visit(f.body);
+  const std::vector<const ir::BufferNode*>& buffers = lister.buffers;
   if (buffers.size() < 2) return;
   llvm::MDBuilder mdb(ctx_);
   llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain(symbol_);
@@ -138,6 +180,7 @@ void Emitter::emit_kernel(const loop::LoweredFunc& f) {
   // memory access carries alias-scope metadata saying so (what inlining a function with noalias
   // pointer parameters would produce), and the body is emitted straight into the ABI entry:
   // a separate body function would be optimised twice, before and after inlining.
+  func_ = &f;
   setup_alias_scopes(f);
 
   llvm::Type* i8pp = b_.getInt8PtrTy()->getPointerTo();
@@ -167,6 +210,7 @@ void Emitter::emit_kernel(const loop::LoweredFunc& f) {
   emit_stmt(f.body);
   b_.CreateRetVoid();
   fn_ = nullptr;
+  func_ = nullptr;
 }
 
 }  // namespace detail

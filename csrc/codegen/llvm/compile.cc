@@ -12,6 +12,7 @@
 
 #include "codegen/llvm/codegen.h"
 #include "codegen/llvm/jit.h"
+#include "loop/pipeline.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -89,7 +90,7 @@ std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
   util::bump(util::Counter::kJitCompiles);
   Clock::time_point t0 = Clock::now();
   std::shared_ptr<CompiledKernel> k(new CompiledKernel());
-  k->func_ = f;
+  k->func_ = f.cpu_ready ? f : loop::prepare_for_cpu(f);
   k->symbol_ = unique_symbol(f.name);
   bool want_ir = options.dump_ir || options.keep_ir;
   bool want_asm = options.dump_ir || options.keep_asm;
@@ -101,7 +102,10 @@ std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
   llvm::Module module(k->symbol_, ctx);
   module.setDataLayout(tm->createDataLayout());
   module.setTargetTriple(tm->getTargetTriple().str());
-  k->notes_ = build_llvm_module(f, k->symbol_, module);
+  k->notes_ = k->func_.notes;
+  for (std::string& note : build_llvm_module(k->func_, k->symbol_, module)) {
+    k->notes_.push_back(std::move(note));
+  }
   Clock::time_point t1 = Clock::now();
   k->times_.ir_gen_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
 

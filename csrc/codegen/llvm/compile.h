@@ -50,6 +50,7 @@ class CompiledKernel {
   // No argument checks here (see runtime::Kernel for the checked call).
   void operator()(void** buffers, const int64_t* sizes) const { fn_(buffers, sizes); }
   Fn fn() const { return fn_; }
+  // The function as compiled: prepared for the CPU (loop/pipeline.h).
   const loop::LoweredFunc& func() const { return func_; }
   const std::string& symbol() const { return symbol_; }  // unique JIT symbol of the entry
   double compile_ms() const { return times_.total_ms; }
@@ -57,8 +58,9 @@ class CompiledKernel {
   // Optimised LLVM IR / assembly, if CompileOptions asked to keep or dump them ("" otherwise).
   std::string llvm_ir() const { return llvm_ir_; }
   std::string assembly() const { return assembly_; }
-  // Loops emitted differently from what their kind asked for, e.g. "vectorized loop j emitted as
-  // a scalar loop: <reason>". Empty when every loop got the requested treatment.
+  // Loops and buffers given a different treatment from what they asked for, e.g. "vectorized
+  // loop j runs as a scalar loop: <reason>" (the function's notes, then the code generator's).
+  // Empty when every loop and buffer got the requested treatment.
   const std::vector<std::string>& notes() const { return notes_; }
   // Bytes of the object file linked into the JIT: what the kernel's code and data occupy there
   // (the measure caches bound themselves by).
@@ -83,7 +85,9 @@ class CompiledKernel {
 // Compiled kernels alive in this process (their code is mapped in the JIT until they die).
 int64_t live_kernels();
 
-// Throws tessera::Error when `f` cannot be compiled for the CPU.
+// Any loop IR: a function not yet prepared for the CPU (f.cpu_ready unset, e.g. written by hand)
+// goes through prepare_for_cpu first. Throws tessera::Error when `f` cannot be compiled for the
+// CPU.
 std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
                                             const CompileOptions& options = {});
 

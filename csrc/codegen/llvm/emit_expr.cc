@@ -4,7 +4,6 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "codegen/llvm/emitter.h"
-#include "codegen/llvm/loop_analysis.h"
 #include "codegen/llvm/vector_math.h"
 #include "ir/tensor.h"
 #include "util/check.h"
@@ -13,6 +12,16 @@ namespace tessera::codegen::detail {
 
 namespace {
 constexpr int kVnSplat = 100002;  // value-numbering op code of splats (see Emitter::reuse)
+
+// True if any node in `e` is a kLoad (each distinct node of the DAG visited once).
+bool contains_load(const Expr& e, std::unordered_set<const ExprNode*>& seen) {
+  if (!e.defined() || !seen.insert(e.get()).second) return false;
+  if (e->kind == ExprKind::kLoad) return true;
+  for (const Expr& o : e->operands) {
+    if (contains_load(o, seen)) return true;
+  }
+  return false;
+}
 }  // namespace
 
 void Emitter::begin_root() {
@@ -83,7 +92,8 @@ bool Emitter::is_varying(const Expr& e) {
 bool Emitter::has_load(const Expr& e) {
   auto it = has_load_memo_.find(e.get());
   if (it != has_load_memo_.end()) return it->second;
-  bool r = contains_load(e);
+  std::unordered_set<const ExprNode*> seen;
+  bool r = contains_load(e, seen);
   has_load_memo_[e.get()] = r;
   return r;
 }

@@ -5,7 +5,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "codegen/llvm/emitter.h"
-#include "codegen/llvm/loop_analysis.h"
+#include "loop/lane_analysis.h"
 #include "util/check.h"
 
 namespace tessera::codegen::detail {
@@ -127,7 +127,7 @@ VVal Emitter::emit_load(const Expr& e) {
 
   auto* vt = llvm::FixedVectorType::get(st, static_cast<unsigned>(vec_->lanes));
   llvm::Value* zero = llvm::Constant::getNullValue(vt);
-  auto stride = lane_stride(idx, vec_->var, vec_->varying_defs);
+  auto stride = loop::lane_stride(idx, vec_->var, vec_->varying_defs);
   llvm::Value* v = nullptr;
   if (stride && *stride == 1) {
     Expr first = lane0_index(idx);
@@ -214,7 +214,7 @@ void Emitter::emit_store(const Stmt& s) {
 
   auto* vt = llvm::FixedVectorType::get(st, static_cast<unsigned>(vec_->lanes));
   llvm::Value* data = to_storage(widen(val), t);
-  auto stride = lane_stride(idx, vec_->var, vec_->varying_defs);
+  auto stride = loop::lane_stride(idx, vec_->var, vec_->varying_defs);
   if (stride && *stride == 1) {
     Expr first = lane0_index(idx);
     llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));

@@ -1,9 +1,9 @@
-// Statements: lets, ifs (branches, or lane masks when the condition varies), loops of every CPU
-// kind, allocations and the outlining of parallel loops.
+// Statements: lets, ifs (branches, or lane masks when the condition varies), serial and
+// vectorized loops, parallel calls of outlined bodies, and allocations. The loop IR arrives
+// prepared (loop/pipeline.h): which loops vectorize, unroll or run in parallel is decided there.
 #include <llvm/IR/Intrinsics.h>
 
 #include "codegen/llvm/emitter.h"
-#include "codegen/llvm/loop_analysis.h"
 #include "ir/buffer.h"
 #include "util/check.h"
 
@@ -11,8 +11,6 @@ namespace tessera::codegen::detail {
 
 namespace {
 
-// Widest explicit SIMD body we emit; wider vectorized loops run as scalar loops (still correct).
-constexpr int64_t kMaxLanes = 256;
 // Largest kStack/kRegister buffer placed on the stack; bigger ones go to the heap, since pool
 // threads have ordinary (8 MiB) stacks and a kernel may nest several such buffers.
 constexpr int64_t kMaxStackBytes = 256 * 1024;
@@ -82,6 +80,9 @@ void Emitter::emit_stmt(const Stmt& s) {
       return;
     case loop::StmtKind::kPrefetch:
       emit_prefetch(s);
+      return;
+    case loop::StmtKind::kParallelCall:
+      emit_parallel_call(s);
       return;
   }
   TESSERA_FAIL() << "unknown statement kind";
@@ -167,10 +168,13 @@ void Emitter::emit_if(const Stmt& s) {
 void Emitter::emit_for(const Stmt& s) {
   switch (s->for_kind) {
     case loop::ForKind::kSerial:
-    case loop::ForKind::kParallel:
     case loop::ForKind::kVectorized:
-    case loop::ForKind::kUnrolled:
       break;
+    case loop::ForKind::kParallel:
+    case loop::ForKind::kUnrolled:
+      TESSERA_FAIL() << "internal error: " << loop::for_kind_name(s->for_kind) << " loop "
+                     << s->var->name
+                     << " reached the code generator (prepare_for_cpu removes them)";
     default:
       TESSERA_FAIL() << "loop " << s->var->name << " is bound to "
                      << loop::for_kind_name(s->for_kind)
@@ -186,60 +190,29 @@ void Emitter::emit_for(const Stmt& s) {
   llvm::Value* lo = b_.CreateSExtOrTrunc(emit_uniform(s->min), it);
   begin_root();
   llvm::Value* extent = b_.CreateSExtOrTrunc(emit_uniform(s->extent), it);
-  auto* const_extent = llvm::dyn_cast<llvm::ConstantInt>(extent);
-
-  const std::string& name = s->var->name;
-  switch (s->for_kind) {
-    case loop::ForKind::kUnrolled:
-      if (const_extent && const_extent->getSExtValue() <= kMaxFullUnroll) {
-        emit_unrolled_for(s, lo, const_extent->getSExtValue());
-        return;
-      }
-      notes_.push_back("unrolled loop " + name + " kept as a loop: " +
-                       (const_extent ? "extent above " + std::to_string(kMaxFullUnroll)
-                                     : std::string("extent is not a constant")));
-      break;
-    case loop::ForKind::kVectorized: {
-      std::string why;
-      if (vec_ != nullptr) {
-        why = "nested inside another vectorized loop";
-      } else if (!const_extent) {
-        why = "extent is not a constant";
-      } else if (const_extent->getSExtValue() < 2 || const_extent->getSExtValue() > kMaxLanes) {
-        why = "extent " + std::to_string(const_extent->getSExtValue()) + " outside [2, " +
-              std::to_string(kMaxLanes) + "]";
-      } else if (can_vectorize_body(s->body, s->var, const_extent->getSExtValue(), &why)) {
-        emit_vectorized_for(s, lo, const_extent->getSExtValue());
-        return;
-      }
-      notes_.push_back("vectorized loop " + name + " emitted as a scalar loop: " + why);
-      break;
-    }
-    case loop::ForKind::kParallel:
-      if (vec_ == nullptr && !fn_->in_parallel) {
-        emit_parallel_for(s, lo, extent);
-        return;
-      }
-      notes_.push_back("parallel loop " + name + " runs serially (nested in a parallel loop)");
-      break;
-    default:
-      break;
+  if (s->for_kind == loop::ForKind::kVectorized) {
+    auto* lanes = llvm::dyn_cast<llvm::ConstantInt>(extent);
+    TESSERA_CHECK(lanes != nullptr && vec_ == nullptr)
+        << "internal error: vectorized loop " << s->var->name
+        << " is not legal (legalize_vectorized_loops keeps only legal ones)";
+    emit_vectorized_for(s, lo, lanes->getSExtValue());
+    return;
   }
-  emit_serial_for(s, lo, extent);
+  emit_serial_loop(s->var, known_nonneg(s->min), s->body, lo, extent);
 }
 
-void Emitter::emit_serial_for(const Stmt& s, llvm::Value* lo, llvm::Value* extent) {
+void Emitter::emit_serial_loop(const ir::Var& var, bool nonneg, const Stmt& body, llvm::Value* lo,
+                               llvm::Value* extent) {
   llvm::Type* it = lo->getType();
-  bool nonneg = known_nonneg(s->min);
   auto* const_extent = llvm::dyn_cast<llvm::ConstantInt>(extent);
   if (const_extent && const_extent->getSExtValue() <= 0) return;
   if (const_extent && const_extent->getSExtValue() == 1) {
-    ScopedBinding bind(fn_, s->var.get(), {lo, false}, nonneg);
-    emit_stmt(s->body);
+    ScopedBinding bind(fn_, var.get(), {lo, false}, nonneg);
+    emit_stmt(body);
     return;
   }
   llvm::BasicBlock* pre = b_.GetInsertBlock();
-  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx_, "for." + s->var->name, fn_->fn);
+  llvm::BasicBlock* body_bb = llvm::BasicBlock::Create(ctx_, "for." + var->name, fn_->fn);
   llvm::BasicBlock* exit_bb = llvm::BasicBlock::Create(ctx_, "for.end", fn_->fn);
   // Bottom-tested loop behind a guard: the form LLVM's loop passes expect after rotation.
   if (const_extent) {
@@ -248,13 +221,13 @@ void Emitter::emit_serial_for(const Stmt& s, llvm::Value* lo, llvm::Value* exten
     b_.CreateCondBr(b_.CreateICmpSGT(extent, llvm::ConstantInt::get(it, 0)), body_bb, exit_bb);
   }
   b_.SetInsertPoint(body_bb);
-  llvm::PHINode* iv = b_.CreatePHI(it, 2, s->var->name + ".iv");
+  llvm::PHINode* iv = b_.CreatePHI(it, 2, var->name + ".iv");
   iv->addIncoming(llvm::ConstantInt::get(it, 0), pre);
-  llvm::Value* value = b_.CreateNSWAdd(lo, iv, s->var->name);
+  llvm::Value* value = b_.CreateNSWAdd(lo, iv, var->name);
   {
-    ScopedBinding bind(fn_, s->var.get(), {value, false}, nonneg);
+    ScopedBinding bind(fn_, var.get(), {value, false}, nonneg);
     push_region();
-    emit_stmt(s->body);
+    emit_stmt(body);
     pop_region();
   }
   llvm::Value* next = b_.CreateAdd(iv, llvm::ConstantInt::get(it, 1), "", /*HasNUW=*/true,
@@ -262,17 +235,6 @@ void Emitter::emit_serial_for(const Stmt& s, llvm::Value* lo, llvm::Value* exten
   iv->addIncoming(next, b_.GetInsertBlock());
   b_.CreateCondBr(b_.CreateICmpSLT(next, extent), body_bb, exit_bb);
   b_.SetInsertPoint(exit_bb);
-}
-
-void Emitter::emit_unrolled_for(const Stmt& s, llvm::Value* lo, int64_t extent) {
-  bool nonneg = known_nonneg(s->min);
-  for (int64_t i = 0; i < extent; ++i) {
-    // With a constant min the variable is a constant in each copy, so indices into register
-    // tiles fold to constants (what lets SROA keep accumulators in registers).
-    llvm::Value* value = b_.CreateNSWAdd(lo, llvm::ConstantInt::get(lo->getType(), i));
-    ScopedBinding bind(fn_, s->var.get(), {value, false}, nonneg);
-    emit_stmt(s->body);
-  }
 }
 
 void Emitter::emit_vectorized_for(const Stmt& s, llvm::Value* lo, int64_t lanes) {
@@ -296,34 +258,39 @@ void Emitter::emit_vectorized_for(const Stmt& s, llvm::Value* lo, int64_t lanes)
   vec_ = nullptr;
 }
 
-void Emitter::emit_parallel_for(const Stmt& s, llvm::Value* lo, llvm::Value* extent) {
-  // Live-ins: every variable and buffer the body mentions that is bound out here. Variables the
-  // body binds itself are simply not found in the current scope.
-  UsedNames used = collect_used_names(s->body);
-  std::vector<const ExprNode*> live_vars;
-  std::vector<const ir::BufferNode*> live_bufs;
+void Emitter::emit_parallel_call(const Stmt& s) {
+  TESSERA_CHECK(s->callee >= 0 && s->callee < static_cast<int>(func_->outlined.size()))
+      << "parallel call of a missing outlined body";
+  TESSERA_CHECK(vec_ == nullptr) << "internal error: parallel call inside a vectorized loop";
+  const loop::OutlinedBody& o = func_->outlined[s->callee];
+  TESSERA_CHECK(ir::is_int(o.var->dtype))
+      << "loop variable " << o.var->name << " must be an integer";
+  llvm::Type* it = value_type(o.var->dtype);
+  begin_root();
+  llvm::Value* lo = b_.CreateSExtOrTrunc(emit_uniform(s->min), it);
+  begin_root();
+  llvm::Value* extent = b_.CreateSExtOrTrunc(emit_uniform(s->extent), it);
+  const bool nonneg = known_nonneg(s->min);
+
+  // The closure: the captures (outline_parallel_loops listed them), then the loop's min.
   std::vector<llvm::Type*> field_types;
   std::vector<llvm::Value*> field_values;
-  for (const ir::Buffer& b : used.buffers) {
-    auto it = fn_->bufs.find(b.get());
-    if (it == fn_->bufs.end()) continue;
-    live_bufs.push_back(b.get());
-    field_types.push_back(it->second->getType());
-    field_values.push_back(it->second);
+  for (const ir::Buffer& b : o.buffers) {
+    llvm::Value* ptr = buffer_ptr(b);
+    field_types.push_back(ptr->getType());
+    field_values.push_back(ptr);
   }
-  for (const ir::Var& v : used.vars) {
-    if (v.get() == s->var.get()) continue;
-    auto it = fn_->vars.find(v.get());
-    if (it == fn_->vars.end()) continue;
-    live_vars.push_back(v.get());
-    field_types.push_back(it->second.v->getType());
-    field_values.push_back(it->second.v);
+  for (const ir::Var& v : o.vars) {
+    auto found = fn_->vars.find(v.get());
+    TESSERA_CHECK(found != fn_->vars.end())
+        << "variable " << v->name << " captured by " << o.name << " is not bound";
+    field_types.push_back(found->second.v->getType());
+    field_values.push_back(found->second.v);
   }
   field_types.push_back(lo->getType());
   field_values.push_back(lo);
 
-  int id = num_outlined_++;
-  std::string task_name = symbol_ + "_par" + std::to_string(id);
+  std::string task_name = symbol_ + "_" + o.name;
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Type* i8p = b_.getInt8PtrTy();
   auto* closure_type = llvm::StructType::get(ctx_, field_types);
@@ -350,7 +317,6 @@ void Emitter::emit_parallel_for(const Stmt& s, llvm::Value* lo, llvm::Value* ext
   FnState st;
   st.fn = task;
   st.alloca_block = llvm::BasicBlock::Create(ctx_, "entry", task);
-  st.in_parallel = true;
   b_.SetInsertPoint(st.alloca_block);
   llvm::Value* cl = b_.CreateBitCast(task->getArg(0), closure_type->getPointerTo());
   std::vector<llvm::Value*> fields;
@@ -358,10 +324,10 @@ void Emitter::emit_parallel_for(const Stmt& s, llvm::Value* lo, llvm::Value* ext
     fields.push_back(b_.CreateLoad(field_types[i], b_.CreateStructGEP(closure_type, cl, i)));
   }
   size_t arg = 0;
-  for (const ir::BufferNode* b : live_bufs) st.bufs[b] = fields[arg++];
-  for (const ExprNode* v : live_vars) {
-    st.vars[v] = {fields[arg++], false};
-    if (fn_->nonneg_vars.count(v)) st.nonneg_vars.insert(v);
+  for (const ir::Buffer& b : o.buffers) st.bufs[b.get()] = fields[arg++];
+  for (const ir::Var& v : o.vars) {
+    st.vars[v.get()] = {fields[arg++], false};
+    if (fn_->nonneg_vars.count(v.get())) st.nonneg_vars.insert(v.get());
   }
   llvm::Value* body_lo = fields[arg++];
   llvm::Value* begin = task->getArg(1);
@@ -369,10 +335,9 @@ void Emitter::emit_parallel_for(const Stmt& s, llvm::Value* lo, llvm::Value* ext
   FnState* outer = fn_;
   auto saved_cache = cache_;
   fn_ = &st;
-  llvm::Type* it = body_lo->getType();
   llvm::Value* chunk_lo = b_.CreateNSWAdd(body_lo, b_.CreateSExtOrTrunc(begin, it));
   llvm::Value* chunk_len = b_.CreateSExtOrTrunc(b_.CreateSub(end, begin), it);
-  emit_serial_for(s, chunk_lo, chunk_len);
+  emit_serial_loop(o.var, nonneg, o.body, chunk_lo, chunk_len);
   b_.CreateRetVoid();
   fn_ = outer;
   cache_ = saved_cache;

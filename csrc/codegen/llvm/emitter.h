@@ -52,7 +52,6 @@ struct FnState {
   std::unordered_map<const ExprNode*, VVal> vars;  // variable bindings
   std::unordered_map<const ir::BufferNode*, llvm::Value*> bufs;  // typed element pointers
   std::unordered_set<const ExprNode*> nonneg_vars;               // known to be >= 0
-  bool in_parallel = false;  // inside an outlined parallel body: nested parallel runs serially
   // Pure values already computed, per control-flow region: a region's values dominate the code
   // emitted inside it, and are forgotten when it ends (loop bodies, branches).
   std::vector<std::unordered_map<VnKey, llvm::Value*, VnKeyHash>> vn_scopes{1};
@@ -72,10 +71,12 @@ class Emitter {
  public:
   Emitter(llvm::Module& module, std::string symbol, const HostCpu& cpu);
 
-  // Emits the kernel: `symbol` (the C ABI entry) and its internal helpers.
+  // Emits the kernel: `symbol` (the C ABI entry) and the outlined parallel bodies it calls. `f`
+  // must be prepared for the CPU (loop/pipeline.h): every vectorized loop is legal, no kUnrolled
+  // or kParallel loop is left.
   void emit_kernel(const loop::LoweredFunc& f);
-  // Loops that could not be emitted as their kind asked (e.g. a vectorized loop run as a scalar
-  // loop), one human-readable line each.
+  // Buffers placed differently from what their scope asked (a register buffer on the heap), one
+  // human-readable line each.
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
@@ -149,10 +150,11 @@ class Emitter {
   void emit_let(const Stmt& s);
   void emit_if(const Stmt& s);
   void emit_for(const Stmt& s);
-  void emit_serial_for(const Stmt& s, llvm::Value* lo, llvm::Value* extent);
-  void emit_unrolled_for(const Stmt& s, llvm::Value* lo, int64_t extent);
+  // Runs `body` for `var` in [lo, lo + extent); `nonneg`: lo is known to be >= 0.
+  void emit_serial_loop(const ir::Var& var, bool nonneg, const Stmt& body, llvm::Value* lo,
+                        llvm::Value* extent);
   void emit_vectorized_for(const Stmt& s, llvm::Value* lo, int64_t lanes);
-  void emit_parallel_for(const Stmt& s, llvm::Value* lo, llvm::Value* extent);
+  void emit_parallel_call(const Stmt& s);
   void emit_allocate(const Stmt& s);
 
   llvm::Module& module_;
@@ -160,9 +162,9 @@ class Emitter {
   llvm::IRBuilder<> b_;
   std::string symbol_;
   const HostCpu& cpu_;
+  const loop::LoweredFunc* func_ = nullptr;  // the kernel being emitted
   FnState* fn_ = nullptr;
   VecState* vec_ = nullptr;
-  int num_outlined_ = 0;
   std::vector<std::string> notes_;
   std::unordered_map<const ir::BufferNode*, std::pair<llvm::MDNode*, llvm::MDNode*>> alias_md_;
   // Per-root memo tables (cleared by begin_root), keyed by node address.
