@@ -70,6 +70,7 @@ double buffer_elements(const ir::BufferNode& b) {
 class Extractor {
  public:
   ProgramFeatures run(const loop::LoweredFunc& f) {
+    func_ = &f;
     visit(f.body);
     for (float& x : out_.values) x = std::log2(1.0f + std::max(0.0f, x));
     return std::move(out_);
@@ -117,6 +118,17 @@ class Extractor {
       case StmtKind::kSeq:
         for (const Stmt& c : s->seq) visit(c);
         return;
+      case StmtKind::kParallelCall: {
+        // An outlined parallel loop (loop/outline_parallel.h): its body runs once per iteration
+        // of the call's range, as the kParallel loop it was.
+        TESSERA_CHECK(s->callee >= 0 && static_cast<size_t>(s->callee) < func_->outlined.size())
+            << "parallel call to a missing outlined body";
+        const loop::OutlinedBody& body = func_->outlined[s->callee];
+        loops_.push_back({body.var.get(), upper_bound(s->extent), loop::ForKind::kParallel});
+        visit(body.body);
+        loops_.pop_back();
+        return;
+      }
       default:
         visit(s->body);
         visit(s->then_case);
@@ -425,6 +437,7 @@ class Extractor {
     row[kFeatureMisc + 3] = static_cast<float>(if_depth_);
   }
 
+  const loop::LoweredFunc* func_ = nullptr;
   std::vector<Loop> loops_;
   std::unordered_map<const ir::ExprNode*, Coeffs> lets_;
   std::vector<Alloc> allocs_;

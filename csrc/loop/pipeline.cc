@@ -36,7 +36,7 @@ LoweredFunc run_loop_passes(LoweredFunc f) {
   dump("simplify_stmt", f);
   f = guard_integer_division(std::move(f));
   dump("guard_integer_division", f);
-  return prepare_for_cpu(std::move(f));
+  return f;
 }
 
 LoweredFunc prepare_for_cpu(LoweredFunc f) {

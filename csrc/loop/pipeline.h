@@ -1,7 +1,8 @@
 #pragma once
 // The loop-IR passes, in order. Lowering (schedule/lower.h) builds the loop nests of a kernel and
-// hands them to run_loop_passes; compile_cpu runs prepare_for_cpu on a function that has not
-// been through it (loop IR written by hand).
+// hands them to run_loop_passes, whose result is target-independent (what the tuners' features
+// and the interpreter read, and what Kernel.loop_ir shows); the CPU code generator
+// (compile_cpu) runs prepare_for_cpu on it before translating.
 //
 // With the environment variable TESSERA_DUMP=lower, the function is printed to stderr after each
 // pass, under a header "== loop IR after <pass>".
@@ -9,7 +10,7 @@
 
 namespace tessera::loop {
 
-// simplify_stmt, guard_integer_division, then prepare_for_cpu.
+// simplify_stmt, then guard_integer_division.
 LoweredFunc run_loop_passes(LoweredFunc f);
 
 // legalize_vectorized_loops, unroll_loops, outline_parallel_loops: the form the CPU code

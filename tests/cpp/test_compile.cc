@@ -8,8 +8,8 @@
 #include "e2e_harness.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
-#include "schedule/tuning_policy.h"
 #include "runtime/parallel.h"
+#include "schedule/tuning_policy.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -27,8 +27,8 @@ void expect_matches_reference(const CompileResult& r, const std::vector<Tensor>&
   std::vector<runtime::NDArray> ins;
   std::vector<void*> ptrs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ins.push_back(runtime::NDArray::random(inputs[i]->dtype,
-                                           testing::concrete_shape(inputs[i], {}), 11 + i));
+    ins.push_back(
+        runtime::NDArray::random(inputs[i]->dtype, testing::concrete_shape(inputs[i], {}), 11 + i));
     by_tensor[inputs[i].get()] = ins.back();
     ptrs.push_back(ins.back().data());
   }

@@ -34,8 +34,16 @@ TEST(PassPipeline, LoweredGemmIsReadyForTheCodeGenerator) {
   ir::Tensor a = ir::placeholder("A", {int_imm(96), int_imm(64)});
   ir::Tensor b = ir::placeholder("B", {int_imm(64), int_imm(80)});
   schedule::StagePlan plan = schedule::plan_stages({ops::matmul(a, b)}, {a, b});
-  LoweredFunc f =
+  const LoweredFunc lowered =
       schedule::lower(plan, schedule::default_schedule(plan, schedule::Target::host()), "gemm");
+  // Lowering is target-independent: unrolled and parallel loops are still loops of that kind.
+  EXPECT_FALSE(lowered.cpu_ready);
+  KindCounter before;
+  before.visit(lowered.body);
+  EXPECT_GT(before.loops[ForKind::kUnrolled], 0);
+  EXPECT_GT(before.loops[ForKind::kParallel], 0);
+  EXPECT_EQ(before.calls, 0);
+  LoweredFunc f = prepare_for_cpu(lowered);
   EXPECT_TRUE(f.cpu_ready);
   KindCounter count;
   count.visit(f.body);
