@@ -147,6 +147,18 @@ void bind_kernel(py::module_& m) {
           [](const PyKernel& k) { return k.built->kernel()->compiled().code_bytes(); },
           "Bytes of machine code and data the kernel holds in the JIT.")
       .def_property_readonly("lower_ms", [](const PyKernel& k) { return k.built->lower_ms(); })
+      .def_property_readonly(
+          "jit_times",
+          [](const PyKernel& k) {
+            const codegen::CompileTimes& t = k.built->kernel()->compiled().compile_times();
+            return std::map<std::string, double>{{"ir_gen_ms", t.ir_gen_ms},
+                                                 {"opt_ms", t.opt_ms},
+                                                 {"codegen_ms", t.codegen_ms},
+                                                 {"link_ms", t.link_ms},
+                                                 {"total_ms", t.total_ms}};
+          },
+          "Milliseconds of each JIT phase: LLVM IR generation, optimisation, machine code, "
+          "linking.")
       .def_property_readonly("schedule", [](const PyKernel& k) { return k.built->schedule(); })
       .def_readonly("report", &PyKernel::report)
       .def_property_readonly("loop_ir",

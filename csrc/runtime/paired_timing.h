@@ -6,8 +6,8 @@
 // The rule. Background load on a shared machine comes in bursts that slow some calls and not
 // others, so implementations are never compared by times taken at different moments:
 //  - Time runs in rounds. A round of an implementation calls it for about round_ms (at least
-//    min_calls calls, after one untimed call, since another implementation ran last) and keeps
-//    the median call.
+//    min_calls calls, after one untimed call, since another implementation ran last; one call
+//    when calls last a round) and keeps the median call.
 //  - Every round of a candidate sits between two rounds of the reference, and its ratio for
 //    that round is its median over the mean of the two reference medians: a burst that spans the
 //    pair cancels, one that starts or ends next to the candidate counts half.

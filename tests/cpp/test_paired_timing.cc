@@ -39,8 +39,9 @@ TEST(PairedTiming, RatiosFollowTheWork) {
   EXPECT_GT(t.ratio[1], 2.0) << t.ratio[1];  // 4x the work
   EXPECT_DOUBLE_EQ(t.median_ms[1], t.ratio[1] * t.reference_ms);
   EXPECT_EQ(t.rounds[0], 5);
-  // Each candidate round sits between two reference rounds: rounds x (candidates + 1).
-  EXPECT_EQ(t.reference_rounds, 5 * 3);
+  // Each candidate round sits between two reference rounds, shared with its neighbours: one to
+  // open, then one after each candidate round.
+  EXPECT_EQ(t.reference_rounds, 1 + 5 * 2);
   EXPECT_GE(t.calls[0], 5);
 }
 

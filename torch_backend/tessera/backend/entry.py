@@ -15,6 +15,7 @@ import torch.fx as fx
 
 from . import records
 from .decompositions import decomposition_table
+from .gc_pause import gc_paused
 from .graph import CompiledGraph
 from .log import log_once, logger
 from .options import Options, parse_options
@@ -86,7 +87,8 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
         decompositions=decomposition_table(),
         partition_fn=min_cut_rematerialization_partition,
     )
-    return backend(gm, example_inputs)
+    with gc_paused():  # tracing and decomposing allocate in bursts (see gc_pause.py)
+        return backend(gm, example_inputs)
 
 
 def _has_entry_point() -> bool:

@@ -29,6 +29,7 @@ import torch
 import torch.fx as fx
 
 from . import graph_guard
+from .gc_pause import gc_paused
 from ..jit_cache import SHAPES_PER_GRAPH, LruCache
 from .log import log_once
 from .meta import record
@@ -173,6 +174,10 @@ class CompiledGraph:
         args = list(args)
         if key is None:
             self._static_signature = _signature(args)
+        with gc_paused():
+            return self._specialise(args, key)
+
+    def _specialise(self, args: List[Any], key) -> Any:
         outs, metas = record(self.gm, args)
         t0 = time.perf_counter()
         try:

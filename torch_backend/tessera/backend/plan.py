@@ -188,7 +188,7 @@ class Planner:
                 self._add_kernel(spec, self._compile(spec))
                 return
             skip_fused = anchor is not None and self._big_dense_anchor(anchor)
-            self._choose(anchor, members, spec, None if skip_fused else self._compile(spec))
+            self._choose(anchor, members, spec, not skip_fused)
         except _ZeroSize:
             pass  # zero-size tensors: ATen handles every corner case; nothing to gain
         except Exception as e:  # a partition that fails to compile runs through ATen
@@ -202,8 +202,37 @@ class Planner:
         return compile_spec(spec, self.options)
 
     def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
-                fused) -> None:
-        """Measures a partition's candidates (see anchor.py), plans the winner."""
+                build_fused: bool) -> None:
+        """Plans the partition's best candidate (see anchor.py): known from an earlier decision
+        (this process or the records database), then only the chosen kernel is built; else every
+        candidate is built and measured."""
+        rest = [m for m in members if m is not anchor]
+        names = ["aten"] + (["tessera"] if build_fused else []) + \
+            (["split"] if anchor is not None and rest else [])
+        if spec.workload is None:
+            spec.workload = keys.kernel_key(spec.te_outputs, spec.te_inputs)
+        known = anchor_choice.known_choice(spec.workload, names, self.options) \
+            if len(names) > 1 else None
+        if known is not None:
+            choice, times = known
+            if choice == "tessera":
+                self._add_kernel(spec, self._compile(spec))
+            elif choice == "split":
+                rest_spec = self._spec_for(rest)
+                self._add_kernel(rest_spec, self._compile(rest_spec))
+        else:
+            choice, times = self._measure_choice(anchor, rest, spec, build_fused)
+        record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
+                  "times_ms": times}
+        if anchor is not None:
+            record["anchor"] = _op_name(anchor.target)
+            self.summary.anchors.append(record)
+        self.summary.choices.append(record)
+
+    def _measure_choice(self, anchor: Optional[fx.Node], rest: List[fx.Node], spec: KernelSpec,
+                        build_fused: bool):
+        """Builds the candidates, measures them (anchor.decide), plans the winner."""
+        fused = self._compile(spec) if build_fused else None
         env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
         t_inputs = [env[n] for n in spec.inputs]
 
@@ -214,7 +243,6 @@ class Planner:
         if fused is not None:
             candidates["tessera"] = lambda: fused(*t_inputs)
         rest_spec = rest_call = None
-        rest = [m for m in members if m is not anchor]
         if anchor is not None and rest:
             rest_spec = self._spec_for(rest)
             rest_call = self._compile(rest_spec)
@@ -224,19 +252,12 @@ class Planner:
                 self._eval(anchor, local)
                 return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
             candidates["split"] = run_split
-        if spec.workload is None:
-            spec.workload = keys.kernel_key(spec.te_outputs, spec.te_inputs)
         choice, times = anchor_choice.decide(spec.workload, candidates, self.options)
-        record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
-                  "times_ms": times}
-        if anchor is not None:
-            record["anchor"] = _op_name(anchor.target)
-            self.summary.anchors.append(record)
-        self.summary.choices.append(record)
         if choice == "tessera":
             self._add_kernel(spec, fused)
         elif choice == "split":
             self._add_kernel(rest_spec, rest_call)
+        return choice, times
 
     def _eval(self, n: fx.Node, env: Dict[fx.Node, Any]) -> Any:
         """Runs node n through ATen on values in env (evaluating missing inputs first)."""
