@@ -11,11 +11,11 @@ Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
 "speedup_vs_eager", "speedup_vs_inductor", "compile_s", "warm_compile_s", "inductor_compile_s",
 "kernels", "aten_fallback_ops", "counters"}:
   compile_s           the first call of the Tessera-compiled model (tracing, kernel builds,
-                      tuning, measured choices) on a fresh records database
+                      tuning, measured choices) on a fresh records database of its own
   warm_compile_s      the same after torch._dynamo.reset() in this process (Tessera's kernels
                       and choices are then cached in memory)
   inductor_compile_s  the first call of torch.compile's default backend, with a fresh Inductor
-                      cache directory (cold, as Tessera's)
+                      cache directory of its own (cold, as Tessera's)
   counters            what Tessera's compile pipeline did for compile_s (_C.compile_counters():
                       JIT compiles, stage plans, tuned kernels, ...)
 kernels is the number of Tessera kernels the compiled graphs run, aten_fallback_ops the
@@ -136,12 +136,13 @@ def main() -> None:
     args = p.parse_args()
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
-    # Cold compiles for both compilers: a records database and an Inductor cache of their own.
-    scratch = tempfile.mkdtemp(prefix="tessera-models-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
-    options = {"verbose": args.verbose, "records_db": os.path.join(scratch, "records.db")}
     records = []
     for name in args.models:
+        # Cold compiles for both compilers: per model, a records database and an Inductor cache
+        # directory of their own, so nothing an earlier model compiled is found on disk.
+        scratch = tempfile.mkdtemp(prefix=f"tessera-models-{name}-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
+        options = {"verbose": args.verbose, "records_db": os.path.join(scratch, "records.db")}
         r = bench_model(name, args.batch, args.rounds, options)
         print_table([r], ["model", "eager_ms", "inductor_ms", "tessera_ms", "speedup_vs_eager",
                           "speedup_vs_inductor", "compile_s", "warm_compile_s",

@@ -93,6 +93,9 @@ def known_choice(key, candidates, options: Any = None
     process or found in the records database -- or None. `key`: the partition's workload key;
     `candidates`: the candidate names decide() would get. A planner can ask this before building
     the candidates' kernels and build only the chosen one."""
+    forced = os.environ.get("TESSERA_FORCE_CHOICE")  # debugging aid: tessera | split | aten
+    if forced in candidates:
+        return forced, {}
     dkey = keys.decision_key(key, keys.context(options, candidates))
     local = keys.cache_key(dkey)
     with _lock:
@@ -110,8 +113,8 @@ def known_choice(key, candidates, options: Any = None
     return stored
 
 
-def decide(key, candidates: Dict[str, Callable[[], object]],
-           options: Any = None) -> Tuple[str, Dict[str, float]]:
+def decide(key, candidates: Dict[str, Callable[[], object]], options: Any = None,
+           looked_up: bool = False) -> Tuple[str, Dict[str, float]]:
     """(choice, times in ms) for a partition, cached by its workload key (keys.kernel_key of
     its fused kernel).
 
@@ -119,13 +122,14 @@ def decide(key, candidates: Dict[str, Callable[[], object]],
     "split" (ATen's anchor + a Tessera kernel for the rest). The choice is one of them.
 
     options: the backend Options (tuning mode, records database); None means the defaults. A
-    choice found in the records database is not measured again."""
+    choice found in the records database is not measured again; looked_up: the caller asked
+    known_choice already (and found nothing), so it is not asked again."""
     if len(candidates) == 1:
         return next(iter(candidates)), {}
     forced = os.environ.get("TESSERA_FORCE_CHOICE")  # debugging aid: tessera | split | aten
     if forced in candidates:
         return forced, {}
-    hit = known_choice(key, candidates, options)
+    hit = None if looked_up else known_choice(key, candidates, options)
     if hit is not None:
         return hit
     dkey = keys.decision_key(key, keys.context(options, candidates))

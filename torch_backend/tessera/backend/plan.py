@@ -252,7 +252,8 @@ class Planner:
                 self._eval(anchor, local)
                 return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
             candidates["split"] = run_split
-        choice, times = anchor_choice.decide(spec.workload, candidates, self.options)
+        choice, times = anchor_choice.decide(spec.workload, candidates, self.options,
+                                             looked_up=True)
         if choice == "tessera":
             self._add_kernel(spec, fused)
         elif choice == "split":
