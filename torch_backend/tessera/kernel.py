@@ -28,14 +28,14 @@ class Kernel:
     builds exactly that schedule; otherwise `tune` ("default": the rules' schedule, "construct":
     Gensor's construct mode on kernels with enough summation work, "search": search mode with
     `trials` measurements, 0 for the policy's default) decides, and `records` (a
-    _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "auto" runs kernels
-    moving little data on the calling thread alone (the tuning policy's serial_bytes),
-    "parallel" / "serial" force it. `report` says how the kernel was made."""
+    _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "parallel" (parallel
+    loops where the schedule has them), "serial", or "auto" (the backend's choice: kernels moving
+    little data run on the calling thread alone, the tuning policy's serial_bytes). `report` says how the kernel was made."""
 
     def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
                  schedule: Union[None, str, "_C.KernelSchedule"] = None, name: str = "kernel",
                  keep_source: bool = False, tune: str = "default", records=None,
-                 threads: str = "auto", trials: int = 0):
+                 threads: str = "parallel", trials: int = 0):
         self._inputs = list(inputs)
         if isinstance(schedule, str):
             schedule = _C.KernelSchedule.parse(schedule)

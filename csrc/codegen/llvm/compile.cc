@@ -13,6 +13,7 @@
 #include "codegen/llvm/codegen.h"
 #include "codegen/llvm/jit.h"
 #include "loop/pipeline.h"
+#include "loop/scalar_loops.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -38,22 +39,25 @@ std::string unique_symbol(const std::string& name) {
   return s + "_" + std::to_string(counter.fetch_add(1));
 }
 
-void optimize(llvm::Module& m, llvm::TargetMachine* tm, int opt_level) {
+void optimize(llvm::Module& m, llvm::TargetMachine* tm, int opt_level, bool loop_passes) {
   if (opt_level <= 0) return;
   // Declared in this order so they are destroyed in the right order (they reference each other).
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  // Tessera vectorises and unrolls in loop IR (loop/legalize_vectorize.h, loop/unroll.h), so
-  // LLVM's loop and SLP vectorisers and its unroller only add runtime-checked copies and
-  // remainder loops of code that is already in its final shape: turned off, the benchmark
-  // kernels run as fast and JIT-compile in less than half the time.
+  // Tessera vectorises and unrolls in loop IR (loop/legalize_vectorize.h, loop/unroll.h). Where
+  // it did so everywhere, LLVM's loop and SLP vectorisers and its unroller only add
+  // runtime-checked copies and remainder loops of code already in its final shape, and cost
+  // more than half the JIT time; scalar loops the schedule left (loop/scalar_loops.h) still get
+  // them, since they can run several times faster vectorised.
   llvm::PipelineTuningOptions pto;
-  pto.LoopVectorization = false;
-  pto.SLPVectorization = false;
-  pto.LoopUnrolling = false;
-  pto.LoopInterleaving = false;
+  if (!loop_passes) {
+    pto.LoopVectorization = false;
+    pto.SLPVectorization = false;
+    pto.LoopUnrolling = false;
+    pto.LoopInterleaving = false;
+  }
   llvm::PassBuilder pb(tm, pto);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
@@ -118,7 +122,7 @@ std::shared_ptr<CompiledKernel> compile_cpu(const loop::LoweredFunc& f,
   Clock::time_point t1 = Clock::now();
   k->times_.ir_gen_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
 
-  optimize(module, tm.get(), options.opt_level);
+  optimize(module, tm.get(), options.opt_level, loop::has_scalar_inner_loops(k->func_));
   Clock::time_point t2 = Clock::now();
   k->times_.opt_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
 

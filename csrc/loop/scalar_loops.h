@@ -1,0 +1,13 @@
+#pragma once
+// Does a CPU-ready function (loop/pipeline.h: prepare_for_cpu) still have scalar innermost
+// loops? Serial loops that store, with no loop inside and outside any vectorized loop: code the
+// schedule left scalar (no vector axis, pooling windows), which LLVM's loop vectoriser can still
+// vectorise. Functions without them are vectorised and unrolled already, and the code generator
+// skips LLVM's loop passes for them (codegen/llvm/compile.cc).
+#include "loop/stmt.h"
+
+namespace tessera::loop {
+
+bool has_scalar_inner_loops(const LoweredFunc& f);
+
+}  // namespace tessera::loop
