@@ -37,15 +37,22 @@ struct Tuned {
   std::shared_ptr<const BuiltKernel> kernel;  // null: build `schedule`
 };
 
-// Construct mode (Gensor) on the task; the winner must beat the rules' schedule, measured in the
-// same paired rounds, by the policy's win margin.
-Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
+// Construct mode as the tuning policy runs it.
+tune::gensor::ConstructOptions construct_options(const CompileRequest& req) {
   const schedule::TuningPolicy& policy = schedule::tuning_policy();
   tune::gensor::ConstructOptions opts;
   opts.seed = req.seed;
   opts.top_k = policy.construct_top_k;
   opts.chains = policy.construct_chains;
   opts.iterations = policy.construct_iterations;
+  return opts;
+}
+
+// Construct mode (Gensor) on the task; the winner must beat the rules' schedule, measured in the
+// same paired rounds, by the policy's win margin.
+Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  tune::gensor::ConstructOptions opts = construct_options(req);
   opts.include_default = true;
   tune::gensor::ConstructResult r = tune::gensor::construct(task, opts);
   rep->tuner = r.schedule.tuner;
@@ -103,11 +110,7 @@ SharedModel& shared_model() {
 // the policy's win margin. Only the best kernel so far is kept alive while searching.
 Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
   const schedule::TuningPolicy& policy = schedule::tuning_policy();
-  tune::gensor::ConstructOptions copts;
-  copts.seed = req.seed;
-  copts.top_k = policy.construct_top_k;
-  copts.chains = policy.construct_chains;
-  copts.iterations = policy.construct_iterations;
+  tune::gensor::ConstructOptions copts = construct_options(req);
   copts.predict_only = true;
   const tune::gensor::ConstructResult seeds = tune::gensor::construct(task, copts);
 
@@ -157,7 +160,8 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
     return {rules, nullptr};
   }
   if (rep->default_ms > 0 && best_ms >= policy.win_margin * rep->default_ms) {
-    for (CandidateReport& c : rep->candidates) c.chosen = c.ok && c.schedule.stages_text() == rules_text;
+    for (CandidateReport& c : rep->candidates)
+      c.chosen = c.ok && c.schedule.stages_text() == rules_text;
     rep->median_ms = rep->default_ms;
     Tuned t{rules, measurer.reference_kernel()};
     t.schedule.tuner = "default";
@@ -167,8 +171,8 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
   t.schedule.tuner = "search";
   rep->median_ms = best_ms;
   for (CandidateReport& c : rep->candidates) {
-    c.chosen =
-        c.ok && c.median_ms == best_ms && c.schedule.stages_text() == best_kernel->schedule().stages_text();
+    c.chosen = c.ok && c.median_ms == best_ms &&
+               c.schedule.stages_text() == best_kernel->schedule().stages_text();
   }
   return t;
 }
