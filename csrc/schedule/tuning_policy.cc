@@ -6,11 +6,6 @@ namespace tessera::schedule {
 
 namespace {
 
-TuningPolicy& policy_instance() {
-  static TuningPolicy policy;
-  return policy;
-}
-
 double extent_or(const ir::Expr& e, int64_t symbolic_guess) {
   return e->is_const_int() ? static_cast<double>(e->int_value)
                            : static_cast<double>(symbolic_guess);
@@ -18,18 +13,23 @@ double extent_or(const ir::Expr& e, int64_t symbolic_guess) {
 
 }  // namespace
 
-const TuningPolicy& tuning_policy() { return policy_instance(); }
-TuningPolicy& mutable_tuning_policy() { return policy_instance(); }
+const TuningPolicy& tuning_policy() {
+  static const TuningPolicy policy;
+  return policy;
+}
+
+double stage_points(const Stage& stage, int64_t symbolic_guess) {
+  double p = 1;
+  for (const auto* axes : {&stage.op->op->axes, &stage.op->op->reduce_axes}) {
+    for (const ir::IterVar& iv : *axes) p *= extent_or(iv.extent, symbolic_guess);
+  }
+  return p;
+}
 
 double reduce_points(const StagePlan& plan, int64_t symbolic_guess) {
   double total = 0;
   for (const Stage& s : plan.stages) {
-    if (s.op->op->reduce_axes.empty()) continue;
-    double p = 1;
-    for (const auto* axes : {&s.op->op->axes, &s.op->op->reduce_axes}) {
-      for (const ir::IterVar& iv : *axes) p *= extent_or(iv.extent, symbolic_guess);
-    }
-    total += p;
+    if (!s.op->op->reduce_axes.empty()) total += stage_points(s, symbolic_guess);
   }
   return total;
 }

@@ -36,11 +36,13 @@ struct TuningPolicy {
   double process_tune_budget_s = 180.0;
 };
 
-// The policy in force (defaults above). Tests may change it through mutable_tuning_policy().
+// The policy in force (the defaults above).
 const TuningPolicy& tuning_policy();
-TuningPolicy& mutable_tuning_policy();
 
-// Iteration points (spatial x summation extents) of the plan's stages that sum over an axis:
+// Iteration points (spatial x summation extents) of one stage; symbolic extents count as
+// `symbolic_guess`.
+double stage_points(const Stage& stage, int64_t symbolic_guess);
+// Iteration points of the plan's stages that sum over an axis:
 // the work a tuner can reorganise. Symbolic extents count as `symbolic_guess`.
 double reduce_points(const StagePlan& plan, int64_t symbolic_guess);
 // Bytes the kernel reads and writes at its boundary (symbolic extents as `symbolic_guess`).

@@ -11,6 +11,7 @@
 #include "ir/eval.h"
 #include "runtime/paired_timing.h"
 #include "runtime/parallel.h"
+#include "schedule/tuning_policy.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -98,18 +99,8 @@ Task Task::from_plan(schedule::StagePlan plan, const std::string& name) {
 
 double Task::iteration_points() const {
   double total = 0;
-  for (const schedule::Stage& s : plan.stages) {
-    double p = 1;
-    for (const ir::IterVar& iv : s.op->op->axes) {
-      p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value)
-                                     : kSymbolicSizeGuess;
-    }
-    for (const ir::IterVar& iv : s.op->op->reduce_axes) {
-      p *= iv.extent->is_const_int() ? static_cast<double>(iv.extent->int_value)
-                                     : kSymbolicSizeGuess;
-    }
-    total += p;
-  }
+  for (const schedule::Stage& s : plan.stages)
+    total += schedule::stage_points(s, kSymbolicSizeGuess);
   return total;
 }
 

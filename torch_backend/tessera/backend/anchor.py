@@ -123,12 +123,10 @@ def decide(key, candidates: Dict[str, Callable[[], object]], options: Any = None
 
     options: the backend Options (tuning mode, records database); None means the defaults. A
     choice found in the records database is not measured again; looked_up: the caller asked
-    known_choice already (and found nothing), so it is not asked again."""
+    known_choice already (and found nothing, so TESSERA_FORCE_CHOICE was not set to one of the
+    candidates either), so it is not asked again."""
     if len(candidates) == 1:
         return next(iter(candidates)), {}
-    forced = os.environ.get("TESSERA_FORCE_CHOICE")  # debugging aid: tessera | split | aten
-    if forced in candidates:
-        return forced, {}
     hit = None if looked_up else known_choice(key, candidates, options)
     if hit is not None:
         return hit

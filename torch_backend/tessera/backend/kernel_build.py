@@ -126,9 +126,15 @@ class KernelSpec:
         self.te_outputs: List[Any] = []
         self.in_preps: List[Optional[InputPrep]] = []
         self.out_specs: List[OutputSpec] = []
-        self.workload = None  # the kernel's workload key (keys.kernel_key), made once
+        self._workload = None
         self.name: str = "kernel"
         self.metas: Dict[fx.Node, Any] = {}
+
+    def workload(self) -> "_C.WorkloadKey":
+        """The kernel's workload key (keys.kernel_key), made on first use."""
+        if self._workload is None:
+            self._workload = keys.kernel_key(self.te_outputs, self.te_inputs)
+        return self._workload
 
 
 class _Builder:
@@ -290,9 +296,7 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     the tuning mode and records database of `tune`: the backend Options or a tuning mode name.
     Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
     mode, records_option, trials = _tune_and_records(tune)
-    if spec.workload is None:
-        spec.workload = keys.kernel_key(spec.te_outputs, spec.te_inputs)
-    key = keys.cache_key(spec.workload, mode, trials)
+    key = keys.cache_key(spec.workload(), mode, trials)
     kernel = _cache.get(key)
     if kernel is None:
         records = records_mod.open_records(records_option) if mode != "default" else None

@@ -16,7 +16,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import anchor as anchor_choice
-from . import keys, program_runner
+from . import program_runner
 from .kernel_build import KernelSpec, build_spec, compile_spec
 from .log import log_once, logger
 from .meta import TensorMeta
@@ -209,9 +209,7 @@ class Planner:
         rest = [m for m in members if m is not anchor]
         names = ["aten"] + (["tessera"] if build_fused else []) + \
             (["split"] if anchor is not None and rest else [])
-        if spec.workload is None:
-            spec.workload = keys.kernel_key(spec.te_outputs, spec.te_inputs)
-        known = anchor_choice.known_choice(spec.workload, names, self.options) \
+        known = anchor_choice.known_choice(spec.workload(), names, self.options) \
             if len(names) > 1 else None
         if known is not None:
             choice, times = known
@@ -252,7 +250,7 @@ class Planner:
                 self._eval(anchor, local)
                 return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
             candidates["split"] = run_split
-        choice, times = anchor_choice.decide(spec.workload, candidates, self.options,
+        choice, times = anchor_choice.decide(spec.workload(), candidates, self.options,
                                              looked_up=True)
         if choice == "tessera":
             self._add_kernel(spec, fused)
