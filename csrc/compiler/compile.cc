@@ -100,6 +100,12 @@ struct SharedModel {
   cost::TrainingSet data;
 };
 
+// Search mode's runner when the request names none.
+std::shared_ptr<tune::Runner> default_search_runner() {
+  static std::shared_ptr<tune::Runner> runner = tune::in_process_runner();
+  return runner;
+}
+
 SharedModel& shared_model() {
   static SharedModel* m = new SharedModel();  // leaked: used until exit, from any thread
   return *m;
@@ -124,12 +130,16 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
   for (const tune::gensor::ConstructCandidate& c : seeds.candidates) {
     sopts.initial.push_back(c.schedule);
   }
-  tune::CandidateMeasurer measurer(task);
+  std::shared_ptr<tune::Runner> runner = req.runner ? req.runner : default_search_runner();
+  std::unique_ptr<tune::TaskRunner> task_runner = runner->open(task);
   const std::string rules_text = rules.stages_text();
   std::shared_ptr<const BuiltKernel> best_kernel;
+  std::optional<schedule::KernelSchedule> best_schedule;
   double best_ms = 0;
+  const double flops = task.flops();
+  const auto search_start = Clock::now();
   auto measure = [&](const std::vector<schedule::KernelSchedule>& batch) {
-    std::vector<tune::CandidateResult> results = measurer.measure_all(batch);
+    std::vector<tune::CandidateResult> results = task_runner->measure(batch);
     for (size_t i = 0; i < results.size(); ++i) {
       tune::CandidateResult& r = results[i];
       CandidateReport cr;
@@ -141,11 +151,24 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
       rep->candidates.push_back(cr);
       ++rep->trials;
       if (r.ok && batch[i].stages_text() == rules_text) rep->default_ms = r.median_ms;
-      if (r.ok && (best_kernel == nullptr || r.median_ms < best_ms)) {
+      if (r.ok && (!best_schedule || r.median_ms < best_ms)) {
         best_ms = r.median_ms;
-        best_kernel = r.kernel;
+        best_schedule = batch[i];
+        best_kernel = r.kernel;  // null when measured in another process
       }
       r.kernel.reset();  // the search keeps its trials; only the best kernel stays alive
+      if (req.on_trial) {
+        TrialEvent ev;
+        ev.task = req.name;
+        ev.trial = rep->trials;
+        ev.trials = sopts.trials;
+        ev.ok = r.ok;
+        ev.median_ms = cr.median_ms;
+        ev.best_ms = best_schedule ? best_ms : -1;
+        ev.flops = flops;
+        ev.elapsed_s = ms_since(search_start) / 1e3;
+        req.on_trial(ev);
+      }
     }
     return results;
   };
@@ -155,7 +178,7 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
   while (!searcher.done() && searcher.round(measure, shared.model, shared.data) > 0) {
   }
   rep->tuner = "search";
-  if (best_kernel == nullptr) {
+  if (!best_schedule) {
     rep->note = "no search candidate passed verification; the rules' schedule is used";
     return {rules, nullptr};
   }
@@ -163,16 +186,16 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
     for (CandidateReport& c : rep->candidates)
       c.chosen = c.ok && c.schedule.stages_text() == rules_text;
     rep->median_ms = rep->default_ms;
-    Tuned t{rules, measurer.reference_kernel()};
+    Tuned t{rules, nullptr};
     t.schedule.tuner = "default";
     return t;
   }
-  Tuned t{best_kernel->schedule(), best_kernel};
+  const std::string best_text = best_schedule->stages_text();
+  Tuned t{*best_schedule, best_kernel};
   t.schedule.tuner = "search";
   rep->median_ms = best_ms;
   for (CandidateReport& c : rep->candidates) {
-    c.chosen = c.ok && c.median_ms == best_ms &&
-               c.schedule.stages_text() == best_kernel->schedule().stages_text();
+    c.chosen = c.ok && c.median_ms == best_ms && c.schedule.stages_text() == best_text;
   }
   return t;
 }

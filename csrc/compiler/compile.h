@@ -11,6 +11,7 @@
 // Invariant: each kernel is lowered and JIT-compiled exactly once per call (util/counters.h
 // counts both); a tuned candidate that wins is handed out, never rebuilt.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "db/records.h"
 #include "ir/tensor.h"
 #include "schedule/annotation.h"
+#include "tune/runner.h"
 
 namespace tessera::compiler {
 
@@ -30,6 +32,19 @@ const char* tune_mode_name(TuneMode m);
 TuneMode tune_mode_from_name(const std::string& name);  // "default" | "construct" | "search"
 
 enum class Threads { kAuto, kParallel, kSerial };  // kAuto: by TuningPolicy::serial_bytes
+
+// One measured search candidate, as it happens (progress bars, per-trial logs).
+struct TrialEvent {
+  std::string task;       // the request's name
+  int trial = 0;          // measurements of this search so far, this one included
+  int trials = 0;         // the search's budget
+  bool ok = false;        // this candidate verified and timed
+  double median_ms = -1;  // this candidate's time (-1: not ok)
+  double best_ms = -1;    // best so far (-1: none yet)
+  double flops = 0;       // floating-point work of one run (GFLOP/s = flops / best_ms / 1e6)
+  double elapsed_s = 0;   // since the search started
+};
+using TrialCallback = std::function<void(const TrialEvent&)>;
 
 struct CompileRequest {
   std::string name = "kernel";
@@ -44,6 +59,10 @@ struct CompileRequest {
   bool keep_source = false;  // keep the optimised LLVM IR and assembly
   uint64_t seed = 0;         // the tuners' random streams
   int trials = 0;            // search mode's measurements (0: the policy's search_trials)
+  // Where search mode measures candidates (null: the default runner, see tune/runner.h).
+  std::shared_ptr<tune::Runner> runner;
+  // Called after each search measurement, on the compiling thread (empty: none).
+  TrialCallback on_trial;
 };
 
 // One schedule a tuner built, verified and timed.

@@ -104,6 +104,8 @@ double Task::iteration_points() const {
   return total;
 }
 
+double Task::flops() const { return 2 * schedule::reduce_points(plan, kSymbolicSizeGuess); }
+
 schedule::KernelSchedule Task::default_schedule() const {
   return as_run(schedule::default_schedule(plan, target));
 }

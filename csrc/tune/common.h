@@ -46,6 +46,9 @@ struct Task {
 
   // Iteration points over all stages (spatial x reduce extents): a size measure for reports.
   double iteration_points() const;
+  // Floating-point work of one run: a multiply-add (2 flops) per summation point; 0 for a kernel
+  // without summation (its GFLOP/s is not meaningful).
+  double flops() const;
   // The schedule the tuners start from and are compared with (serial when `parallel` is off).
   schedule::KernelSchedule default_schedule() const;
   // `s` as this task runs it: every stage serial when `parallel` is off.

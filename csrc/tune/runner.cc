@@ -1,0 +1,37 @@
+#include "tune/runner.h"
+
+namespace tessera::tune {
+
+namespace {
+
+class InProcessTaskRunner : public TaskRunner {
+ public:
+  InProcessTaskRunner(const Task& task, const MeasureConfig& config) : measurer_(task, config) {}
+  std::vector<CandidateResult> measure(
+      const std::vector<schedule::KernelSchedule>& schedules) override {
+    return measurer_.measure_all(schedules);
+  }
+
+ private:
+  CandidateMeasurer measurer_;
+};
+
+class InProcessRunner : public Runner {
+ public:
+  explicit InProcessRunner(MeasureConfig config) : config_(std::move(config)) {}
+  std::string name() const override { return "in-process"; }
+  std::unique_ptr<TaskRunner> open(const Task& task) override {
+    return std::make_unique<InProcessTaskRunner>(task, config_);
+  }
+
+ private:
+  MeasureConfig config_;
+};
+
+}  // namespace
+
+std::shared_ptr<Runner> in_process_runner(MeasureConfig config) {
+  return std::make_shared<InProcessRunner>(std::move(config));
+}
+
+}  // namespace tessera::tune
