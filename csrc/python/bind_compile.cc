@@ -60,8 +60,58 @@ void bind_schedule(py::module_& m) {
            [](const schedule::KernelSchedule& s) { return "KernelSchedule(" + s.dump() + ")"; });
 }
 
+// A Python callable as a C++ trial callback: called with the GIL taken (the compile call runs
+// with it released); an exception in the callable is reported once and turns the callback off,
+// so a broken progress bar never costs the search. The callable is released with the GIL held.
+compiler::TrialCallback trial_callback(py::object fn) {
+  if (fn.is_none()) return {};
+  auto held = std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  auto broken = std::make_shared<bool>(false);
+  return [held, broken](const compiler::TrialEvent& ev) {
+    if (*broken) return;
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)(ev);
+    } catch (py::error_already_set& e) {
+      *broken = true;
+      PyErr_WarnEx(
+          PyExc_RuntimeWarning,
+          ("tessera: the search's on_trial callback failed and is off: " + std::string(e.what()))
+              .c_str(),
+          1);
+    }
+  };
+}
+
+void bind_trial_event(py::module_& m) {
+  using compiler::TrialEvent;
+  py::class_<TrialEvent>(m, "TrialEvent",
+                         "One measured search candidate (CompileRequest.on_trial).")
+      .def_readonly("task", &TrialEvent::task)
+      .def_readonly("trial", &TrialEvent::trial)
+      .def_readonly("trials", &TrialEvent::trials)
+      .def_readonly("ok", &TrialEvent::ok)
+      .def_readonly("median_ms", &TrialEvent::median_ms)
+      .def_readonly("best_ms", &TrialEvent::best_ms)
+      .def_readonly("flops", &TrialEvent::flops)
+      .def_readonly("elapsed_s", &TrialEvent::elapsed_s)
+      .def_property_readonly("best_gflops",
+                             [](const TrialEvent& e) {
+                               return e.best_ms > 0 && e.flops > 0 ? e.flops / e.best_ms / 1e6
+                                                                   : 0.0;
+                             })
+      .def("__repr__", [](const TrialEvent& e) {
+        return "TrialEvent(" + e.task + " " + std::to_string(e.trial) + "/" +
+               std::to_string(e.trials) + ")";
+      });
+}
+
 void bind_request_and_report(py::module_& m) {
   using compiler::CompileRequest;
+  bind_trial_event(m);
   py::class_<CompileRequest>(m, "CompileRequest", "What _C.compile is asked to do.")
       .def(py::init([](const std::string& name, const std::string& tune, const std::string& threads,
                        std::optional<schedule::KernelSchedule> schedule, db::RecordsDB* records,
@@ -92,7 +142,12 @@ void bind_request_and_report(py::module_& m) {
       .def_readwrite("schedule", &CompileRequest::schedule)
       .def_readwrite("keep_source", &CompileRequest::keep_source)
       .def_readwrite("seed", &CompileRequest::seed)
-      .def_readwrite("trials", &CompileRequest::trials);
+      .def_readwrite("trials", &CompileRequest::trials)
+      .def_property(
+          "on_trial", [](const CompileRequest& r) { return static_cast<bool>(r.on_trial); },
+          [](CompileRequest& r, py::object fn) { r.on_trial = trial_callback(std::move(fn)); },
+          "Callable taking a TrialEvent after each search measurement (None: off); reads as "
+          "whether one is set.");
   using compiler::CandidateReport;
   py::class_<CandidateReport>(m, "CandidateReport", "One schedule a tuner built, verified, timed.")
       .def_readonly("schedule", &CandidateReport::schedule)

@@ -49,7 +49,7 @@ import hashlib
 import keyword
 import operator
 import threading
-from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -130,9 +130,19 @@ def _eval_formula(f, tensors: Sequence[torch.Tensor]):
 class ExpressionOp:
     """A compiled-on-demand operator defined by an expression (see the module docstring)."""
 
-    def __init__(self, source: str, name: Optional[str] = None, shapes: ShapesArg = None):
+    def __init__(self, source: str, name: Optional[str] = None, shapes: ShapesArg = None,
+                 tune: str = "default", trials: int = 0, records: Any = None,
+                 progress: bool = True):
         if not isinstance(source, str):
             raise TypeError("tessera.op takes the expression source as a string")
+        if tune not in ("default", "construct", "search"):
+            raise ValueError(f"tune must be 'default', 'construct' or 'search', got {tune!r}")
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
+            raise ValueError(f"trials must be an int >= 0, got {trials!r}")
+        self.tune = tune
+        self.trials = trials
+        self._records_option = records
+        self._progress = progress
         self._shapes = _normalize_shapes(shapes)
         info = _C.parse_expression(source, self._shapes)  # raises ExpressionError
         self.source = source
@@ -151,7 +161,8 @@ class ExpressionOp:
 
     # ---- registration --------------------------------------------------------------------
     def _same_definition(self, other: "ExpressionOp") -> bool:
-        return other.source == self.source and other._shapes == self._shapes
+        return (other.source == self.source and other._shapes == self._shapes
+                and (other.tune, other.trials) == (self.tune, self.trials))
 
     def _register(self):
         with _REGISTRY_LOCK:
@@ -160,7 +171,8 @@ class ExpressionOp:
                 if not self._same_definition(existing):
                     raise ValueError(
                         f"torch.ops.{_NAMESPACE}.{self.name} is already defined by a different "
-                        f"expression ({existing.source!r}); choose another name")
+                        f"expression or tuning ({existing.source!r}, tune={existing.tune!r}, "
+                        f"trials={existing.trials}); choose another name")
                 # Same definition: share the registered op and its compiled kernels.
                 self._kernels = existing._kernels
                 self._signatures = existing._signatures
@@ -228,7 +240,13 @@ class ExpressionOp:
                 shapes = {n: list(t.shape) for n, t in zip(self.inputs, tensors)}
                 dtypes = {n: _dtype_name(t, n) for n, t in zip(self.inputs, tensors)}
                 outputs, inputs = _C.expression_to_te(self.source, shapes, dtypes, self._shapes)
-                kernel = Kernel(outputs, inputs, name=self.name)
+                records = None
+                if self.tune != "default":
+                    from .backend import records as records_mod  # the backend's open databases
+                    opened = records_mod.open_records(self._records_option)
+                    records = opened.db if opened is not None else None
+                kernel = Kernel(outputs, inputs, name=self.name, tune=self.tune,
+                                trials=self.trials, records=records, progress=self._progress)
                 self._kernels.put(key, kernel)
         return kernel
 
@@ -257,15 +275,23 @@ class ExpressionOp:
         return f"<tessera.op {_NAMESPACE}::{name}: {getattr(self, 'source', '').strip()!r}>"
 
 
-def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None) -> ExpressionOp:
+def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None, tune: str = "default",
+       trials: int = 0, records: Any = None, progress: bool = True) -> ExpressionOp:
     """Defines an operator from an expression; see the module docstring for the language.
 
     ``name`` names the registered ``torch.ops.tessera.<name>`` (default: the output tensor's
     name and a short hash of the source). ``shapes`` gives extents the inputs cannot determine:
     ``{iterator: extent}`` or ``{defined_tensor: [sizes]}``. Raises ``ExpressionError`` (a
     ValueError) with a caret under the offending column for mistakes in the source.
+
+    ``tune`` chooses how each shape's kernel is scheduled: "default" (the rules), "construct"
+    (Gensor's construct mode, about a second) or "search" (search mode with ``trials``
+    measurements, 0 for the policy's default; ``progress`` shows a bar). Tuned schedules go to
+    the records database ``records`` (None: the default one, a path, or False for none), so a
+    later process reuses them.
     """
-    return ExpressionOp(source, name=name, shapes=shapes)
+    return ExpressionOp(source, name=name, shapes=shapes, tune=tune, trials=trials,
+                        records=records, progress=progress)
 
 
 __all__ = ["op", "ExpressionOp", "ExpressionError"]

@@ -11,6 +11,7 @@ from typing import Sequence, Union
 import torch
 
 from . import _C
+from .search_progress import SearchProgress
 
 _DTYPES = {
     "float32": torch.float32,
@@ -30,18 +31,29 @@ class Kernel:
     `trials` measurements, 0 for the policy's default) decides, and `records` (a
     _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "parallel" (parallel
     loops where the schedule has them), "serial", or "auto" (the backend's choice: kernels moving
-    little data run on the calling thread alone, the tuning policy's serial_bytes). `report` says how the kernel was made."""
+    little data run on the calling thread alone, the tuning policy's serial_bytes).
+    `progress` (search mode): True shows a progress bar and logs each trial (search_progress.py), a callable
+gets each _C.TrialEvent, None/False neither. `report` says how the kernel was made."""
 
     def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
                  schedule: Union[None, str, "_C.KernelSchedule"] = None, name: str = "kernel",
                  keep_source: bool = False, tune: str = "default", records=None,
-                 threads: str = "parallel", trials: int = 0):
+                 threads: str = "parallel", trials: int = 0, progress=True):
         self._inputs = list(inputs)
         if isinstance(schedule, str):
             schedule = _C.KernelSchedule.parse(schedule)
         request = _C.CompileRequest(name=name, tune=tune, threads=threads, schedule=schedule,
                                     records=records, keep_source=keep_source, trials=trials)
-        self._kernel = _C.compile(list(outputs), self._inputs, request)
+        if tune == "search" and progress:
+            tracker = SearchProgress() if progress is True else progress
+            request.on_trial = tracker
+        else:
+            tracker = None
+        try:
+            self._kernel = _C.compile(list(outputs), self._inputs, request)
+        finally:
+            if isinstance(tracker, SearchProgress):
+                tracker.close()
         self._out_dtypes = [_DTYPES[d] for d in self._kernel.output_dtypes]
         self._in_dtypes = [_DTYPES[t.dtype] for t in self._inputs]
         self._plans: dict = {}  # input shapes -> (sizes, output shapes)

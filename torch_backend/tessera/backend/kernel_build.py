@@ -25,6 +25,7 @@ import torch
 import torch.fx as fx
 
 from .. import _C
+from ..search_progress import SearchProgress
 from . import keys
 from . import records as records_mod
 from ..jit_cache import LruCache, default_jit_cache_bytes
@@ -265,11 +266,12 @@ def jit_cache_info() -> Dict[str, int]:
 
 
 def _tune_and_records(tune: Any):
-    """(tuning mode, records_db option, trials) from compile_spec's second argument: the backend
-    Options, or a tuning mode alone (then the records database is the default one)."""
+    """(tuning mode, records_db option, trials, progress bars) from compile_spec's second
+    argument: the backend Options, or a tuning mode alone (then the records database is the
+    default one)."""
     if isinstance(tune, str):
-        return tune, None, 0
-    return tune.tune, tune.records_db, tune.trials
+        return tune, None, 0, True
+    return tune.tune, tune.records_db, tune.trials, tune.progress
 
 
 def _report(spec: KernelSpec, report, records: Optional["records_mod.Records"]) -> None:
@@ -295,14 +297,20 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     """Compiles (or reuses) the kernel of a spec through the one compile call (_C.compile), with
     the tuning mode and records database of `tune`: the backend Options or a tuning mode name.
     Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
-    mode, records_option, trials = _tune_and_records(tune)
+    mode, records_option, trials, bars = _tune_and_records(tune)
     key = keys.cache_key(spec.workload(), mode, trials)
     kernel = _cache.get(key)
     if kernel is None:
         records = records_mod.open_records(records_option) if mode != "default" else None
         request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
                                     records=records.db if records is not None else None)
-        kernel = _C.compile(spec.te_outputs, spec.te_inputs, request)
+        progress = SearchProgress(bar=None if bars else False) if mode == "search" else None
+        request.on_trial = progress
+        try:
+            kernel = _C.compile(spec.te_outputs, spec.te_inputs, request)
+        finally:
+            if progress is not None:
+                progress.close()
         _report(spec, kernel.report, records)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms

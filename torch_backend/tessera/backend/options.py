@@ -46,6 +46,9 @@ class Options:
     records_db: Union[str, bool, None] = None
     # Search mode's measured candidates per kernel; 0: the tuning policy's search_trials.
     trials: int = 0
+    # Search mode: a tqdm progress bar per searched kernel (each trial is also logged on the
+    # "tessera.search" logger either way).
+    progress: bool = True
 
 
 _DESCRIPTIONS = {
@@ -55,6 +58,7 @@ _DESCRIPTIONS = {
     "anchor_measure": "bool",
     "records_db": "path, True/None (default location) or False (off)",
     "trials": "int >= 0 (search mode's measurements per kernel; 0: the policy's default)",
+    "progress": "bool (search mode's progress bars)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
