@@ -4,12 +4,11 @@
 #include <exception>
 #include <mutex>
 
-#include "cost/xgb_model.h"
+#include "compiler/search_session.h"
 #include "runtime/parallel.h"
 #include "schedule/tuning_policy.h"
 #include "tune/common.h"
 #include "tune/gensor/construct.h"
-#include "tune/search/evolution.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -30,12 +29,6 @@ bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads) {
          schedule::boundary_bytes(plan, tune::kSymbolicSizeGuess) >=
              schedule::tuning_policy().serial_bytes;
 }
-
-// The outcome of tuning: the schedule and, when a tuner measured it, its verified kernel.
-struct Tuned {
-  schedule::KernelSchedule schedule;
-  std::shared_ptr<const BuiltKernel> kernel;  // null: build `schedule`
-};
 
 // Construct mode as the tuning policy runs it.
 tune::gensor::ConstructOptions construct_options(const CompileRequest& req) {
@@ -88,116 +81,13 @@ Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileR
   return t;
 }
 
-// One learned cost model and training set per process, shared by every task search mode tunes
-// (Ansor's one model across tasks; labels are normalised per task).
-struct SharedModel {
-  std::mutex mu;
-  cost::XGBModel model{[] {
-    cost::XGBOptions o;
-    o.threads = 1;  // XGBoost's OpenMP threads would compete with the kernels' for the cores
-    return o;
-  }()};
-  cost::TrainingSet data;
-};
-
-// Search mode's runner when the request names none.
-std::shared_ptr<tune::Runner> default_search_runner() {
-  static std::shared_ptr<tune::Runner> runner = tune::in_process_runner();
-  return runner;
-}
-
-SharedModel& shared_model() {
-  static SharedModel* m = new SharedModel();  // leaked: used until exit, from any thread
-  return *m;
-}
-
-// Search mode (Ansor-like evolutionary search with the learned cost model), seeded with construct
-// mode's predicted top-k and the rules' schedule; the winner must beat the rules' schedule by
-// the policy's win margin. Only the best kernel so far is kept alive while searching.
+// Search mode (Ansor-like evolutionary search with the learned cost model) to the end of its
+// budget, seeded with construct mode's predicted top-k and the rules' schedule.
 Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
-  const schedule::TuningPolicy& policy = schedule::tuning_policy();
-  tune::gensor::ConstructOptions copts = construct_options(req);
-  copts.predict_only = true;
-  const tune::gensor::ConstructResult seeds = tune::gensor::construct(task, copts);
-
-  tune::search::SearchOptions sopts;
-  sopts.trials = req.trials > 0 ? req.trials : policy.search_trials;
-  sopts.per_round = std::min(sopts.trials, policy.search_per_round);
-  sopts.evolution.population = policy.search_population;
-  sopts.seed = req.seed;
-  const schedule::KernelSchedule rules = task.default_schedule();
-  sopts.initial.push_back(rules);
-  for (const tune::gensor::ConstructCandidate& c : seeds.candidates) {
-    sopts.initial.push_back(c.schedule);
+  SearchSession session(task, search_settings(req), rep);
+  while (session.round() > 0) {
   }
-  std::shared_ptr<tune::Runner> runner = req.runner ? req.runner : default_search_runner();
-  std::unique_ptr<tune::TaskRunner> task_runner = runner->open(task);
-  const std::string rules_text = rules.stages_text();
-  std::shared_ptr<const BuiltKernel> best_kernel;
-  std::optional<schedule::KernelSchedule> best_schedule;
-  double best_ms = 0;
-  const double flops = task.flops();
-  const auto search_start = Clock::now();
-  auto measure = [&](const std::vector<schedule::KernelSchedule>& batch) {
-    std::vector<tune::CandidateResult> results = task_runner->measure(batch);
-    for (size_t i = 0; i < results.size(); ++i) {
-      tune::CandidateResult& r = results[i];
-      CandidateReport cr;
-      cr.schedule = batch[i];
-      cr.ok = r.ok;
-      cr.error = r.error;
-      cr.median_ms = r.ok ? r.median_ms : -1;
-      cr.build_ms = r.build_ms;
-      rep->candidates.push_back(cr);
-      ++rep->trials;
-      if (r.ok && batch[i].stages_text() == rules_text) rep->default_ms = r.median_ms;
-      if (r.ok && (!best_schedule || r.median_ms < best_ms)) {
-        best_ms = r.median_ms;
-        best_schedule = batch[i];
-        best_kernel = r.kernel;  // null when measured in another process
-      }
-      r.kernel.reset();  // the search keeps its trials; only the best kernel stays alive
-      if (req.on_trial) {
-        TrialEvent ev;
-        ev.task = req.name;
-        ev.trial = rep->trials;
-        ev.trials = sopts.trials;
-        ev.ok = r.ok;
-        ev.median_ms = cr.median_ms;
-        ev.best_ms = best_schedule ? best_ms : -1;
-        ev.flops = flops;
-        ev.elapsed_s = ms_since(search_start) / 1e3;
-        req.on_trial(ev);
-      }
-    }
-    return results;
-  };
-  SharedModel& shared = shared_model();
-  std::lock_guard<std::mutex> lock(shared.mu);
-  tune::search::TaskSearcher searcher(task, sopts);
-  while (!searcher.done() && searcher.round(measure, shared.model, shared.data) > 0) {
-  }
-  rep->tuner = "search";
-  if (!best_schedule) {
-    rep->note = "no search candidate passed verification; the rules' schedule is used";
-    return {rules, nullptr};
-  }
-  if (rep->default_ms > 0 && best_ms >= policy.win_margin * rep->default_ms) {
-    for (CandidateReport& c : rep->candidates)
-      c.chosen = c.ok && c.schedule.stages_text() == rules_text;
-    rep->median_ms = rep->default_ms;
-    Tuned t{rules, nullptr};
-    t.schedule.tuner = "default";
-    return t;
-  }
-  const std::string best_text = best_schedule->stages_text();
-  Tuned t{*best_schedule, best_kernel};
-  t.schedule.tuner = "search";
-  rep->median_ms = best_ms;
-  for (CandidateReport& c : rep->candidates) {
-    c.chosen = c.ok && c.median_ms == best_ms && c.schedule.stages_text() == best_text;
-  }
-  return t;
+  return session.finish();
 }
 
 // The schedule from the records database, else tuned now (and stored); the rules' schedule when

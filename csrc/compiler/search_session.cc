@@ -1,0 +1,202 @@
+#include "compiler/search_session.h"
+
+#include <chrono>
+#include <limits>
+
+#include "cost/xgb_model.h"
+#include "schedule/tuning_policy.h"
+#include "tune/gensor/construct.h"
+#include "util/check.h"
+
+namespace tessera::compiler {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+cost::XGBOptions search_xgb_options() {
+  cost::XGBOptions o;
+  o.threads = 1;  // XGBoost's OpenMP threads would compete with the kernels' for the cores
+  return o;
+}
+
+// One learned cost model and training set per process, shared by every task search mode tunes
+// (Ansor's one model across tasks; labels are normalised per task).
+struct SharedModel {
+  std::mutex mu;
+  cost::XGBModel model{search_xgb_options()};
+  cost::TrainingSet data;
+};
+
+SharedModel& shared_model() {
+  static SharedModel* m = new SharedModel();  // leaked: used until exit, from any thread
+  return *m;
+}
+
+// Construct mode's predicted top-k: the first population's seeds.
+std::vector<schedule::KernelSchedule> construct_seeds(const tune::Task& task, uint64_t seed) {
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  tune::gensor::ConstructOptions o;
+  o.seed = seed;
+  o.top_k = policy.construct_top_k;
+  o.chains = policy.construct_chains;
+  o.iterations = policy.construct_iterations;
+  o.predict_only = true;
+  std::vector<schedule::KernelSchedule> out;
+  for (const tune::gensor::ConstructCandidate& c : tune::gensor::construct(task, o).candidates)
+    out.push_back(c.schedule);
+  return out;
+}
+
+}  // namespace
+
+// The model a session ranks with and trains: the shared one (under its lock), or its own.
+struct SearchSession::ModelRef {
+  std::mutex* mu = nullptr;  // null: not shared
+  cost::CostModel* model = nullptr;
+  cost::TrainingSet* data = nullptr;
+  std::unique_ptr<cost::CostModel> own_model;
+  cost::TrainingSet own_data;
+};
+
+SearchSettings search_settings(const CompileRequest& req) {
+  SearchSettings s;
+  s.name = req.name;
+  s.trials = req.trials;
+  s.seed = req.seed;
+  s.runner = req.runner;
+  s.on_trial = req.on_trial;
+  return s;
+}
+
+std::shared_ptr<tune::Runner> default_search_runner() {
+  static std::shared_ptr<tune::Runner> runner = tune::in_process_runner();
+  return runner;
+}
+
+SearchSession::SearchSession(const tune::Task& task, SearchSettings settings, CompileReport* report)
+    : task_(task), settings_(std::move(settings)), rep_(report) {
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  if (settings_.trials <= 0) settings_.trials = policy.search_trials;
+  if (settings_.per_round <= 0) settings_.per_round = policy.search_per_round;
+  tune::search::SearchOptions sopts;
+  sopts.trials = settings_.trials;
+  sopts.per_round = std::min(sopts.trials, settings_.per_round);
+  sopts.evolution.population = policy.search_population;
+  sopts.retrain = settings_.retrain;
+  sopts.seed = settings_.seed;
+  rules_ = task.default_schedule();
+  rules_text_ = rules_.stages_text();
+  sopts.initial.push_back(rules_);
+  if (settings_.construct_seeds) {
+    for (schedule::KernelSchedule& s : construct_seeds(task, settings_.seed))
+      sopts.initial.push_back(std::move(s));
+  }
+  searcher_ = std::make_unique<tune::search::TaskSearcher>(task, std::move(sopts));
+  runner_ = (settings_.runner ? settings_.runner : default_search_runner())->open(task);
+
+  model_ = std::make_unique<ModelRef>();
+  TESSERA_CHECK(settings_.model == "xgboost" || settings_.model == "random")
+      << "search model must be 'xgboost' or 'random', got '" << settings_.model << "'";
+  if (settings_.model == "random") {
+    model_->own_model = std::make_unique<cost::RandomModel>(settings_.seed);
+  } else if (settings_.fresh_model) {
+    model_->own_model = std::make_unique<cost::XGBModel>(search_xgb_options());
+  }
+  if (model_->own_model) {
+    model_->model = model_->own_model.get();
+    model_->data = &model_->own_data;
+  } else {
+    SharedModel& shared = shared_model();
+    model_->mu = &shared.mu;
+    model_->model = &shared.model;
+    model_->data = &shared.data;
+  }
+  flops_ = task.flops();
+  started_s_ = now_s();
+  rep_->tuner = "search";
+}
+
+SearchSession::~SearchSession() = default;
+
+bool SearchSession::done() const { return searcher_->done(); }
+
+double SearchSession::best_ms() const {
+  return best_schedule_ ? best_ms_ : std::numeric_limits<double>::infinity();
+}
+
+const tune::search::SearchResult& SearchSession::result() const { return searcher_->result(); }
+
+int SearchSession::round() {
+  if (searcher_->done()) return 0;
+  auto measure = [this](const std::vector<schedule::KernelSchedule>& batch) {
+    return this->measure(batch);
+  };
+  std::unique_lock<std::mutex> lock;
+  if (model_->mu != nullptr) lock = std::unique_lock<std::mutex>(*model_->mu);
+  return searcher_->round(measure, *model_->model, *model_->data);
+}
+
+std::vector<tune::CandidateResult> SearchSession::measure(
+    const std::vector<schedule::KernelSchedule>& batch) {
+  std::vector<tune::CandidateResult> results = runner_->measure(batch);
+  for (size_t i = 0; i < results.size(); ++i) {
+    tune::CandidateResult& r = results[i];
+    CandidateReport cr;
+    cr.schedule = batch[i];
+    cr.ok = r.ok;
+    cr.error = r.error;
+    cr.median_ms = r.ok ? r.median_ms : -1;
+    cr.build_ms = r.build_ms;
+    rep_->candidates.push_back(cr);
+    ++rep_->trials;
+    if (r.ok && batch[i].stages_text() == rules_text_) rep_->default_ms = r.median_ms;
+    if (r.ok && (!best_schedule_ || r.median_ms < best_ms_)) {
+      best_ms_ = r.median_ms;
+      best_schedule_ = batch[i];
+      best_kernel_ = r.kernel;  // null when measured in another process
+    }
+    r.kernel.reset();  // the search keeps its trials; only the best kernel stays alive
+    if (settings_.on_trial) {
+      TrialEvent ev;
+      ev.task = settings_.name;
+      ev.trial = rep_->trials;
+      ev.trials = settings_.trials;
+      ev.ok = r.ok;
+      ev.median_ms = cr.median_ms;
+      ev.best_ms = best_schedule_ ? best_ms_ : -1;
+      ev.flops = flops_;
+      ev.elapsed_s = now_s() - started_s_;
+      settings_.on_trial(ev);
+    }
+  }
+  return results;
+}
+
+Tuned SearchSession::finish() {
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  if (!best_schedule_) {
+    rep_->note = "no search candidate passed verification; the rules' schedule is used";
+    return {rules_, nullptr};
+  }
+  if (rep_->default_ms > 0 && best_ms_ >= policy.win_margin * rep_->default_ms) {
+    for (CandidateReport& c : rep_->candidates)
+      c.chosen = c.ok && c.schedule.stages_text() == rules_text_;
+    rep_->median_ms = rep_->default_ms;
+    Tuned t{rules_, nullptr};
+    t.schedule.tuner = "default";
+    return t;
+  }
+  const std::string best_text = best_schedule_->stages_text();
+  Tuned t{*best_schedule_, best_kernel_};
+  t.schedule.tuner = "search";
+  rep_->median_ms = best_ms_;
+  for (CandidateReport& c : rep_->candidates) {
+    c.chosen = c.ok && c.median_ms == best_ms_ && c.schedule.stages_text() == best_text;
+  }
+  return t;
+}
+
+}  // namespace tessera::compiler

@@ -1,0 +1,90 @@
+#pragma once
+// Search mode on one task, one round at a time: the TaskSearcher (tune/search/evolution.h), the
+// runner that measures its picks, the cost model it ranks with, and the bookkeeping the compile
+// report needs (every candidate, the rules' schedule's time, the best kernel so far). The compile
+// call runs one session to the end; the whole-model tuner (compiler/tune_tasks.h) interleaves
+// the sessions of many tasks under the task scheduler.
+//
+// Invariants: only the best kernel so far is kept alive (candidates' kernels are dropped after
+// measurement); finish() returns the rules' schedule unless the best beat it by the policy's win
+// margin in the same paired measurements.
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "compiler/compile.h"
+#include "cost/cost_model.h"
+#include "tune/search/evolution.h"
+
+namespace tessera::compiler {
+
+// The outcome of tuning: the schedule and, when a tuner measured it in this process, its verified
+// kernel (null: build `schedule`).
+struct Tuned {
+  schedule::KernelSchedule schedule;
+  std::shared_ptr<const BuiltKernel> kernel;
+};
+
+struct SearchSettings {
+  std::string name = "kernel";
+  int trials = 0;     // measurements in all (0: the policy's search_trials)
+  int per_round = 0;  // measurements per round (0: the policy's search_per_round)
+  uint64_t seed = 0;
+  // Seed the first population with construct mode's predicted top-k (besides the rules'
+  // schedule). False: the ablation without construct seeding.
+  bool construct_seeds = true;
+  bool retrain = true;  // false: the ablation that fits the learned model once
+  // "xgboost": the process's shared model and training set (one model across tasks, Ansor's);
+  // "random": random scores (the ablation's baseline).
+  std::string model = "xgboost";
+  // An XGBoost model and training set of this session's own instead of the process's shared
+  // ones (ablations and scheduler comparisons start from the same empty model).
+  bool fresh_model = false;
+  std::shared_ptr<tune::Runner> runner;  // null: the policy's default runner
+  TrialCallback on_trial;
+};
+
+// The search settings of a compile request.
+SearchSettings search_settings(const CompileRequest& req);
+
+// The runner search mode uses when a request names none.
+std::shared_ptr<tune::Runner> default_search_runner();
+
+class SearchSession {
+ public:
+  // `task` and `report` outlive the session; the report collects every candidate.
+  SearchSession(const tune::Task& task, SearchSettings settings, CompileReport* report);
+  ~SearchSession();
+  SearchSession(const SearchSession&) = delete;
+  SearchSession& operator=(const SearchSession&) = delete;
+
+  // One round of the search; returns the candidates it measured (0: budget spent or nothing new).
+  int round();
+  bool done() const;
+  // Best measured time so far (+infinity while none verified).
+  double best_ms() const;
+  const tune::search::SearchResult& result() const;
+  // The chosen schedule and kernel (see the invariants above); fills the report's choice.
+  Tuned finish();
+
+ private:
+  std::vector<tune::CandidateResult> measure(const std::vector<schedule::KernelSchedule>& batch);
+
+  const tune::Task& task_;
+  SearchSettings settings_;
+  CompileReport* rep_;
+  schedule::KernelSchedule rules_;
+  std::string rules_text_;
+  std::unique_ptr<tune::TaskRunner> runner_;
+  std::unique_ptr<tune::search::TaskSearcher> searcher_;
+  struct ModelRef;
+  std::unique_ptr<ModelRef> model_;
+  std::optional<schedule::KernelSchedule> best_schedule_;
+  std::shared_ptr<const BuiltKernel> best_kernel_;  // null when measured in another process
+  double best_ms_ = 0;
+  double flops_ = 0;
+  double started_s_ = 0;
+};
+
+}  // namespace tessera::compiler
