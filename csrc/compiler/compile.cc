@@ -22,14 +22,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads) {
-  if (threads != Threads::kAuto) return threads == Threads::kParallel;
-  // One thread: a parallel loop runs inline, and the parallel schedule keeps its tiling.
-  return runtime::get_num_threads() <= 1 ||
-         schedule::boundary_bytes(plan, tune::kSymbolicSizeGuess) >=
-             schedule::tuning_policy().serial_bytes;
-}
-
 // Construct mode as the tuning policy runs it.
 tune::gensor::ConstructOptions construct_options(const CompileRequest& req) {
   const schedule::TuningPolicy& policy = schedule::tuning_policy();
@@ -168,6 +160,22 @@ TuneMode tune_mode_from_name(const std::string& name) {
   TESSERA_CHECK(name == "search") << "tune mode must be 'default', 'construct' or 'search', got '"
                                   << name << "'";
   return TuneMode::kSearch;
+}
+
+Threads threads_from_name(const std::string& name) {
+  TESSERA_CHECK(name == "auto" || name == "parallel" || name == "serial")
+      << "threads must be 'auto', 'parallel' or 'serial', got '" << name << "'";
+  return name == "auto"       ? Threads::kAuto
+         : name == "parallel" ? Threads::kParallel
+                              : Threads::kSerial;
+}
+
+bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads) {
+  if (threads != Threads::kAuto) return threads == Threads::kParallel;
+  // One thread: a parallel loop runs inline, and the parallel schedule keeps its tiling.
+  return runtime::get_num_threads() <= 1 ||
+         schedule::boundary_bytes(plan, tune::kSymbolicSizeGuess) >=
+             schedule::tuning_policy().serial_bytes;
 }
 
 bool worth_tuning(const schedule::StagePlan& plan) {

@@ -6,6 +6,7 @@
 
 #include "compiler/compile.h"
 #include "python/bindings.h"
+#include "python/trial_callback.h"
 #include "runtime/paired_timing.h"
 #include "schedule/annotation.h"
 #include "schedule/tuning_policy.h"
@@ -60,32 +61,6 @@ void bind_schedule(py::module_& m) {
            [](const schedule::KernelSchedule& s) { return "KernelSchedule(" + s.dump() + ")"; });
 }
 
-// A Python callable as a C++ trial callback: called with the GIL taken (the compile call runs
-// with it released); an exception in the callable is reported once and turns the callback off,
-// so a broken progress bar never costs the search. The callable is released with the GIL held.
-compiler::TrialCallback trial_callback(py::object fn) {
-  if (fn.is_none()) return {};
-  auto held = std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
-    py::gil_scoped_acquire gil;
-    delete o;
-  });
-  auto broken = std::make_shared<bool>(false);
-  return [held, broken](const compiler::TrialEvent& ev) {
-    if (*broken) return;
-    py::gil_scoped_acquire gil;
-    try {
-      (*held)(ev);
-    } catch (py::error_already_set& e) {
-      *broken = true;
-      PyErr_WarnEx(
-          PyExc_RuntimeWarning,
-          ("tessera: the search's on_trial callback failed and is off: " + std::string(e.what()))
-              .c_str(),
-          1);
-    }
-  };
-}
-
 void bind_trial_event(py::module_& m) {
   using compiler::TrialEvent;
   py::class_<TrialEvent>(m, "TrialEvent",
@@ -119,11 +94,7 @@ void bind_request_and_report(py::module_& m) {
              CompileRequest r;
              r.name = name;
              r.tune = compiler::tune_mode_from_name(tune);
-             TESSERA_CHECK(threads == "auto" || threads == "parallel" || threads == "serial")
-                 << "threads must be 'auto', 'parallel' or 'serial', got '" << threads << "'";
-             r.threads = threads == "auto"       ? compiler::Threads::kAuto
-                         : threads == "parallel" ? compiler::Threads::kParallel
-                                                 : compiler::Threads::kSerial;
+             r.threads = compiler::threads_from_name(threads);
              r.schedule = std::move(schedule);
              r.records = records;
              r.keep_source = keep_source;
@@ -246,6 +217,30 @@ void bind_paired_timing(py::module_& m) {
 }
 
 }  // namespace
+
+// A broken progress bar never costs the search; the callable is released with the GIL held.
+compiler::TrialCallback trial_callback(py::object fn) {
+  if (fn.is_none()) return {};
+  auto held = std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  auto broken = std::make_shared<bool>(false);
+  return [held, broken](const compiler::TrialEvent& ev) {
+    if (*broken) return;
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)(ev);
+    } catch (py::error_already_set& e) {
+      *broken = true;
+      PyErr_WarnEx(
+          PyExc_RuntimeWarning,
+          ("tessera: the search's on_trial callback failed and is off: " + std::string(e.what()))
+              .c_str(),
+          1);
+    }
+  };
+}
 
 void bind_compile(py::module_& m) {
   bind_schedule(m);

@@ -27,4 +27,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_frontend(m);
   tessera::python::bind_db(m);
   tessera::python::bind_tune(m);
+  tessera::python::bind_search(m);
 }

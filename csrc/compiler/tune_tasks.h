@@ -1,0 +1,68 @@
+#pragma once
+// Search mode over a whole model: the kernels (tasks) of a model tuned together under Ansor's task
+// scheduler (tune/search/task_scheduler.h), one SearchSession per task and one cost model across
+// them, so measurement goes where it lowers the model's latency most.
+//
+//   tasks -> drop those not worth tuning and those the records database has
+//         -> rounds of `round_trials` measurements, each given to one task by the scheduler
+//            (gradient allocation after a warm-up round per task; round-robin as the ablation)
+//         -> each task's choice (the rules' schedule unless beaten by the win margin), stored in
+//            the records database when one is given
+// The compile call then finds every tuned schedule in the records (or the caller passes it).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "compiler/search_session.h"
+#include "tune/search/task_scheduler.h"
+
+namespace tessera::compiler {
+
+struct TaskSpec {
+  std::vector<ir::Tensor> outputs;
+  std::vector<ir::Tensor> inputs;
+  std::string name = "kernel";
+  double weight = 1;  // how often the kernel runs per forward pass
+};
+
+struct TuneTasksRequest {
+  int trials = 0;  // measurements over all tasks (0: the policy's search_trials per task)
+  tune::search::Allocation strategy = tune::search::Allocation::kGradient;
+  uint64_t seed = 0;
+  db::RecordsDB* records = nullptr;  // looked up before and written after (not owned)
+  Threads threads = Threads::kAuto;
+  bool fresh_model = false;  // see SearchSettings::fresh_model
+  std::shared_ptr<tune::Runner> runner;
+  TrialCallback on_trial;
+};
+
+struct TaskOutcome {
+  std::string name;
+  double weight = 1;
+  // "search" (tuned now), "records" (tuned earlier), or "skipped" (not worth tuning; the compile
+  // call gives it the rules' schedule).
+  std::string status;
+  schedule::KernelSchedule schedule;  // the choice (search and records)
+  CompileReport report;               // the search's candidates (status "search")
+  int rounds = 0;
+};
+
+struct TuneTasksResult {
+  std::vector<TaskOutcome> tasks;
+  // Per scheduler round: the task it went to (index into `tasks`), the measurements made so far,
+  // and the objective sum_i w_i best_ms_i after it (+inf while some task has no valid time).
+  std::vector<int> order;
+  std::vector<int> trials_after;
+  std::vector<double> objective;
+  int round_trials = 0;
+  double tune_s = 0;
+};
+
+// The measurements per scheduler round for `total` trials over `tasks` tasks: Ansor's batch,
+// smaller when the budget would otherwise give each task fewer than a few rounds.
+int scheduler_round_trials(int total, int tasks);
+
+TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRequest& req);
+
+}  // namespace tessera::compiler
