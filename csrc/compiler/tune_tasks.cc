@@ -69,8 +69,8 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
   }
   if (live.empty()) return out;
 
-  const int total =
-      req.trials > 0 ? req.trials : policy.search_trials * static_cast<int>(live.size());
+  const int per_task = req.trials_per_task > 0 ? req.trials_per_task : policy.search_trials;
+  const int total = req.trials > 0 ? req.trials : per_task * static_cast<int>(live.size());
   out.round_trials = scheduler_round_trials(total, static_cast<int>(live.size()));
   std::vector<tune::search::SchedulerTask> sched_tasks;
   for (Live& l : live) {

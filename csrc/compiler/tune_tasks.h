@@ -27,7 +27,8 @@ struct TaskSpec {
 };
 
 struct TuneTasksRequest {
-  int trials = 0;  // measurements over all tasks (0: the policy's search_trials per task)
+  int trials = 0;           // measurements over all tasks (0: trials_per_task per task searched)
+  int trials_per_task = 0;  // when trials is 0 (0: the policy's search_trials)
   tune::search::Allocation strategy = tune::search::Allocation::kGradient;
   uint64_t seed = 0;
   db::RecordsDB* records = nullptr;  // looked up before and written after (not owned)

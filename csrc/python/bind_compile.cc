@@ -51,6 +51,8 @@ void bind_schedule(py::module_& m) {
       .def(py::init<>())
       .def_readwrite("stages", &schedule::KernelSchedule::stages)
       .def_readwrite("tuner", &schedule::KernelSchedule::tuner)
+      .def("stages_text", &schedule::KernelSchedule::stages_text,
+           "The stages alone: equal for schedules that build the same kernel, whoever made them.")
       .def("dump", &schedule::KernelSchedule::dump, "JSON (as the records database stores it).")
       .def_static("parse", &schedule::KernelSchedule::parse, py::arg("json"))
       .def("copy", [](const schedule::KernelSchedule& s) { return s; })

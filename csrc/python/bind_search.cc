@@ -69,9 +69,9 @@ py::dict search_stats(const tune::search::SearchStats& st) {
 void bind_tune_tasks(py::module_& m) {
   m.def(
       "tune_tasks",
-      [](const std::vector<TaskTuple>& tasks, int trials, const std::string& scheduler,
-         uint64_t seed, db::RecordsDB* records, const std::string& threads, bool fresh_model,
-         py::object on_trial) {
+      [](const std::vector<TaskTuple>& tasks, int trials, int trials_per_task,
+         const std::string& scheduler, uint64_t seed, db::RecordsDB* records,
+         const std::string& threads, bool fresh_model, py::object on_trial) {
         std::vector<compiler::TaskSpec> specs;
         for (const TaskTuple& t : tasks) {
           compiler::TaskSpec s;
@@ -83,6 +83,7 @@ void bind_tune_tasks(py::module_& m) {
         }
         compiler::TuneTasksRequest req;
         req.trials = trials;
+        req.trials_per_task = trials_per_task;
         req.strategy = allocation_from_name(scheduler);
         req.seed = seed;
         req.records = records;
@@ -96,11 +97,12 @@ void bind_tune_tasks(py::module_& m) {
         }
         return tune_tasks_result(r);
       },
-      py::arg("tasks"), py::arg("trials") = 0, py::arg("scheduler") = "gradient",
-      py::arg("seed") = 0, py::arg("records") = nullptr, py::arg("threads") = "auto",
-      py::arg("fresh_model") = false, py::arg("on_trial") = py::none(),
+      py::arg("tasks"), py::arg("trials") = 0, py::arg("trials_per_task") = 0,
+      py::arg("scheduler") = "gradient", py::arg("seed") = 0, py::arg("records") = nullptr,
+      py::arg("threads") = "auto", py::arg("fresh_model") = false, py::arg("on_trial") = py::none(),
       "Search mode over many kernels under the task scheduler (compiler/tune_tasks.h). `tasks`: "
-      "(outputs, inputs, name, weight) per kernel; `trials`: measurements over all of them. "
+      "(outputs, inputs, name, weight) per kernel; `trials`: measurements over all of them (0: "
+      "`trials_per_task` per kernel searched, 0: the policy's). "
       "Returns {tasks: [{name, weight, status, schedule, report, rounds}], order, trials_after, "
       "objective, round_trials, tune_s}; choices go to `records` when given.");
 }

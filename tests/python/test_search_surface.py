@@ -76,7 +76,39 @@ def test_torch_compile_search_options_reach_the_compile_call(tmp_path):
                                "records_db": str(tmp_path / "r.db")})
     with torch.no_grad():
         torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
-    searched = [k.report for k in kernel_build.cached_kernels() if k.report.tuner == "search"]
-    assert searched and all(r.trials == 6 for r in searched)
+    tasks = [t for t in kernel_build.search_history[-1]["tasks"] if t["status"] == "search"]
+    assert len(tasks) == 1 and tasks[0]["report"].trials == 6
+    # The kernel is built with the searched choice (the rules' schedule when it was not beaten).
+    chosen = tasks[0]["schedule"].stages_text()
+    assert chosen in [k.report.schedule.stages_text() for k in kernel_build.cached_kernels()]
     with pytest.raises(ValueError, match="progress"):
         tessera.backend.parse_options(None, {"progress": "yes"})
+
+
+@pytest.mark.parametrize("scheduler", ["gradient", "round-robin"])
+def test_a_graph_searches_its_kernels_together_under_the_task_scheduler(tmp_path, scheduler):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 128)).eval()
+    x = torch.randn(128, 256)
+    kernel_build.clear_cache()
+    anchor_choice.clear_decisions()
+    torch._dynamo.reset()
+    before = len(kernel_build.search_history)
+    f = torch.compile(model, backend="tessera",
+                      options={"tune": "search", "trials": 8, "progress": False,
+                               "scheduler": scheduler, "records_db": str(tmp_path / "r.db")})
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    assert len(kernel_build.search_history) == before + 1
+    result = kernel_build.search_history[-1]
+    searched = [t for t in result["tasks"] if t["status"] == "search"]
+    assert len(searched) == 2  # the two linear layers (their epilogues fused)
+    # Every round went to one searched task, and the budget (8 per kernel) was spent in rounds.
+    assert len(result["order"]) == len(result["trials_after"]) == len(result["objective"])
+    assert result["trials_after"][-1] == sum(t["report"].trials for t in searched) == 16
+    searched_ids = [i for i, t in enumerate(result["tasks"]) if t["status"] == "search"]
+    assert set(result["order"]) == set(searched_ids)
+    if scheduler == "round-robin":
+        assert result["order"] == [searched_ids[i % 2] for i in range(len(result["order"]))]
+    # Each searched kernel's choice was stored for later processes.
+    assert _C.RecordsDB(str(tmp_path / "r.db")).count() >= 2

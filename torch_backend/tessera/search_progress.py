@@ -22,13 +22,15 @@ def progress_enabled() -> bool:
 
 
 class SearchProgress:
-    """One bar per task (a new one when the task changes or its trials start again)."""
+    """One bar per task (a new one when the task changes or its trials start again), or with
+    `total` one bar for a whole model's search (tasks interleaved by the task scheduler)."""
 
-    def __init__(self, bar: Optional[bool] = None):
+    def __init__(self, bar: Optional[bool] = None, total: Optional[int] = None):
         self.bar_enabled = progress_enabled() if bar is None else bar
         self.history: List[dict] = []
         self._bar = None
         self._task: Optional[str] = None
+        self._total = total
 
     def __call__(self, event) -> None:
         row = {"task": event.task, "trial": event.trial, "trials": event.trials,
@@ -44,6 +46,9 @@ class SearchProgress:
             self._update_bar(event)
 
     def _update_bar(self, event) -> None:
+        if self._total is not None:
+            self._update_model_bar(event)
+            return
         if self._bar is None or self._task != event.task or event.trial <= self._bar.n:
             self.close()
             from tqdm.auto import tqdm
@@ -55,6 +60,16 @@ class SearchProgress:
             self._bar.set_postfix_str(f"{event.best_gflops:.1f} GFLOP/s", refresh=False)
         if event.trial >= event.trials:
             self.close()
+
+    def _update_model_bar(self, event) -> None:
+        if self._bar is None:
+            from tqdm.auto import tqdm
+            self._bar = tqdm(total=self._total, desc="search model", unit="trial", leave=False,
+                             dynamic_ncols=True)
+        self._bar.update(1)
+        if event.best_gflops > 0:
+            self._bar.set_postfix_str(f"{event.task}: {event.best_gflops:.1f} GFLOP/s",
+                                      refresh=False)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -304,6 +304,9 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
         records = records_mod.open_records(records_option) if mode != "default" else None
         request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
                                     records=records.db if records is not None else None)
+        searched = _searched.get(key) if mode == "search" else None
+        if searched is not None:  # tuned with its graph's other kernels (search_specs)
+            request.schedule = searched
         progress = SearchProgress(bar=None if bars else False) if mode == "search" else None
         request.on_trial = progress
         try:
@@ -320,8 +323,47 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     return KernelCall(kernel, spec.in_preps, spec.out_specs, spec.name)
 
 
+# Schedules chosen by a whole graph's search (search_specs), by cache key: the compile of each
+# kernel builds them instead of searching again (the records database keeps them for later
+# processes).
+_searched: Dict[tuple, Any] = {}
+# The last whole-graph searches' results (_C.tune_tasks), newest last (benchmarks, explain).
+search_history: List[dict] = []
+
+
+def search_specs(weighted: List[tuple], options: Any) -> Optional[dict]:
+    """Search mode over a graph's kernels together: `weighted` = [(KernelSpec, occurrences)],
+    tuned under the task scheduler (compiler/tune_tasks.h) with `options.trials` measurements
+    per kernel on average. Kernels tuned already (in this process or the records database) and
+    those not worth tuning cost nothing. Returns the _C.tune_tasks result (None: nothing to do)."""
+    todo = [(s, w) for s, w in weighted
+            if keys.cache_key(s.workload(), "search", options.trials) not in _searched
+            and keys.cache_key(s.workload(), "search", options.trials) not in _cache]
+    if not todo:
+        return None
+    records = records_mod.open_records(options.records_db)
+    total = (options.trials or _C.tuning_policy().search_trials) * len(todo)
+    progress = SearchProgress(bar=None if options.progress else False, total=total)
+    try:
+        result = _C.tune_tasks([(s.te_outputs, s.te_inputs, s.name, float(w)) for s, w in todo],
+                               trials_per_task=options.trials, scheduler=options.scheduler,
+                               records=records.db if records is not None else None,
+                               on_trial=progress)
+    finally:
+        progress.close()
+    for (spec, _), task in zip(todo, result["tasks"]):
+        if task["status"] in ("search", "records"):
+            _searched[keys.cache_key(spec.workload(), "search", options.trials)] = task["schedule"]
+    search_history.append(result)
+    del search_history[:-8]
+    if records is not None:
+        records.log_warnings()
+    return result
+
+
 def clear_cache() -> None:
     _cache.clear()
+    _searched.clear()
 
 
 def cached_kernels() -> List[Any]:

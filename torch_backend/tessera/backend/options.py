@@ -14,6 +14,7 @@ import os
 from typing import Any, Mapping, Optional, Union
 
 TUNE_MODES = ("default", "construct", "search")
+SCHEDULERS = ("gradient", "round-robin")
 
 # torch.compile modes and what they mean for Tessera. Modes that only concern CUDA graphs
 # ("reduce-overhead") keep the default tuning.
@@ -49,6 +50,9 @@ class Options:
     # Search mode: a tqdm progress bar per searched kernel (each trial is also logged on the
     # "tessera.search" logger either way).
     progress: bool = True
+    # Search mode over a whole graph: how the task scheduler gives measurement rounds to its
+    # kernels: "gradient" (Ansor's: where the graph's latency drops most) or "round-robin".
+    scheduler: str = "gradient"
 
 
 _DESCRIPTIONS = {
@@ -59,6 +63,7 @@ _DESCRIPTIONS = {
     "records_db": "path, True/None (default location) or False (off)",
     "trials": "int >= 0 (search mode's measurements per kernel; 0: the policy's default)",
     "progress": "bool (search mode's progress bars)",
+    "scheduler": "'gradient' | 'round-robin' (search mode's task scheduler)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
@@ -100,6 +105,10 @@ def parse_options(mode: Optional[str] = None,
             if value == "":
                 raise ValueError("tessera: option 'records_db' is an empty path (use False to "
                                  "turn the database off)")
+        elif key == "scheduler":
+            if value not in SCHEDULERS:
+                raise ValueError(f"tessera: option 'scheduler' must be one of {SCHEDULERS}, "
+                                 f"got {value!r}")
         elif key == "trials":
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"tessera: option 'trials' must be an int >= 0, got {value!r}")

@@ -17,6 +17,7 @@ import torch.fx as fx
 from .. import _C
 from . import anchor as anchor_choice
 from . import program_runner
+from . import search_graph
 from .kernel_build import KernelSpec, build_spec, compile_spec
 from .log import log_once, logger
 from .meta import TensorMeta
@@ -372,7 +373,10 @@ class Planner:
         return out
 
     def build(self) -> Callable:
-        for members in partition(self.graph, self.cls):
+        groups = list(partition(self.graph, self.cls))
+        if self.options.tune == "search":
+            search_graph.tune_graph(self, groups)
+        for members in groups:
             self._plan_group(members)
         needed = self._aten_needed()
         self._count_aten(needed)
