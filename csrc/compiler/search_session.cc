@@ -26,7 +26,7 @@ cost::XGBOptions search_xgb_options() {
 // (Ansor's one model across tasks; labels are normalised per task).
 struct SharedModel {
   std::mutex mu;
-  cost::XGBModel model{search_xgb_options()};
+  std::unique_ptr<cost::XGBModel> model = std::make_unique<cost::XGBModel>(search_xgb_options());
   cost::TrainingSet data;
 };
 
@@ -71,6 +71,13 @@ SearchSettings search_settings(const CompileRequest& req) {
   return s;
 }
 
+void reset_shared_search_model() {
+  SharedModel& shared = shared_model();
+  std::lock_guard<std::mutex> lock(shared.mu);
+  shared.model = std::make_unique<cost::XGBModel>(search_xgb_options());
+  shared.data = cost::TrainingSet();
+}
+
 std::shared_ptr<tune::Runner> default_search_runner() {
   static std::shared_ptr<tune::Runner> runner = tune::in_process_runner();
   return runner;
@@ -111,7 +118,7 @@ SearchSession::SearchSession(const tune::Task& task, SearchSettings settings, Co
   } else {
     SharedModel& shared = shared_model();
     model_->mu = &shared.mu;
-    model_->model = &shared.model;
+    model_->model = shared.model.get();
     model_->data = &shared.data;
   }
   flops_ = task.flops();

@@ -48,6 +48,10 @@ struct SearchSettings {
 // The search settings of a compile request.
 SearchSettings search_settings(const CompileRequest& req);
 
+// Forgets what the process's shared search model learned (benchmarks compare strategies from the
+// same empty model). Not while a search runs.
+void reset_shared_search_model();
+
 // The runner search mode uses when a request names none.
 std::shared_ptr<tune::Runner> default_search_runner();
 

@@ -203,6 +203,9 @@ void bind_heldout_spearman(py::module_& m) {
 }  // namespace
 
 void bind_search(py::module_& m) {
+  m.def("reset_search_model", &compiler::reset_shared_search_model,
+        "Forgets what this process's search cost model learned (benchmarks compare strategies "
+        "from the same empty model).");
   bind_tune_tasks(m);
   bind_search_task(m);
   bind_heldout_spearman(m);

@@ -1,0 +1,283 @@
+"""Search mode (Ansor-like evolutionary search + XGBoost cost model) against construct mode, the
+rules' schedule and torch, on the ops.py shapes; its ablations; the cost model's ranking quality on
+unseen tasks; and the task scheduler on ResNet-18.
+
+    python benchmarks/search.py [--json out.json] [--ops gemm1024 bert_qk ...] [--seeds 3]
+        [--trials 512] [--checkpoints 64,128,256,512] [--ablation-ops ...] [--ablation-trials 256]
+        [--no-ablation] [--no-scheduler] [--scheduler-trials 64] [--rounds 5]
+
+Per op and seed, one search of --trials measurements runs with an empty cost model of its own
+(_C.search_task); the best schedule measured within the first 64/128/256/512 trials is the
+"search_<n>" kernel. Construct mode runs with the same seed (_C.compile, tune="construct"). At the
+end every kernel of the op (default, each seed's construct and search checkpoints) is checked
+against torch and timed side by side, each paired with torch (common.paired_with_reference); its
+GFLOP/s is torch's median GFLOP/s over its median ratio to torch. The op's number is the median
+over seeds.
+
+Ablations (--ablation-ops, --ablation-trials): the same search with a random model, without
+retraining, and without construct mode's seeds, against the full search's checkpoint at that
+many trials (seed 0); ratio > 1 = the full search's kernel is faster.
+
+Held-out ranking: for each op, an XGBoost model trained on the other ops' measured programs ranks
+this op's (seed 0); Spearman's rho against measured throughput, the mean over ops.
+
+Scheduler: ResNet-18 (batch 1) compiled with options={"tune": "search", "trials": N} twice, the
+gradient scheduler and round-robin, each from an empty cost model; scheduler_trials_share = the
+trials the gradient scheduler took to reach round-robin's final objective (sum over kernels of
+occurrences x best latency) over round-robin's trials.
+
+JSON: one record per op {"op", "shape", "gflops": {"default", "construct", "search_64", ...,
+"torch"}, "tune_s": {"construct", "search_<trials>"}, "seeds": [...]}, and one summary record
+{"summary": true, "xgb_vs_random_256", "no_retrain_vs_full_256", "no_seed_vs_full_256",
+"heldout_spearman", "scheduler_trials_share", "search_overhead_share", ...}.
+
+Bars (issue 15): at 512 trials search/construct geomean >= 1.10 and no op below 0.95x construct;
+search/torch geomean >= 1.0; XGBoost >= 1.10x random at 256; held-out Spearman >= 0.7; scheduler
+<= 70% of round-robin's trials; search overhead < 1/3 of the search's time.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+import tessera  # noqa: E402
+from tessera import _C  # noqa: E402
+from common import arg_parser, paired_with_reference, print_table, write_json  # noqa: E402
+from ops import check_close, geomean, suite  # noqa: E402
+
+OPS = ["gemm1024", "gemm2048", "bert_qk", "bert_av", "resnet_conv1_7x7s2", "resnet_res3_3x3",
+       "resnet_res5_3x3", "depthwise_3x3"]
+ABLATION_OPS = ["gemm1024", "resnet_res3_3x3", "bert_qk"]
+ABLATIONS = {"random": {"model": "random"}, "no_retrain": {"retrain": False},
+             "no_seed": {"construct_seeds": False}}
+
+
+def best_within(trials: List[dict], n: int):
+    """The fastest verified schedule among the first n measurements (None: none verified)."""
+    ok = [t for t in trials[:n] if t["ok"]]
+    return min(ok, key=lambda t: t["median_ms"])["schedule"] if ok else None
+
+
+def construct(outputs, inputs, name: str, seed: int):
+    request = _C.CompileRequest(name=name, tune="construct", threads="parallel", seed=seed)
+    t0 = time.perf_counter()
+    kernel = _C.compile(outputs, inputs, request)
+    return kernel.report.schedule, time.perf_counter() - t0
+
+
+def search(outputs, inputs, name: str, seed: int, trials: int, **ablation) -> dict:
+    t0 = time.perf_counter()
+    r = _C.search_task(outputs, inputs, trials=trials, seed=seed, name=name, fresh_model=True,
+                       **ablation)
+    r["wall_s"] = time.perf_counter() - t0
+    return r
+
+
+def time_kernels(op, outputs, inputs, schedules: Dict[str, object], rounds: int) -> Dict[str, float]:
+    """GFLOP/s of each schedule's kernel and of torch, side by side (each paired with torch)."""
+    data = op.make_inputs()
+    want = op.torch_fn(*data)
+    reduce_len = max(1, int(op.flops / (2 * want.numel())))
+    fns = {}
+    for key, sched in schedules.items():
+        k = tessera.Kernel(outputs, inputs, schedule=sched, name=f"{op.name}_{key}")
+        got = k(*data)
+        check_close(f"{op.name}/{key}", op.out_view(got), want, reduce_len)
+        fns[key] = (lambda k=k, out=[got]: k(*data, out=out))
+    tout = torch.empty_like(want)
+    ratios = paired_with_reference(fns, lambda: op.torch_out(data, tout), rounds=rounds,
+                                   min_time_ms=100.0)
+    torch_ms = ratios.pop("reference")
+    gf = {k: op.flops / (r * torch_ms * 1e6) for k, r in ratios.items()}
+    gf["torch"] = op.flops / (torch_ms * 1e6)
+    return gf
+
+
+def bench_op(op, args, searches: Dict[str, List[dict]]) -> dict:
+    outputs, inputs = op.build()
+    a = tessera.Kernel(outputs, inputs, name=f"{op.name}_rules")
+    schedules = {"default": a.schedule}
+    rec = {"op": op.name, "shape": op.shape, "flops": op.flops, "seeds": [],
+           "threads": torch.get_num_threads()}
+    for seed in range(args.seeds):
+        sched, construct_s = construct(outputs, inputs, op.name, seed)
+        schedules[f"construct_s{seed}"] = sched
+        r = search(outputs, inputs, op.name, seed, args.trials)
+        searches.setdefault(op.name, []).append(r)
+        for c in args.checkpoints:
+            best = best_within(r["trials"], c)
+            if best is not None:
+                schedules[f"search_{c}_s{seed}"] = best
+        st = r["stats"]
+        rec["seeds"].append({"seed": seed, "construct_s": construct_s, "search_s": r["wall_s"],
+                             "search_overhead_share": st["overhead_s"] / max(st["total_s"], 1e-9),
+                             "search_stats": st, "trials": len(r["trials"]),
+                             "search_source": r["report"].source})
+        print(f"  {op.name} seed {seed}: construct {construct_s:.1f} s, search {r['wall_s']:.1f} s"
+              f" ({len(r['trials'])} trials)", flush=True)
+    gf = time_kernels(op, outputs, inputs, schedules, args.rounds)
+    for s in rec["seeds"]:
+        s["gflops"] = {k.rsplit("_s", 1)[0]: v for k, v in gf.items() if k.endswith(f"_s{s['seed']}")}
+
+    def over_seeds(key):
+        vals = [gf[f"{key}_s{s}"] for s in range(args.seeds) if f"{key}_s{s}" in gf]
+        return statistics.median(vals) if vals else None
+    rec["gflops"] = {"default": gf["default"], "construct": over_seeds("construct")}
+    for c in args.checkpoints:
+        rec["gflops"][f"search_{c}"] = over_seeds(f"search_{c}")
+    rec["gflops"]["torch"] = gf["torch"]
+    rec["tune_s"] = {"construct": statistics.median(s["construct_s"] for s in rec["seeds"]),
+                     f"search_{args.trials}": statistics.median(s["search_s"] for s in rec["seeds"])}
+    return rec
+
+
+def bench_ablation(op, args, full: dict) -> dict:
+    """GFLOP/s of the full search's checkpoint and of each ablation, at ablation_trials."""
+    outputs, inputs = op.build()
+    n = args.ablation_trials
+    schedules = {"full": best_within(full["trials"], n)}
+    for name, settings in ABLATIONS.items():
+        r = search(outputs, inputs, op.name, 0, n, **settings)
+        schedules[name] = best_within(r["trials"], n)
+        print(f"  {op.name} ablation {name}: {r['wall_s']:.1f} s", flush=True)
+    schedules = {k: v for k, v in schedules.items() if v is not None}
+    gf = time_kernels(op, outputs, inputs, schedules, args.rounds)
+    return {"op": op.name, "trials": n, "gflops": gf}
+
+
+def heldout(ops, searches: Dict[str, List[dict]]) -> Dict[str, float]:
+    tasks, names = [], []
+    for op in ops:
+        if op.name not in searches:
+            continue
+        outputs, inputs = op.build()
+        trials = searches[op.name][0]["trials"]
+        tasks.append((outputs, inputs, [t["schedule"] for t in trials],
+                      [t["median_ms"] if t["ok"] else -1.0 for t in trials]))
+        names.append(op.name)
+    return dict(zip(names, _C.heldout_spearman(tasks)))
+
+
+def bench_scheduler(args) -> dict:
+    """ResNet-18 through torch.compile's max-autotune path, gradient vs round-robin."""
+    from tessera.backend import anchor as anchor_choice
+    from tessera.backend import kernel_build
+    from tessera.models import ResNet18
+    torch.manual_seed(0)
+    model = ResNet18().eval()
+    x = torch.randn(1, 3, 224, 224)
+    out = {}
+    for strategy in ("round-robin", "gradient"):
+        _C.reset_search_model()
+        kernel_build.clear_cache()
+        anchor_choice.clear_decisions()
+        torch._dynamo.reset()
+        with tempfile.TemporaryDirectory() as d:
+            f = torch.compile(model, backend="tessera", options={
+                "tune": "search", "trials": args.scheduler_trials, "scheduler": strategy,
+                "progress": False, "records_db": os.path.join(d, "records.db")})
+            with torch.no_grad():
+                torch.testing.assert_close(f(x), model(x), rtol=1e-3, atol=1e-3)
+        r = kernel_build.search_history[-1]
+        out[strategy] = {"trials_after": r["trials_after"], "objective": r["objective"],
+                         "tune_s": r["tune_s"], "round_trials": r["round_trials"],
+                         "tasks": [{"name": t["name"], "weight": t["weight"],
+                                    "status": t["status"], "rounds": t["rounds"]}
+                                   for t in r["tasks"]]}
+        print(f"  resnet18 {strategy}: {r['tune_s']:.0f} s, objective {r['objective'][-1]:.3f} ms",
+              flush=True)
+    rr, gr = out["round-robin"], out["gradient"]
+    target = rr["objective"][-1]
+    reached = [t for t, obj in zip(gr["trials_after"], gr["objective"]) if obj <= target]
+    out["trials_share"] = (reached[0] / rr["trials_after"][-1]) if reached else None
+    return out
+
+
+def summarize(records: List[dict], ablations: List[dict], spearman: Dict[str, float],
+              scheduler: dict, args) -> dict:
+    last = f"search_{args.checkpoints[-1]}"
+    both = [r for r in records if r["gflops"].get(last) and r["gflops"]["construct"]]
+    ratio = {r["op"]: r["gflops"][last] / r["gflops"]["construct"] for r in both}
+    vs_torch = [r["gflops"][last] / r["gflops"]["torch"] for r in both]
+    s = {"summary": True, "trials": args.checkpoints[-1], "seeds": args.seeds,
+         "search_vs_construct_geomean": geomean(list(ratio.values())) if ratio else None,
+         "search_vs_construct_min": min(ratio.values()) if ratio else None,
+         "search_vs_construct": ratio,
+         "search_vs_torch_geomean": geomean(vs_torch) if vs_torch else None,
+         "search_overhead_share": statistics.median(
+             s["search_overhead_share"] for r in records for s in r["seeds"]) if records else None}
+    n = args.ablation_trials
+    for name, key in (("random", f"xgb_vs_random_{n}"), ("no_retrain", f"no_retrain_vs_full_{n}"),
+                      ("no_seed", f"no_seed_vs_full_{n}")):
+        vals = [a["gflops"]["full"] / a["gflops"][name] for a in ablations
+                if "full" in a["gflops"] and name in a["gflops"]]
+        s[key] = geomean(vals) if vals else None
+    rhos = [v for v in spearman.values() if v == v]
+    s["heldout_spearman"] = statistics.mean(rhos) if rhos else None
+    s["heldout_spearman_per_op"] = spearman
+    s["scheduler_trials_share"] = scheduler.get("trials_share") if scheduler else None
+    s["bars"] = {
+        "search_vs_construct_geomean_ge_1.10": (s["search_vs_construct_geomean"] or 0) >= 1.10,
+        "no_op_below_0.95x_construct": (s["search_vs_construct_min"] or 0) >= 0.95,
+        "search_vs_torch_geomean_ge_1.0": (s["search_vs_torch_geomean"] or 0) >= 1.0,
+        f"xgb_vs_random_{n}_ge_1.10": (s[f"xgb_vs_random_{n}"] or 0) >= 1.10,
+        "heldout_spearman_ge_0.7": (s["heldout_spearman"] or 0) >= 0.7,
+        "scheduler_trials_share_le_0.70": s["scheduler_trials_share"] is not None
+        and s["scheduler_trials_share"] <= 0.70,
+        "search_overhead_share_lt_0.33": (s["search_overhead_share"] or 1) < 1 / 3,
+    }
+    return s
+
+
+def main() -> None:
+    p = arg_parser(__doc__.splitlines()[0])
+    p.add_argument("--ops", nargs="*", default=OPS)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--trials", type=int, default=512)
+    p.add_argument("--checkpoints", default="64,128,256,512")
+    p.add_argument("--ablation-ops", nargs="*", default=ABLATION_OPS)
+    p.add_argument("--ablation-trials", type=int, default=256)
+    p.add_argument("--no-ablation", dest="ablation", action="store_false")
+    p.add_argument("--no-scheduler", dest="scheduler", action="store_false")
+    p.add_argument("--scheduler-trials", type=int, default=64,
+                   help="ResNet-18: search measurements per kernel on average")
+    args = p.parse_args()
+    args.checkpoints = sorted({min(int(c), args.trials) for c in args.checkpoints.split(",")})
+    os.environ.setdefault("TESSERA_PROGRESS", "0")
+    ops = [op for op in suite() if op.name in args.ops]
+    searches: Dict[str, List[dict]] = {}
+    records = []
+    for op in ops:
+        print(f"{op.name}:", flush=True)
+        records.append(bench_op(op, args, searches))
+    cols = ["op", "default", "construct"] + [f"search_{c}" for c in args.checkpoints] + ["torch"]
+    print_table([{"op": r["op"], **r["gflops"]} for r in records], cols)
+    ablations = []
+    if args.ablation:
+        for op in ops:
+            if op.name in args.ablation_ops and op.name in searches:
+                ablations.append(bench_ablation(op, args, searches[op.name][0]))
+        print_table([{"op": a["op"], **a["gflops"]} for a in ablations],
+                    ["op", "full", *ABLATIONS, "torch"])
+    spearman = heldout(ops, searches) if len(searches) > 1 else {}
+    scheduler = bench_scheduler(args) if args.scheduler else {}
+    summary = summarize(records, ablations, spearman, scheduler, args)
+    summary["ablations"] = ablations
+    summary["scheduler"] = scheduler
+    for k, v in summary.items():
+        if k not in ("ablations", "scheduler", "search_vs_construct", "heldout_spearman_per_op"):
+            print(f"{k}: {v}")
+    write_json(args.json, records + [summary])
+
+
+if __name__ == "__main__":
+    main()
