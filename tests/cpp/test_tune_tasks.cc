@@ -1,0 +1,175 @@
+// Search mode's session and the whole-model tuner, with a fake runner (made-up times, nothing
+// built): a session counts and reports every measurement and keeps the rules' schedule unless
+// beaten by the win margin; tune_tasks gives every searched task a warm-up round, follows the
+// chosen allocation, skips kernels too small to tune and kernels the records database has, and
+// stores its choices; Spearman's rho and the held-out evaluation behave as defined.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "compiler/search_session.h"
+#include "compiler/tune_tasks.h"
+#include "const_dims.h"
+#include "db/records.h"
+#include "ops/ops.h"
+#include "schedule/tuning_policy.h"
+#include "tune/search/model_eval.h"
+
+namespace tessera::compiler {
+namespace {
+
+using schedule::KernelSchedule;
+using testing::dims;
+
+// Times from the schedule alone: larger register tiles are faster, down to a floor; `scale`
+// makes one task slower than another.
+class FakeRunner : public tune::Runner {
+ public:
+  explicit FakeRunner(std::map<std::string, double> scale) : scale_(std::move(scale)) {}
+  std::string name() const override { return "fake"; }
+  std::unique_ptr<tune::TaskRunner> open(const tune::Task& task) override {
+    const double scale = scale_.count(task.name) ? scale_.at(task.name) : 1.0;
+    return std::make_unique<Fake>(scale, &measured[task.name]);
+  }
+  std::map<std::string, int> measured;  // candidates per task name
+
+ private:
+  class Fake : public tune::TaskRunner {
+   public:
+    Fake(double scale, int* count) : scale_(scale), count_(count) {}
+    std::vector<tune::CandidateResult> measure(const std::vector<KernelSchedule>& batch) override {
+      std::vector<tune::CandidateResult> out;
+      for (const KernelSchedule& s : batch) {
+        ++*count_;
+        tune::CandidateResult r;
+        r.ok = true;
+        double points = 1;
+        for (int64_t t : s.stages[0].tile_reg) points *= static_cast<double>(t);
+        r.median_ms = scale_ * (1 + 16 / std::min(points, 64.0));
+        out.push_back(r);
+      }
+      return out;
+    }
+
+   private:
+    double scale_;
+    int* count_;
+  };
+  std::map<std::string, double> scale_;
+};
+
+TaskSpec gemm(const std::string& name, int64_t m, int64_t k, int64_t n, double weight = 1) {
+  ir::Tensor a = ir::placeholder("A", dims({m, k}));
+  ir::Tensor b = ir::placeholder("B", dims({k, n}));
+  return TaskSpec{{ops::matmul(a, b)}, {a, b}, name, weight};
+}
+
+TEST(SearchSession, ReportsEveryMeasurementAndChoosesByTheWinMargin) {
+  TaskSpec spec = gemm("g", 128, 256, 128);
+  tune::Task task = tune::Task::create(spec.outputs, spec.inputs, "g");
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  SearchSettings s;
+  s.trials = 24;
+  s.per_round = 8;
+  s.fresh_model = true;
+  s.runner = runner;
+  int events = 0;
+  double last_best = 1e30;
+  s.on_trial = [&](const TrialEvent& e) {
+    ++events;
+    EXPECT_EQ(e.trial, events);
+    EXPECT_EQ(e.trials, 24);
+    EXPECT_LE(e.best_ms, last_best);  // the best so far never gets worse
+    last_best = e.best_ms;
+  };
+  CompileReport rep;
+  SearchSession session(task, s, &rep);
+  int rounds = 0;
+  while (session.round() > 0) ++rounds;
+  EXPECT_EQ(rounds, 3);
+  EXPECT_EQ(rep.trials, 24);
+  EXPECT_EQ(events, 24);
+  EXPECT_EQ(runner->measured["g"], 24);
+  EXPECT_GT(rep.default_ms, 0);  // the rules' schedule is measured in the first round
+  Tuned t = session.finish();
+  int chosen = 0;
+  for (const CandidateReport& c : rep.candidates) chosen += c.chosen;
+  EXPECT_EQ(chosen, 1);
+  if (t.schedule.tuner == "search") {
+    EXPECT_LT(rep.median_ms, schedule::tuning_policy().win_margin * rep.default_ms);
+  } else {
+    EXPECT_EQ(rep.median_ms, rep.default_ms);
+  }
+  EXPECT_EQ(t.kernel, nullptr);  // the fake runner builds nothing: the caller builds the choice
+}
+
+TEST(TuneTasks, RoundRobinWarmsUpEveryTaskAndSkipsSmallOnes) {
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  TuneTasksRequest req;
+  req.trials = 48;
+  req.strategy = tune::search::Allocation::kRoundRobin;
+  req.fresh_model = true;
+  req.runner = runner;
+  TuneTasksResult r =
+      tune_tasks({gemm("a", 128, 256, 128), gemm("tiny", 8, 8, 8), gemm("b", 256, 128, 128)}, req);
+  ASSERT_EQ(r.tasks.size(), 3u);
+  EXPECT_EQ(r.tasks[1].status, "skipped");
+  EXPECT_EQ(r.tasks[0].status, "search");
+  EXPECT_EQ(r.tasks[2].status, "search");
+  EXPECT_EQ(r.round_trials, 8);  // 48 / (3 rounds x 2 tasks)
+  ASSERT_EQ(r.order.size(), 6u);
+  for (size_t i = 0; i < r.order.size(); ++i) EXPECT_EQ(r.order[i], i % 2 == 0 ? 0 : 2);
+  EXPECT_EQ(r.trials_after.back(), 48);
+  EXPECT_EQ(runner->measured["a"] + runner->measured["b"], 48);
+  EXPECT_EQ(runner->measured.count("tiny"), 0u);
+  EXPECT_TRUE(std::isfinite(r.objective.back()));
+}
+
+TEST(TuneTasks, GradientGivesTheHeavierTaskMoreRoundsAndStoresChoices) {
+  // Task "heavy" runs 8 times per model run and is 4x slower: improving it lowers the objective
+  // far more, so after the warm-up the gradient favours it.
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{{"heavy", 4.0}});
+  db::RecordsDB records = db::RecordsDB::open(":memory:");
+  TuneTasksRequest req;
+  req.trials = 96;
+  req.fresh_model = true;
+  req.runner = runner;
+  req.records = &records;
+  TuneTasksResult r =
+      tune_tasks({gemm("light", 128, 256, 128, 1), gemm("heavy", 256, 256, 128, 8)}, req);
+  ASSERT_EQ(r.tasks.size(), 2u);
+  EXPECT_GT(r.tasks[1].rounds, r.tasks[0].rounds);
+  EXPECT_GE(r.tasks[0].rounds, 1);  // the warm-up round
+  // Choices stored: a second run finds both in the records and measures nothing.
+  auto again = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  req.runner = again;
+  TuneTasksResult r2 =
+      tune_tasks({gemm("light", 128, 256, 128, 1), gemm("heavy", 256, 256, 128, 8)}, req);
+  EXPECT_EQ(r2.tasks[0].status, "records");
+  EXPECT_EQ(r2.tasks[1].status, "records");
+  EXPECT_TRUE(again->measured.empty());
+  EXPECT_EQ(r2.tasks[1].schedule.stages_text(), r.tasks[1].schedule.stages_text());
+}
+
+TEST(ModelEval, SpearmanOfMonotoneReversedTiedAndConstantSeries) {
+  using tune::search::spearman;
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 400}), 1.0);
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  EXPECT_DOUBLE_EQ(spearman({1, 1, 1}, {1, 2, 3}), 0.0);
+  // Ties share ranks: x = {1, 2, 2, 3} -> ranks {1, 2.5, 2.5, 4}.
+  EXPECT_NEAR(spearman({1, 2, 2, 3}, {1, 2, 3, 4}), 0.9486832980505138, 1e-12);
+}
+
+TEST(ModelEval, HeldOutNeedsOtherTasksToTrainOn) {
+  tune::search::MeasuredPrograms only{
+      "t", {cost::ProgramFeatures{}, cost::ProgramFeatures{}}, {1.0, 2.0}};
+  const std::vector<double> rho = tune::search::heldout_spearman({only});
+  ASSERT_EQ(rho.size(), 1u);
+  EXPECT_TRUE(std::isnan(rho[0]));
+}
+
+}  // namespace
+}  // namespace tessera::compiler
