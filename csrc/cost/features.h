@@ -9,53 +9,56 @@
 // replaced by its constant upper bound, or kUnknownExtent when it has none). Counts below are
 // totals over the N executions unless they say "per execution".
 //
-// | offset    | name                        | meaning |
-// |-----------|-----------------------------|------------------------------------------------------|
-// | 0         | float_addsub                | float + and - in the stored value, x N | | 1 |
-// float_mul                   | float *, x N                                         | | 2 |
-// float_div                   | float /, x N                                         | | 3 |
-// float_cmp                   | float min/max/comparisons, x N                       | | 4 |
-// float_math                  | math calls (exp, tanh, sqrt...), x N                 | | 5 | select
-// | selects (any dtype), x N                             | | 6         | int_arith | integer + - *
-// in value and indices, x N              | | 7         | int_divmod                  | integer
-// floordiv/floormod, x N                       | | 8         | logic                       |
-// integer/bool comparisons and and/or/not, x N         | | 9         | cast | dtype casts, x N | |
-// 10-16     | vec_{num,prod,len,pos[4]}   | vectorized loops around the store: how many, product |
-// |           |                             | of their extents, extent of the innermost one, and |
-// |           |                             | where it is: one-hot none/innermost/middle/outermost
-// | |           |                             | loop of the nest | | 17-23     | unroll_{...} | the
-// same for unrolled loops                          | | 24-30     | parallel_{...}              |
-// the same for parallel loops                          | | 31-120    | buffer b = 0..4, 18 each |
-// the buffers the store touches (its own and those it  | |           | (offset 31 + 18 b + k) |
-// loads), largest total bytes first, zeros past the    | |           | | last. Per buffer, k = | |
-// |   0-2  access one-hot       |   read / write / read-write                          | | |   3
-// bytes               |   accesses x N x element bytes                       | |           |   4
-// unique_bytes        |   distinct elements touched x element bytes          | |           |   5
-// lines               |   cache lines moved over the N executions (a line    | |           | |
-// serves consecutive executions along a small        | |           |                             |
-// innermost stride)                                  | |           |   6    unique_lines        |
-// distinct cache lines touched                       | |           |   7-9  reuse one-hot       |
-// loop reuse (a loop the index does not depend on) / | |           |                             |
-// serial reuse (read more than once per execution) / | |           |                             |
-// none                                               | |           |   10   reuse_dis_iter      |
-// executions between two reuses                      | |           |   11   reuse_dis_bytes     |
-// bytes the store touches between two reuses         | |           |   12   reuse_ct            |
-// times each element is reused                       | |           |   13-16 {bytes, unique_bytes,
-// lines, unique_lines} / max(1, reuse_ct)            | |           |   17   stride              |
-// elements between consecutive executions along the  | |           |                             |
-// innermost loop the index depends on (0: none)      | | 121-130   | intensity[10]               |
-// arithmetic intensity (float ops / unique bytes) of   | |           | | the loop nest cut at 10
-// depths, innermost to whole   | | 131       | alloc_bytes                 | size of the stored
-// buffer when the kernel allocates  | |           |                             | it (accumulators,
-// packed panels, temporaries), else 0| | 132       | alloc_outer_prod            | executions of
-// its Allocate (loops outside it)        | | 133       | alloc_inner_prod            | N /
-// alloc_outer_prod                                 | | 134       | alloc_prod                  |
-// alloc_bytes x alloc_outer_prod                       | | 135-138   | scope one-hot | stored
-// buffer's memory: global/heap/stack/register   | | 139       | outer_prod                  | N,
-// the executions                                    | | 140       | num_loops                   |
-// loops around the store                               | | 141       | unroll_max_prod | product of
-// the unrolled loops' extents (code size)   | | 142       | if_depth                    |
-// conditionals around the store (edge-tile paths)      |
+// clang-format off
+// | offset  | name                      | meaning                                                 |
+// |---------|---------------------------|---------------------------------------------------------|
+// | 0       | float_addsub              | float + and - in the stored value, x N                  |
+// | 1       | float_mul                 | float *, x N                                            |
+// | 2       | float_div                 | float /, x N                                            |
+// | 3       | float_cmp                 | float min/max/comparisons, x N                          |
+// | 4       | float_math                | math calls (exp, tanh, sqrt...), x N                    |
+// | 5       | select                    | selects (any dtype), x N                                |
+// | 6       | int_arith                 | integer + - * in value and indices, x N                 |
+// | 7       | int_divmod                | integer floordiv/floormod, x N                          |
+// | 8       | logic                     | integer/bool comparisons and and/or/not, x N            |
+// | 9       | cast                      | dtype casts, x N                                        |
+// | 10-16   | vec_{num,prod,len,pos[4]} | vectorized loops around the store: how many, product of |
+// |         |                           | their extents, extent of the innermost one, and where   |
+// |         |                           | it is: one-hot none/innermost/middle/outermost          |
+// | 17-23   | unroll_{...}              | the same for unrolled loops                             |
+// | 24-30   | parallel_{...}            | the same for parallel loops                             |
+// | 31-120  | buffer b = 0..4, 18 each  | the buffers the store touches (its own and those it     |
+// |         | (offset 31 + 18 b + k)    | loads), largest total bytes first, zeros past the last. |
+// |         |                           | Per buffer, k =                                         |
+// |         |   0-2  access one-hot     |   read / write / read-write                             |
+// |         |   3    bytes              |   accesses x N x element bytes                          |
+// |         |   4    unique_bytes       |   distinct elements touched x element bytes             |
+// |         |   5    lines              |   cache lines moved over the N executions (a line       |
+// |         |                           |   serves consecutive executions along a small           |
+// |         |                           |   innermost stride)                                     |
+// |         |   6    unique_lines       |   distinct cache lines touched                          |
+// |         |   7-9  reuse one-hot      |   loop reuse (a loop the index does not depend on) /    |
+// |         |                           |   serial reuse (read more than once per execution) /    |
+// |         |                           |   none                                                  |
+// |         |   10   reuse_dis_iter     |   executions between two reuses                         |
+// |         |   11   reuse_dis_bytes    |   bytes the store touches between two reuses            |
+// |         |   12   reuse_ct           |   times each element is reused                          |
+// |         |   13-16 {bytes, unique_bytes, lines, unique_lines} / max(1, reuse_ct)               |
+// |         |   17   stride             |   elements between consecutive executions along the     |
+// |         |                           |   innermost loop the index depends on (0: none)         |
+// | 121-130 | intensity[10]             | arithmetic intensity (float ops / unique bytes) of the  |
+// |         |                           | loop nest cut at 10 depths, innermost to whole          |
+// | 131     | alloc_bytes               | size of the stored buffer when the kernel allocates it  |
+// |         |                           | (accumulators, packed panels, temporaries), else 0      |
+// | 132     | alloc_outer_prod          | executions of its Allocate (loops outside it)           |
+// | 133     | alloc_inner_prod          | N / alloc_outer_prod                                    |
+// | 134     | alloc_prod                | alloc_bytes x alloc_outer_prod                          |
+// | 135-138 | scope one-hot             | stored buffer's memory: global/heap/stack/register      |
+// | 139     | outer_prod                | N, the executions                                       |
+// | 140     | num_loops                 | loops around the store                                  |
+// | 141     | unroll_max_prod           | product of the unrolled loops' extents (code size)      |
+// | 142     | if_depth                  | conditionals around the store (edge-tile paths)         |
+// clang-format on
 #include <cstdint>
 #include <string>
 #include <vector>
