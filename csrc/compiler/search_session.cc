@@ -12,6 +12,12 @@ namespace tessera::compiler {
 
 namespace {
 
+// Search overhead (everything but measurement) may take at most this share of a search's wall
+// time (the bound; Ansor shrinks its population when feature extraction dominates).
+constexpr double kMaxOverheadShare = 1.0 / 3;
+// The population is never shrunk below this many schedules.
+constexpr int kMinPopulation = 256;
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -143,7 +149,17 @@ int SearchSession::round() {
   };
   std::unique_lock<std::mutex> lock;
   if (model_->mu != nullptr) lock = std::unique_lock<std::mutex>(*model_->mu);
-  return searcher_->round(measure, *model_->model, *model_->data);
+  const int measured = searcher_->round(measure, *model_->model, *model_->data);
+  keep_overhead_bounded();
+  return measured;
+}
+
+void SearchSession::keep_overhead_bounded() {
+  const tune::search::SearchStats& st = searcher_->result().stats;
+  if (st.total_s <= 0 || st.overhead_s() <= kMaxOverheadShare * st.total_s) return;
+  const int population = searcher_->population();
+  if (population > kMinPopulation)
+    searcher_->set_population(std::max(kMinPopulation, population / 2));
 }
 
 std::vector<tune::CandidateResult> SearchSession::measure(

@@ -74,6 +74,9 @@ class SearchSession {
 
  private:
   std::vector<tune::CandidateResult> measure(const std::vector<schedule::KernelSchedule>& batch);
+  // Halves the population (down to a floor) while the search's overhead exceeds its share of
+  // the wall time: cheap kernels measure fast, and evolution must not dominate their search.
+  void keep_overhead_bounded();
 
   const tune::Task& task_;
   SearchSettings settings_;

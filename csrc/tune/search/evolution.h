@@ -19,6 +19,7 @@
 // Search overhead (sampling, lowering, features, prediction, evolution, training) is timed apart
 // from measurement. Children of mutation/crossover pass the space's structural check; they are
 // lowered when the learned model needs their features and always before they are measured.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -129,6 +130,9 @@ class TaskSearcher {
   int round(const Measure& measure, cost::CostModel& model, cost::TrainingSet& data);
   bool done() const;
   const SearchResult& result() const { return result_; }
+  // The evolution's population from the next round on (at least 2).
+  void set_population(int population) { options_.evolution.population = std::max(2, population); }
+  int population() const { return options_.evolution.population; }
   const SearchSpace& space() const { return space_; }
 
  private:
