@@ -107,9 +107,12 @@ int64_t full_tile(int64_t extent, int64_t reg) { return gensor::round_up(extent,
 // Divisors of x (x >= 1), ascending.
 std::vector<int64_t> divisors(int64_t x) {
   std::vector<int64_t> d;
-  for (int64_t k = 1; k <= x; ++k) {
-    if (x % k == 0) d.push_back(k);
+  for (int64_t k = 1; k * k <= x; ++k) {
+    if (x % k != 0) continue;
+    d.push_back(k);
+    if (k * k != x) d.push_back(x / k);
   }
+  std::sort(d.begin(), d.end());
   return d;
 }
 
