@@ -32,6 +32,7 @@ void bind_schedule(py::module_& m) {
           })
       .def_readwrite("op", &schedule::StageAnnotation::op)
       .def_readwrite("tile_outer", &schedule::StageAnnotation::tile_outer)
+      .def_readwrite("tile_mid", &schedule::StageAnnotation::tile_mid)
       .def_readwrite("tile_reg", &schedule::StageAnnotation::tile_reg)
       .def_readwrite("tile_reduce", &schedule::StageAnnotation::tile_reduce)
       .def_readwrite("vector_axis", &schedule::StageAnnotation::vector_axis)

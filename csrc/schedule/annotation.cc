@@ -47,11 +47,19 @@ std::vector<int> StageAnnotation::s1_loop_order() const {
   return order;
 }
 
+std::vector<int64_t> StageAnnotation::mid_tiles() const {
+  return tile_mid.empty() ? tile_outer : tile_mid;
+}
+
+bool StageAnnotation::has_mid_level() const { return !tile_mid.empty() && tile_mid != tile_outer; }
+
 Json StageAnnotation::to_json() const {
   Json j = Json::object();
   j["sketch"] = sketch_name(sketch);
   j["op"] = op;
   j["tile_outer"] = to_array(tile_outer);
+  // Written only when it splits a cache tile, so that three-level schedules keep their text.
+  if (has_mid_level()) j["tile_mid"] = to_array(tile_mid);
   j["tile_reg"] = to_array(tile_reg);
   j["tile_reduce"] = to_array(tile_reduce);
   j["vector_axis"] = vector_axis;
@@ -70,6 +78,7 @@ StageAnnotation StageAnnotation::from_json(const Json& j) {
   a.sketch = sketch_from_name(j.get_string("sketch", "multi_level_tiling"));
   a.op = j.get_string("op", "");
   a.tile_outer = int_list(j, "tile_outer");
+  a.tile_mid = int_list(j, "tile_mid");
   a.tile_reg = int_list(j, "tile_reg");
   a.tile_reduce = int_list(j, "tile_reduce");
   a.vector_axis = static_cast<int>(j.get_int("vector_axis", -1));

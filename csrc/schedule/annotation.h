@@ -11,12 +11,15 @@ namespace tessera::schedule {
 
 // Loop structure of one stage (one materialised compute op, possibly with a fused epilogue).
 //
-// kMultiLevelTiling ("SSRSRS"):
-//   parallel for cache tiles (all spatial axes, tile_outer)     S0
-//     for outer reduce tiles (tile_reduce)                       R0
-//       for register tiles inside the cache tile (s1_order)     S1
-//         for inner reduce steps                                 R1
-//           register tile (tile_reg): unrolled, vector_axis vectorized      S2
+// kMultiLevelTiling ("SSRSRS", Ansor's CPU sketch S0 S1 R0 S2 R1 S3):
+//   parallel for cache tiles (all spatial axes, tile_outer)          S0
+//     for mid tiles inside the cache tile (tile_mid, s1_order)        S1
+//       for outer reduce tiles (tile_reduce)                          R0
+//         for register tiles inside the mid tile (s1_order)           S2
+//           for inner reduce steps                                    R1
+//             register tile (tile_reg): unrolled, vector_axis vectorized   S3
+// Without a mid level (tile_mid empty, or equal to tile_outer) S1 has one trip and is not
+// emitted: the nest is S0 R0 S2 R1 S3, the three-level structure schedules had before tile_mid.
 // A stage without reduction axes uses the same structure without R0/R1 (injective sketch).
 // kCrossLaneReduction: per output point, the innermost reduce axis is vectorized into
 // vector_width partial accumulators that are combined across lanes at the end (rfactor).
@@ -26,8 +29,12 @@ Sketch sketch_from_name(const std::string& name);
 
 struct StageAnnotation {
   Sketch sketch = Sketch::kMultiLevelTiling;
-  std::string op;                    // name of the stage's op (for readability and checks)
-  std::vector<int64_t> tile_outer;   // per spatial axis: cache tile (multiple of tile_reg)
+  std::string op;                   // name of the stage's op (for readability and checks)
+  std::vector<int64_t> tile_outer;  // per spatial axis: cache tile (multiple of tile_mid)
+  // Per spatial axis: mid tile, a multiple of tile_reg dividing tile_outer (so that mid tiles
+  // partition a cache tile exactly and edges stay where tile_outer puts them: only cache tiles
+  // can pass the end of an axis). Empty = no mid level, the same as tile_mid == tile_outer.
+  std::vector<int64_t> tile_mid;
   std::vector<int64_t> tile_reg;     // per spatial axis: register tile
   std::vector<int64_t> tile_reduce;  // per reduce axis: inner reduce tile
   int vector_axis = -1;              // spatial axis vectorized in the register tile, -1 = none
@@ -41,6 +48,10 @@ struct StageAnnotation {
 
   // The S1 loops' order: s1_order, or the axes in order when it is empty.
   std::vector<int> s1_loop_order() const;
+  // The mid tile of each spatial axis: tile_mid, or tile_outer when it is empty.
+  std::vector<int64_t> mid_tiles() const;
+  // Whether some axis has more than one mid tile per cache tile (the S1 level loops).
+  bool has_mid_level() const;
 
   util::Json to_json() const;
   static StageAnnotation from_json(const util::Json& j);
@@ -54,7 +65,7 @@ struct KernelSchedule {
   static KernelSchedule from_json(const util::Json& j);
   std::string dump() const { return to_json().dump(); }
   // The text of the stages alone: equal for two schedules that build the same kernel, whichever
-  // tuner produced them.
+  // tuner produced them (tile_mid is written only when has_mid_level()).
   std::string stages_text() const;
   static KernelSchedule parse(const std::string& text) {
     return from_json(util::Json::parse(text));

@@ -135,12 +135,16 @@ void check_annotation(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
   TESSERA_CHECK(ann.tile_reduce.size() == m)
       << "stage " << op.name << ": annotation has " << ann.tile_reduce.size()
       << " reduce tiles for " << m << " reduce axes";
+  TESSERA_CHECK(ann.tile_mid.empty() || ann.tile_mid.size() == n)
+      << "stage " << op.name << ": annotation has " << ann.tile_mid.size() << " mid tiles for " << n
+      << " axes";
+  const std::vector<int64_t> mid = ann.mid_tiles();
   int64_t reg_points = 1;
   for (size_t a = 0; a < n; ++a) {
-    TESSERA_CHECK(ann.tile_reg[a] >= 1 && ann.tile_outer[a] >= ann.tile_reg[a] &&
-                  ann.tile_outer[a] % ann.tile_reg[a] == 0)
-        << "stage " << op.name << ": axis " << a << " cache tile " << ann.tile_outer[a]
-        << " must be a positive multiple of register tile " << ann.tile_reg[a];
+    TESSERA_CHECK(ann.tile_reg[a] >= 1 && mid[a] >= ann.tile_reg[a] &&
+                  mid[a] % ann.tile_reg[a] == 0 && ann.tile_outer[a] % mid[a] == 0)
+        << "stage " << op.name << ": axis " << a << " needs register tile " << ann.tile_reg[a]
+        << " | mid tile " << mid[a] << " | cache tile " << ann.tile_outer[a];
     reg_points *= ann.tile_reg[a];
   }
   TESSERA_CHECK(reg_points <= 1024) << "stage " << op.name << ": register tile of " << reg_points
@@ -158,14 +162,21 @@ void check_annotation(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
 }
 
 // SSRSRS multi-level tiling of one stage, one member per level of the loop nest, outside in:
-//   S0 + R0 + S1  tile_loops       one (parallel) loop over all cache tiles, the outer reduce
-//                                  tiles, the register tiles of a cache tile
+//   S0 S1 R0 S2   tile_loops       one (parallel) loop over all cache tiles, the mid tiles of a
+//                                  cache tile, the outer reduce tiles, the register tiles of a
+//                                  mid tile
 //   edge tiles    edge_split       which register tile runs where (see there)
-//   S2            register_loops   the register tile: rows unrolled, the vector axis as unrolled
+//   S3            register_loops   the register tile: rows unrolled, the vector axis as unrolled
 //                                  vectors of lanes
 //   R1            reduce_loops     the inner reduce steps, the innermost unrolled in groups
+// Accumulators live per register tile over one outer reduce tile (R0 iteration) and pass through
+// the output between R0 iterations (init_accumulators / write_back); the epilogue runs at the
+// last one. R0 sits outside S2, so every register tile of a mid tile finishes its whole
+// reduction before the S1 loop moves on, and its epilogue sees the complete value.
 // The constructor makes every loop variable, in the order the nest has always made them (the
-// simplifier orders terms by variable id, so the order shows in the lowered code).
+// simplifier orders terms by variable id, so the order shows in the lowered code); the S1 mid
+// tile variables exist only for axes with more than one mid tile per cache tile, so a schedule
+// without a mid level lowers to exactly the three-level nest.
 class MultiLevelTiling {
  public:
   MultiLevelTiling(const StageBody& sb, const StageAnnotation& requested, const AccessLowering& al)
@@ -178,10 +189,12 @@ class MultiLevelTiling {
         vaxis_(ann_.vector_axis),
         vl_(vaxis_ >= 0 ? ann_.vector_width : 1),
         restart_(is_long_float_sum(op_, sb.dtype)),
-        grid_(make_tile_grid(op_, ann_.tile_outer)) {
+        grid_(make_tile_grid(op_, ann_.tile_outer)),
+        mid_(ann_.mid_tiles()) {
     make_reduce_vars();
-    make_s1_vars();
+    make_mid_vars();
     make_s2_vars();
+    make_s3_vars();
     order_ = ann_.s1_loop_order();
     TESSERA_CHECK(order_.size() == n_) << "s1_order must list every spatial axis once";
   }
@@ -226,21 +239,37 @@ class MultiLevelTiling {
     last_ = all_of(last_c);
   }
 
-  // S1: the register tile inside the cache tile, and its first point.
-  void make_s1_vars() {
-    mid_.resize(n_);
-    base1_.resize(n_);
+  // S1: the mid tile inside the cache tile, and its first point. An axis with one mid tile per
+  // cache tile has no variable (its mid tile starts where the cache tile does).
+  void make_mid_vars() {
+    mid_tile_.resize(n_);
+    base_mid_.resize(n_);
     for (size_t a = 0; a < n_; ++a) {
-      mid_[a] = ir::var(op_.axes[a].var->name + "_m", 0, ann_.tile_outer[a] / ann_.tile_reg[a] - 1);
-      base1_[a] = grid_.base[a] + mid_[a] * ir::int_imm(ann_.tile_reg[a]);
+      base_mid_[a] = grid_.base[a];
+      if (mid_trips(a) == 1) continue;
+      mid_tile_[a] = ir::var(op_.axes[a].var->name + "_mt", 0, mid_trips(a) - 1);
+      base_mid_[a] = base_mid_[a] + mid_tile_[a] * ir::int_imm(mid_[a]);
     }
   }
 
-  // S2: the point inside the register tile, and its accumulator. Accumulator layout: non-vector
+  // S2: the register tile inside the mid tile, and its first point.
+  void make_s2_vars() {
+    reg_tile_.resize(n_);
+    base1_.resize(n_);
+    for (size_t a = 0; a < n_; ++a) {
+      reg_tile_[a] = ir::var(op_.axes[a].var->name + "_m", 0, reg_trips(a) - 1);
+      base1_[a] = base_mid_[a] + reg_tile_[a] * ir::int_imm(ann_.tile_reg[a]);
+    }
+  }
+
+  int64_t mid_trips(size_t a) const { return ann_.tile_outer[a] / mid_[a]; }
+  int64_t reg_trips(size_t a) const { return mid_[a] / ann_.tile_reg[a]; }
+
+  // S3: the point inside the register tile, and its accumulator. Accumulator layout: non-vector
   // axes in order, then the vector axis innermost, so that each vector of lanes is contiguous in
   // the accumulator (it becomes one SIMD register).
-  void make_s2_vars() {
-    s2_.resize(n_);
+  void make_s3_vars() {
+    s3_.resize(n_);
     point_.resize(n_);
     for (size_t a = 0; a < n_; ++a) {
       if (is_vector_axis(a)) {
@@ -248,15 +277,15 @@ class MultiLevelTiling {
         lane_ = ir::var(op_.axes[a].var->name + "_v", 0, vl_ - 1);
         point_[a] = base1_[a] + unroll_v_ * ir::int_imm(vl_) + lane_;
       } else {
-        s2_[a] = ir::var(op_.axes[a].var->name + "_r", 0, ann_.tile_reg[a] - 1);
-        point_[a] = base1_[a] + s2_[a];
+        s3_[a] = ir::var(op_.axes[a].var->name + "_r", 0, ann_.tile_reg[a] - 1);
+        point_[a] = base1_[a] + s3_[a];
       }
     }
     acc_index_ = ir::int_imm(0);
     acc_size_ = 1;
     for (size_t a = 0; a < n_; ++a) {
       if (is_vector_axis(a)) continue;
-      acc_index_ = acc_index_ * ir::int_imm(ann_.tile_reg[a]) + s2_[a];
+      acc_index_ = acc_index_ * ir::int_imm(ann_.tile_reg[a]) + s3_[a];
       acc_size_ *= ann_.tile_reg[a];
     }
     if (vaxis_ >= 0) {
@@ -317,7 +346,7 @@ class MultiLevelTiling {
     return body;
   }
 
-  // S2: the register tile loops. With `partial_rows`, the non-vector axes run serially over what
+  // S3: the register tile loops. With `partial_rows`, the non-vector axes run serially over what
   // is left of the tile (the vector axis is still full): the accumulators then live in memory,
   // but the inner loop keeps its vector code, so edge tiles along rows stay fast. With
   // `partial_lanes` the tile is cut along the vector axis: lanes past the end are masked off
@@ -336,9 +365,9 @@ class MultiLevelTiling {
       if (is_vector_axis(a)) continue;
       if (partial_rows) {
         Expr ext = ir::min(ir::int_imm(ann_.tile_reg[a]), grid_.extent[a] - base1_[a]);
-        body = loop::make_for(s2_[a], ir::int_imm(0), ext, ForKind::kSerial, body);
+        body = loop::make_for(s3_[a], ir::int_imm(0), ext, ForKind::kSerial, body);
       } else {
-        body = loop::make_for(s2_[a], ir::int_imm(0), ir::int_imm(ann_.tile_reg[a]),
+        body = loop::make_for(s3_[a], ir::int_imm(0), ir::int_imm(ann_.tile_reg[a]),
                               ForKind::kUnrolled, body);
       }
     }
@@ -349,10 +378,10 @@ class MultiLevelTiling {
   std::vector<Stmt> prefetches() const {
     TileLoops loops;
     for (int a : order_) {
-      loops.s1.push_back(mid_[a]);
-      loops.s1_trips.push_back(ann_.tile_outer[a] / ann_.tile_reg[a]);
+      loops.s1.push_back(reg_tile_[a]);
+      loops.s1_trips.push_back(reg_trips(a));
       if (a == vaxis_) continue;
-      loops.rows.push_back(s2_[a]);
+      loops.rows.push_back(s3_[a]);
       loops.row_trips.push_back(ann_.tile_reg[a]);
     }
     if (vaxis_ >= 0) {
@@ -464,16 +493,27 @@ class MultiLevelTiling {
         loop::make_if(ir::logical_and(full_vec, all_of(full_rows_c)), fast, partial));
   }
 
-  // S1 inside R0 inside S0.
+  // S2 inside R0 inside S1 inside S0. A mid tile wholly past the end of an axis (in the last
+  // cache tile) is skipped before its reduce loops.
   Stmt tile_loops(Stmt tile_body) const {
     for (size_t k = n_; k-- > 0;) {
       int a = order_[k];
-      tile_body = loop::make_for(mid_[a], ir::int_imm(0),
-                                 ir::int_imm(ann_.tile_outer[a] / ann_.tile_reg[a]),
+      tile_body = loop::make_for(reg_tile_[a], ir::int_imm(0), ir::int_imm(reg_trips(a)),
                                  ForKind::kSerial, tile_body);
     }
     for (size_t r = m_; r-- > 0;) {
       tile_body = loop::make_for(ro_[r], ir::int_imm(0), rcount_[r], ForKind::kSerial, tile_body);
+    }
+    std::vector<Expr> mid_exists;
+    for (size_t a = 0; a < n_; ++a) {
+      if (mid_tile_[a].defined()) mid_exists.push_back(ir::lt(base_mid_[a], grid_.extent[a]));
+    }
+    if (!mid_exists.empty()) tile_body = loop::make_if(all_of(mid_exists), tile_body);
+    for (size_t k = n_; k-- > 0;) {
+      int a = order_[k];
+      if (!mid_tile_[a].defined()) continue;
+      tile_body = loop::make_for(mid_tile_[a], ir::int_imm(0), ir::int_imm(mid_trips(a)),
+                                 ForKind::kSerial, tile_body);
     }
     return loop::make_for(grid_.tile, ir::int_imm(0), grid_.total,
                           ann_.parallel ? ForKind::kParallel : ForKind::kSerial, tile_body);
@@ -492,12 +532,16 @@ class MultiLevelTiling {
   std::vector<Var> ro_, ri_;
   std::vector<Expr> rcount_, rext_, rval_;
   Expr first_, last_;  // first / last outer reduce tile
-  // S1.
-  std::vector<Var> mid_;
-  std::vector<Expr> base1_;
-  std::vector<int> order_;
+  // S1 (mid tiles; undefined on axes with one mid tile per cache tile).
+  const std::vector<int64_t> mid_;  // mid tile per axis
+  std::vector<Var> mid_tile_;
+  std::vector<Expr> base_mid_;
+  std::vector<int> order_;  // S1 and S2 loop order
   // S2.
-  std::vector<Var> s2_;
+  std::vector<Var> reg_tile_;
+  std::vector<Expr> base1_;
+  // S3.
+  std::vector<Var> s3_;
   Var unroll_v_, lane_;
   std::vector<Expr> point_;
   Expr acc_index_;

@@ -60,7 +60,7 @@ std::vector<Expr> tile_lines(const Expr& index, const TileLoops& loops, const ir
 
 std::vector<Stmt> next_tile_prefetches(const Expr& value, const TileLoops& loops,
                                        int64_t line_elems) {
-  // The innermost S1 loop that iterates, and the one around it.
+  // The innermost register-tile loop that iterates, and the one around it.
   int inner = -1, outer = -1;
   for (int k = static_cast<int>(loops.s1.size()); k-- > 0;) {
     if (loops.s1_trips[k] <= 1) continue;

@@ -3,12 +3,13 @@
 //
 // At the start of each unrolled group of inner reduce steps (reduce_unroll), a register tile hints
 // the data a *later* register tile will read, so that it arrives while this one computes:
-//  - operands that change with the innermost S1 loop (the A rows of a GEMM when rows are inner)
-//    are hinted for the next S1 iteration, at the same reduce step, into L1;
-//  - operands that stay put over the innermost S1 loop but change with the one around it (the B
-//    panel) are hinted for the next outer iteration into L2, spread over all inner iterations:
-//    loading that panel on first use would stall the first register tile on last-level-cache
-//    bandwidth (estimate: a 32 KiB panel at 31 GB/s takes about twice that tile's compute).
+//  - operands that change with the innermost register-tile loop (the A rows of a GEMM when rows
+//    are inner) are hinted for the next register tile, at the same reduce step, into L1;
+//  - operands that stay put over the innermost register-tile loop but change with the one around
+//    it (the B panel) are hinted for the next outer iteration into L2, spread over all inner
+//    iterations: loading that panel on first use would stall the first register tile on
+//    last-level-cache bandwidth (estimate: a 32 KiB panel at 31 GB/s takes about twice that
+//    tile's compute).
 // One hint per cache line the later tile reads at the group's first step. With groups of 8 fp32
 // steps and rows contiguous along the reduction, every line is hinted once or twice.
 // Measured on GEMM 2048 (6x64 tiles, 2 threads): +3% over the unrolled loop alone in two runs,
@@ -23,7 +24,7 @@ namespace tessera::schedule {
 
 // The loop variables a register tile's accesses are written in.
 struct TileLoops {
-  std::vector<ir::Var> s1;         // S1 tile variables, outermost first
+  std::vector<ir::Var> s1;         // register-tile loops of the mid tile (S2), outermost first
   std::vector<int64_t> s1_trips;   // their trip counts
   std::vector<ir::Var> rows;       // unrolled non-vector register coordinates
   std::vector<int64_t> row_trips;  // their extents

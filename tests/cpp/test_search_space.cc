@@ -149,14 +149,19 @@ TEST(SearchSpace, EveryMutationAppliesAndKeepsSchedulesValid) {
       switch (m) {
         case Mutation::kTileSize:
           if (p.sketch == Sketch::kMultiLevelTiling) {
-            // One axis changed; a spatial axis either keeps its cache tile (register <-> S1)
-            // or its register tile (S1 <-> S0 count).
+            // One axis changed; a spatial axis keeps its cache tile (a move among S1..S3) or
+            // changes its count of cache tiles (a move to or from S0); test_mid_tiles.cc checks
+            // that exactly two of the four levels change.
+            const int64_t extents[] = {40, 36};
             int changed = 0;
             for (size_t ax = 0; ax < p.tile_outer.size(); ++ax) {
-              if (p.tile_outer[ax] == c.tile_outer[ax] && p.tile_reg[ax] == c.tile_reg[ax])
+              if (p.tile_outer[ax] == c.tile_outer[ax] && p.mid_tiles()[ax] == c.mid_tiles()[ax] &&
+                  p.tile_reg[ax] == c.tile_reg[ax])
                 continue;
               ++changed;
-              EXPECT_TRUE(p.tile_outer[ax] == c.tile_outer[ax] || p.tile_reg[ax] == c.tile_reg[ax]);
+              auto count = [&](int64_t t) { return (extents[ax] + t - 1) / t; };
+              EXPECT_TRUE(p.tile_outer[ax] == c.tile_outer[ax] ||
+                          count(p.tile_outer[ax]) != count(c.tile_outer[ax]));
             }
             changed += p.tile_reduce != c.tile_reduce;
             EXPECT_EQ(changed, 1);

@@ -192,6 +192,9 @@ schedule::StageAnnotation to_annotation(const StageSpace& sp, const EtirState& s
     ann.vector_width = static_cast<int>(sp.lanes * (m > 0 ? s.vthread[n + m - 1] : 1));
     return ann;
   }
+  // Construct mode sizes no mid level (its L1 tile orders the register-tile loops instead), so
+  // its schedules are three-level; the analytic model still ranks four-level ones (search mode).
+  ann.tile_mid.clear();
   std::vector<double> reach(n, 1);
   for (int a = 0; a < n; ++a) {
     int64_t reg = std::max<int64_t>(1, effective_reg_tile(sp, s, a));

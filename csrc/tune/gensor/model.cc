@@ -46,14 +46,15 @@ int64_t gcd64(int64_t a, int64_t b) {
   return a;
 }
 
-// The innermost S1 axis that has more than one register tile per cache tile: the one whose sweep
-// decides what stays in L1 and in which order the output is written (axes of one tile do not
-// loop).
+// The innermost register-tile loop axis that has more than one register tile per mid tile (per
+// cache tile without a mid level): the one whose sweep decides what stays in L1 and in which
+// order the output is written (axes of one tile do not loop).
 int innermost_swept_axis(const schedule::StageAnnotation& ann) {
   const std::vector<int> order = ann.s1_loop_order();
+  const std::vector<int64_t> mid = ann.mid_tiles();
   for (size_t k = order.size(); k-- > 0;) {
     const int a = order[k];
-    if (ann.tile_outer[a] > ann.tile_reg[a]) return a;
+    if (mid[a] > ann.tile_reg[a]) return a;
   }
   return order.back();
 }
@@ -71,7 +72,9 @@ double tensor_bytes(const cost::TensorAccesses& t) {
 }
 
 // The loops of one task around a register tile's inner reduce steps, innermost first (see the
-// sketch in schedule/annotation.h): the S1 loops in reverse s1 order, then the R0 loops.
+// sketch in schedule/annotation.h): the register-tile loops of a mid tile (S2) in reverse s1
+// order, then the R0 loops, then the mid-tile loops (S1) that iterate. Without a mid level the
+// last group is empty and the list is the three-level one.
 struct TaskLoop {
   int iter;        // iterator it advances
   double trips;    // iterations
@@ -82,15 +85,22 @@ std::vector<TaskLoop> task_loops(const StageSpace& sp, const schedule::StageAnno
   const int n = sp.num_spatial, m = sp.num_reduce;
   std::vector<TaskLoop> loops;
   const std::vector<int> order = ann.s1_loop_order();
+  const std::vector<int64_t> mid = ann.mid_tiles();
   for (size_t k = order.size(); k-- > 0;) {
     const int a = order[k];
-    loops.push_back({a, static_cast<double>(ann.tile_outer[a] / ann.tile_reg[a]),
-                     std::min(ann.tile_outer[a], sp.extents[a])});
+    loops.push_back(
+        {a, static_cast<double>(mid[a] / ann.tile_reg[a]), std::min(mid[a], sp.extents[a])});
   }
   for (int r = m; r-- > 0;) {
     const double e = static_cast<double>(sp.extents[n + r]);
     loops.push_back(
         {n + r, std::ceil(e / static_cast<double>(ann.tile_reduce[r])), sp.extents[n + r]});
+  }
+  for (size_t k = order.size(); k-- > 0;) {
+    const int a = order[k];
+    if (ann.tile_outer[a] == mid[a]) continue;
+    loops.push_back({a, static_cast<double>(ann.tile_outer[a] / mid[a]),
+                     std::min(ann.tile_outer[a], sp.extents[a])});
   }
   return loops;
 }

@@ -26,6 +26,7 @@ constexpr int64_t kMaxRegisterVectors = 4;
 constexpr double kParallelOdds = 0.75;         // a sampled stage runs its tiles in parallel
 constexpr double kPrefetchOdds = 0.25;         // an unrolled reduction gets prefetch hints
 constexpr double kDefaultOrderOdds = 0.5;      // the S1 order is the rules' order, not shuffled
+constexpr double kMidLevelOdds = 0.5;          // a sampled tiling splits cache tiles into mid tiles
 constexpr double kFlipParallelOdds = 1.0 / 3;  // a parallel mutation flips on/off
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -102,6 +103,78 @@ std::vector<int64_t> register_choices(const StageChoices& c, int a) {
 
 // Cache tile along axis a not split in the parallel loop: the whole axis in register tiles.
 int64_t full_tile(int64_t extent, int64_t reg) { return gensor::round_up(extent, reg); }
+
+// Divisors of x (x >= 1), ascending.
+std::vector<int64_t> divisors(int64_t x) {
+  std::vector<int64_t> d;
+  for (int64_t k = 1; k * k <= x; ++k) {
+    if (x % k != 0) continue;
+    d.push_back(k);
+    if (k * k != x) d.push_back(x / k);
+  }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+// A tiled stage's tiles along one spatial axis as the sizes of its four levels, outside in:
+// cache tiles (S0, a count that covers the extent), mid tiles per cache tile (S1), register
+// tiles per mid tile (S2) and the register tile (S3). Without a mid level S1 is 1.
+struct AxisLevels {
+  static constexpr int kS0 = 0, kS1 = 1, kS2 = 2, kS3 = 3, kNum = 4;
+  int64_t size[kNum];
+
+  static AxisLevels of(const StageAnnotation& ann, int a, int64_t extent) {
+    const int64_t mid = ann.mid_tiles()[a], reg = ann.tile_reg[a];
+    return {{ceil_div(extent, ann.tile_outer[a]), ann.tile_outer[a] / mid, mid / reg, reg}};
+  }
+  int64_t reg() const { return size[kS3]; }
+  int64_t mid() const { return reg() * size[kS2]; }
+  int64_t outer() const { return mid() * size[kS1]; }
+
+  // Writes the tiles back (tile_mid made explicit; normalize_mid drops it when unused).
+  void store(StageAnnotation& ann, int a) const {
+    if (ann.tile_mid.size() != ann.tile_outer.size()) ann.tile_mid = ann.mid_tiles();
+    ann.tile_reg[a] = reg();
+    ann.tile_mid[a] = mid();
+    ann.tile_outer[a] = outer();
+  }
+};
+
+// Moves a prime factor of one level of spatial axis `a` to another (kTileSize). A tiled stage
+// has all four levels; a cross-lane stage only cache tiles, so its moves are S0 <-> S2 (its
+// register tile is 1 and it has no mid level). A factor taken from the cache-tile count grows
+// the destination only as far as the extent needs. False when the draw changes nothing.
+bool move_spatial_factor(StageAnnotation& ann, int a, int64_t extent, bool tiled,
+                         std::mt19937_64& rng) {
+  using L = AxisLevels;
+  const std::vector<int> levels =
+      tiled ? std::vector<int>{L::kS0, L::kS1, L::kS2, L::kS3} : std::vector<int>{L::kS0, L::kS2};
+  const int src = pick(levels, rng);
+  int dst = src;
+  while (dst == src) dst = pick(levels, rng);
+  AxisLevels lv = AxisLevels::of(ann, a, extent);
+  std::vector<int64_t> f = prime_factors(lv.size[src]);
+  if (f.empty()) return false;
+  const int64_t p = pick(f, rng);
+  if (src != L::kS0) lv.size[src] /= p;
+  if (dst != L::kS0) {
+    const int64_t before = lv.size[dst];
+    lv.size[dst] *= p;
+    if (src == L::kS0) {
+      // What the tiles inside the destination level leave of the extent.
+      const int64_t inner = dst == L::kS1 ? lv.mid() : dst == L::kS2 ? lv.reg() : 1;
+      lv.size[dst] = std::min(lv.size[dst], ceil_div(extent, inner));
+      if (lv.size[dst] == before) return false;
+    }
+  }
+  lv.store(ann, a);
+  return true;
+}
+
+// tile_mid cleared when it splits no cache tile: one text per kernel (annotation.h).
+void normalize_mid(StageAnnotation& ann) {
+  if (!ann.has_mid_level()) ann.tile_mid.clear();
+}
 
 }  // namespace
 
@@ -224,6 +297,14 @@ StageAnnotation SearchSpace::sample_tiling(int i, std::mt19937_64& rng) const {
     const int64_t mid = a < depth ? pick(factor_choices(count), rng) : count;
     ann.tile_outer[a] = ann.tile_reg[a] * mid;
   }
+  // Mid tiles (S1): per axis a divisor of the register tiles per cache tile.
+  if (n > 0 && coin(rng, kMidLevelOdds)) {
+    ann.tile_mid.resize(n);
+    for (int a = 0; a < n; ++a) {
+      ann.tile_mid[a] = ann.tile_reg[a] * pick(divisors(ann.tile_outer[a] / ann.tile_reg[a]), rng);
+    }
+    normalize_mid(ann);
+  }
   for (int r = 0; r < m; ++r)
     ann.tile_reduce.push_back(pick(factor_choices(sp.extents[n + r]), rng));
   if (m > 0) {
@@ -305,13 +386,16 @@ std::string SearchSpace::check_stage(int i, const StageAnnotation& ann) const {
     }
     if (ann.vector_width < 1 || ann.vector_width > sp.lanes) return "vector width out of range";
     if (!ann.pack.empty() || ann.vector_axis >= 0) return "cross-lane stages neither pack nor tile";
+    if (!ann.tile_mid.empty()) return "cross-lane stages have no mid tiles";
     return "";
   }
+  if (!ann.tile_mid.empty() && ann.tile_mid.size() != n) return "tile_mid does not match the axes";
+  const std::vector<int64_t> mid = ann.mid_tiles();
   int64_t points = 1;
   for (size_t a = 0; a < n; ++a) {
-    if (ann.tile_reg[a] < 1 || ann.tile_outer[a] < ann.tile_reg[a] ||
-        ann.tile_outer[a] % ann.tile_reg[a] != 0)
-      return "cache tile not a multiple of the register tile";
+    if (ann.tile_reg[a] < 1 || mid[a] < ann.tile_reg[a] || mid[a] % ann.tile_reg[a] != 0)
+      return "mid tile not a multiple of the register tile";
+    if (ann.tile_outer[a] % mid[a] != 0) return "cache tile not a multiple of the mid tile";
     points *= ann.tile_reg[a];
   }
   const int vw = ann.vector_axis >= 0 ? ann.vector_width : 1;
@@ -391,30 +475,11 @@ bool SearchSpace::mutate_stage(int i, StageAnnotation& ann, Mutation m,
           }
           return true;
         }
-        const int64_t e = sp.extents[axis];
-        int64_t reg = ann.tile_reg[axis], mid = ann.tile_outer[axis] / reg;
-        const int64_t count = ceil_div(e, ann.tile_outer[axis]);
-        const int move = tiled ? pick_int(rng, 0, 3) : pick_int(rng, 2, 3);
-        // 0: register -> S1, 1: S1 -> register, 2: S1 -> S0 count, 3: S0 count -> S1.
-        const int64_t source = move == 0 ? reg : move == 3 ? count : mid;
-        std::vector<int64_t> f = prime_factors(source);
-        if (f.empty()) continue;
-        const int64_t p = pick(f, rng);
-        if (move == 0) {
-          reg /= p;
-          mid *= p;
-        } else if (move == 1) {
-          reg *= p;
-          mid /= p;
-        } else if (move == 2) {
-          mid /= p;
-        } else {
-          mid = std::min(mid * p, ceil_div(e, reg));
+        if (move_spatial_factor(ann, axis, sp.extents[axis], tiled, rng)) {
+          if (axis == v) fit_width();
+          normalize_mid(ann);
+          return true;
         }
-        ann.tile_reg[axis] = reg;
-        ann.tile_outer[axis] = reg * mid;
-        if (axis == v) fit_width();
-        return true;
       }
       return false;
     }
@@ -437,16 +502,21 @@ bool SearchSpace::mutate_stage(int i, StageAnnotation& ann, Mutation m,
         ann.parallel = !ann.parallel;
         return true;
       }
+      // Cache tiles are whole mid tiles; without a mid level the mid tile follows the cache
+      // tile, and the unit is the register tile.
       const int a = pick_int(rng, 0, n - 1);
-      const int64_t reg = ann.tile_reg[a], full = full_tile(sp.extents[a], reg);
+      const bool has_mid = ann.has_mid_level();
+      const int64_t unit = has_mid ? ann.tile_mid[a] : ann.tile_reg[a];
+      const int64_t full = full_tile(sp.extents[a], unit);
       if (ann.tile_outer[a] < full) {  // split in the parallel loop: take it out
         ann.tile_outer[a] = full;
-        return true;
+      } else {
+        std::vector<int64_t> counts = factor_choices(ceil_div(sp.extents[a], unit));
+        counts.pop_back();  // the whole axis, which it is now
+        if (counts.empty()) return false;
+        ann.tile_outer[a] = unit * pick(counts, rng);
       }
-      std::vector<int64_t> mids = factor_choices(ceil_div(sp.extents[a], reg));
-      mids.pop_back();  // the whole axis, which it is now
-      if (mids.empty()) return false;
-      ann.tile_outer[a] = reg * pick(mids, rng);
+      if (has_mid) normalize_mid(ann);
       return true;
     }
     case Mutation::kVectorWidth: {
@@ -528,11 +598,16 @@ std::optional<KernelSchedule> SearchSpace::crossover(const KernelSchedule& a,
     const bool mixable = base.sketch == other.sketch && base.sketch == Sketch::kMultiLevelTiling &&
                          base.vector_axis == other.vector_axis;
     if (mixable) {
+      // An axis's three tiles travel together (mid tiles made explicit for the mix).
+      const std::vector<int64_t> other_mid = other.mid_tiles();
+      mixed.tile_mid = mixed.mid_tiles();
       for (size_t ax = 0; ax < mixed.tile_outer.size(); ++ax) {
         if (!coin(rng, 0.5)) continue;
         mixed.tile_outer[ax] = other.tile_outer[ax];
+        mixed.tile_mid[ax] = other_mid[ax];
         mixed.tile_reg[ax] = other.tile_reg[ax];
       }
+      normalize_mid(mixed);
       for (size_t r = 0; r < mixed.tile_reduce.size(); ++r) {
         if (coin(rng, 0.5)) mixed.tile_reduce[r] = other.tile_reduce[r];
       }

@@ -6,9 +6,11 @@
 // Choices per stage, over the one schedule representation (schedule/annotation.h):
 //   sketch        multi-level tiling always; cross-lane reduction where the stage reduces and its
 //                 innermost reduce axis is some input's innermost index (rows read contiguously)
-//   tiles         per spatial axis three levels: cache-tile count (S0), register tiles per cache
-//                 tile (S1 = tile_outer / tile_reg) and the register tile (S2 = tile_reg); per
-//                 reduce axis two (R0 count, R1 = tile_reduce). Cross-lane: points per task.
+//   tiles         per spatial axis four levels: cache-tile count (S0), mid tiles per cache tile
+//                 (S1 = tile_outer / tile_mid), register tiles per mid tile (S2 = tile_mid /
+//                 tile_reg) and the register tile (S3 = tile_reg); half the samples have no mid
+//                 level (S1 = 1, tile_mid empty). Per reduce axis two (R0 count, R1 =
+//                 tile_reduce). Cross-lane: points per task.
 //   parallel      on/off, and how many outer axes are split in the parallel loop. The lowering
 //                 fuses every cache-tile loop into one parallel loop, so "axis a is not fused" is
 //                 expressed as tile_outer[a] = the whole (rounded-up) extent.
@@ -17,7 +19,7 @@
 //                 register tile
 //   packing       on/off per packable operand (vector-axis panels and row operands)
 //   unroll        inner-reduce unroll depth (reduce_unroll) and its prefetch hints
-//   s1 order      the order of the register-tile loops inside a cache tile
+//   s1 order      the order of the mid-tile loops (S1) and of the register-tile loops (S2)
 // What the annotation cannot express stays with the stage plan: inlining of injective producers
 // and where a fused epilogue is computed (always at the reduction's write-back).
 //
@@ -65,7 +67,7 @@ struct StageChoices {
 };
 
 enum class Mutation {
-  kTileSize,     // move a prime factor between two levels of one axis
+  kTileSize,     // move a prime factor between two levels of one axis (S0..S3, or R0/R1)
   kUnroll,       // another reduce_unroll (and prefetch on/off)
   kParallel,     // parallel on/off, or one more / one fewer axis split in the parallel loop
   kVectorWidth,  // another power-of-two width dividing the register tile
@@ -107,8 +109,8 @@ class SearchSpace {
   std::optional<schedule::KernelSchedule> mutate(const schedule::KernelSchedule& s,
                                                  std::mt19937_64& rng) const;
   // Child of `a` and `b`: each stage from either parent; a stage both parents tile with one
-  // sketch also mixes per axis (an axis's cache and register tile travel together). Nullopt when
-  // the mix breaks check_structure.
+  // sketch also mixes per axis (an axis's cache, mid and register tiles travel together). Nullopt
+  // when the mix breaks check_structure.
   std::optional<schedule::KernelSchedule> crossover(const schedule::KernelSchedule& a,
                                                     const schedule::KernelSchedule& b,
                                                     std::mt19937_64& rng) const;
