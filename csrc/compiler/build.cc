@@ -32,7 +32,8 @@ BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSch
 
 BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                       const BuildOptions& options) {
-  const schedule::StagePlan plan = schedule::plan_stages(outputs, inputs);
+  const schedule::StagePlan plan = schedule::plan_stages(
+      outputs, inputs, options.schedule ? options.schedule->plan : schedule::PlanChoices{});
   const schedule::Target target = options.target ? *options.target : schedule::Target::host();
   return build_cpu(plan,
                    options.schedule ? *options.schedule : schedule::default_schedule(plan, target),

@@ -49,13 +49,14 @@ class BuiltKernel {
   double lower_ms_ = 0;
 };
 
-// Lowers and JIT-compiles `plan` with `schedule` (one lowering, one JIT compile).
+// Lowers and JIT-compiles `plan` with `schedule` (one lowering, one JIT compile); `plan` must
+// have been made with the schedule's plan choices (tune::Task::plan_for).
 BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSchedule& schedule,
                       const std::string& name = "kernel",
                       const codegen::CompileOptions& codegen = {});
 
-// Plans the DAG of `outputs`, then builds it with options.schedule (default: the rules'
-// schedule for options.target or the host).
+// Plans the DAG of `outputs` with options.schedule's plan choices, then builds it with
+// options.schedule (default: the rules' plan and schedule for options.target or the host).
 BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                       const BuildOptions& options = {});
 

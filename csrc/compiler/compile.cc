@@ -93,9 +93,9 @@ Tuned records_or_tune(const std::vector<ir::Tensor>& outputs, const std::vector<
     if (std::optional<db::Record> rec = req.records->best(*key)) {
       try {
         Tuned t{task.as_run(schedule::KernelSchedule::parse(rec->schedule_json)), nullptr};
-        TESSERA_CHECK(t.schedule.stages.size() == task.plan.stages.size())
-            << "the record has " << t.schedule.stages.size() << " stages, the kernel "
-            << task.plan.stages.size();
+        const size_t stages = task.plan_for(t.schedule.plan).stages.size();
+        TESSERA_CHECK(t.schedule.stages.size() == stages)
+            << "the record has " << t.schedule.stages.size() << " stages, the kernel " << stages;
         util::bump(util::Counter::kRecordHits);
         rep->source = "records";
         rep->note = "tuned earlier by " + rec->tuner;
@@ -215,7 +215,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
   } else {
     try {
       out.kernel = std::make_shared<const BuiltKernel>(
-          build_cpu(task.plan, chosen.schedule, req.name, codegen));
+          build_cpu(task.plan_for(chosen.schedule.plan), chosen.schedule, req.name, codegen));
     } catch (const std::exception& e) {
       if (rep.source != "records") throw;
       // A stored schedule from another Tessera version may not fit this one's lowering.

@@ -46,10 +46,35 @@ void bind_schedule(py::module_& m) {
       .def("__repr__", [](const schedule::StageAnnotation& a) {
         return "StageAnnotation(" + a.to_json().dump() + ")";
       });
+  py::class_<schedule::PlanChoices>(m, "PlanChoices",
+                                    "Kernel-wide stage-plan choices (schedule/plan_choices.h): pad "
+                                    "'materialize' | 'inline', epilogue 'fused' | 'separate'.")
+      .def(py::init([](const std::string& pad, const std::string& epilogue) {
+             return schedule::PlanChoices{schedule::pad_placement_from_name(pad),
+                                          schedule::epilogue_placement_from_name(epilogue)};
+           }),
+           py::arg("pad") = "materialize", py::arg("epilogue") = "fused")
+      .def_property(
+          "pad", [](const schedule::PlanChoices& c) { return schedule::pad_placement_name(c.pad); },
+          [](schedule::PlanChoices& c, const std::string& s) {
+            c.pad = schedule::pad_placement_from_name(s);
+          })
+      .def_property(
+          "epilogue",
+          [](const schedule::PlanChoices& c) {
+            return schedule::epilogue_placement_name(c.epilogue);
+          },
+          [](schedule::PlanChoices& c, const std::string& s) {
+            c.epilogue = schedule::epilogue_placement_from_name(s);
+          })
+      .def("__eq__", &schedule::PlanChoices::operator==)
+      .def("__repr__",
+           [](const schedule::PlanChoices& c) { return "PlanChoices(" + c.text() + ")"; });
   py::class_<schedule::KernelSchedule>(m, "KernelSchedule",
                                        "A kernel's schedule: one StageAnnotation per stage, and "
                                        "the tuner that produced it.")
       .def(py::init<>())
+      .def_readwrite("plan", &schedule::KernelSchedule::plan)
       .def_readwrite("stages", &schedule::KernelSchedule::stages)
       .def_readwrite("tuner", &schedule::KernelSchedule::tuner)
       .def("stages_text", &schedule::KernelSchedule::stages_text,

@@ -259,14 +259,16 @@ void bind_shape(py::module_& m) {
 void bind_schedule_query(py::module_& m) {
   m.def(
       "default_schedule",
-      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
+         const std::optional<schedule::PlanChoices>& plan_choices) {
         const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
-        schedule::StagePlan plan = schedule::plan_stages(outs, ins);
+        schedule::StagePlan plan =
+            schedule::plan_stages(outs, ins, plan_choices.value_or(schedule::PlanChoices{}));
         return schedule::default_schedule(plan, schedule::Target::host());
       },
-      py::arg("outputs"), py::arg("inputs"),
-      "The rules' schedule (KernelSchedule) of this kernel, before any tuning (nothing is "
-      "compiled).");
+      py::arg("outputs"), py::arg("inputs"), py::arg("plan") = py::none(),
+      "The rules' schedule (KernelSchedule) of this kernel for the stage plan of `plan` "
+      "(PlanChoices; the rules' plan by default), before any tuning (nothing is compiled).");
 }
 
 }  // namespace

@@ -68,16 +68,16 @@ void bind_tune(py::module_& m) {
          const schedule::KernelSchedule& ks) {
         const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         tune::Task task = tune::Task::create(outs, ins, "predict");
-        TESSERA_CHECK(ks.stages.size() == task.plan.stages.size())
-            << "schedule has " << ks.stages.size() << " stages, the kernel "
-            << task.plan.stages.size();
+        const schedule::StagePlan& plan = task.plan_for(ks.plan);
+        TESSERA_CHECK(ks.stages.size() == plan.stages.size())
+            << "schedule has " << ks.stages.size() << " stages, the kernel " << plan.stages.size();
         tune::gensor::ModelOptions mo;
         mo.cores = task.target.num_threads;
         tune::gensor::AnalyticModel model(cost::host_memory_hierarchy(), mo);
         py::list stages;
         for (size_t i = 0; i < ks.stages.size(); ++i) {
           tune::gensor::StageSpace sp =
-              tune::gensor::make_stage_space(task.plan, static_cast<int>(i), task.target);
+              tune::gensor::make_stage_space(plan, static_cast<int>(i), task.target);
           tune::gensor::Prediction p = model.predict(sp, ks.stages[i]);
           py::dict d;
           d["total_ms"] = p.total_ms;

@@ -96,6 +96,8 @@ StageAnnotation StageAnnotation::from_json(const Json& j) {
 Json KernelSchedule::to_json() const {
   Json j = Json::object();
   j["tuner"] = tuner;
+  // Written only when not the defaults, so that schedules from before the choices keep their text.
+  if (!plan.is_default()) j["plan"] = plan.to_json();
   Json s = Json::array();
   for (const StageAnnotation& a : stages) s.push_back(a.to_json());
   j["stages"] = s;
@@ -105,12 +107,17 @@ Json KernelSchedule::to_json() const {
 std::string KernelSchedule::stages_text() const {
   Json s = Json::array();
   for (const StageAnnotation& a : stages) s.push_back(a.to_json());
-  return s.dump();
+  if (plan.is_default()) return s.dump();
+  Json j = Json::object();
+  j["plan"] = plan.to_json();
+  j["stages"] = s;
+  return j.dump();
 }
 
 KernelSchedule KernelSchedule::from_json(const Json& j) {
   KernelSchedule k;
   k.tuner = j.get_string("tuner", "default");
+  if (const Json* p = j.find("plan")) k.plan = PlanChoices::from_json(*p);
   for (const Json& s : j.at("stages").as_array()) k.stages.push_back(StageAnnotation::from_json(s));
   return k;
 }

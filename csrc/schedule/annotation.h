@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/plan_choices.h"
 #include "util/json.h"
 
 namespace tessera::schedule {
@@ -58,14 +59,18 @@ struct StageAnnotation {
 };
 
 struct KernelSchedule {
-  std::vector<StageAnnotation> stages;  // in stage-plan order
+  // The stage plan the stages annotate (plan_stages with these choices): written as "plan" only
+  // when not the defaults.
+  PlanChoices plan;
+  std::vector<StageAnnotation> stages;  // in the order of the plan's stages
   std::string tuner = "default";        // who produced it: default, construct, search, reuse...
 
   util::Json to_json() const;
   static KernelSchedule from_json(const util::Json& j);
   std::string dump() const { return to_json().dump(); }
-  // The text of the stages alone: equal for two schedules that build the same kernel, whichever
-  // tuner produced them (tile_mid is written only when has_mid_level()).
+  // The text of the stages alone (and of the plan choices when they are not the defaults): equal
+  // for two schedules that build the same kernel, whichever tuner produced them (tile_mid is
+  // written only when has_mid_level()).
   std::string stages_text() const;
   static KernelSchedule parse(const std::string& text) {
     return from_json(util::Json::parse(text));

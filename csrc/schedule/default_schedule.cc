@@ -309,6 +309,7 @@ void unroll_inner_reduce(StageAnnotation& ann) {
 KernelSchedule default_schedule(const StagePlan& plan, const Target& target) {
   KernelSchedule ks;
   ks.tuner = "default";
+  ks.plan = plan.choices;
   for (const Stage& s : plan.stages) ks.stages.push_back(default_stage_annotation(s, plan, target));
   return ks;
 }

@@ -85,6 +85,9 @@ Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const Stage
 
 loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
                         const std::string& name) {
+  TESSERA_CHECK(schedule.plan == plan.choices)
+      << "schedule is for the stage plan with " << schedule.plan.text()
+      << ", the plan given was made with " << plan.choices.text();
   TESSERA_CHECK(schedule.stages.size() == plan.stages.size())
       << "schedule has " << schedule.stages.size() << " stages, the kernel needs "
       << plan.stages.size();

@@ -13,7 +13,8 @@ namespace tessera::schedule {
 // Lowers `plan` with one annotation per stage. Kernel ABI: buffers = plan.inputs then
 // plan.outputs; size variables = the free symbolic sizes of the DAG in first-use order.
 // The loop nests then go through the loop-IR passes (loop/pipeline.h), so the result is what the
-// CPU code generator translates. Throws tessera::Error if the schedule does not fit the plan.
+// CPU code generator translates. Throws tessera::Error if the schedule does not fit the plan
+// (its plan choices are not the plan's, or its stages are not the plan's stages).
 loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
                         const std::string& name);
 

@@ -72,6 +72,7 @@ StageAnnotation random_stage_annotation(const Stage& stage, const StagePlan& pla
 KernelSchedule random_schedule(const StagePlan& plan, const Target& target, std::mt19937_64& rng) {
   KernelSchedule k;
   k.tuner = "random";
+  k.plan = plan.choices;
   for (const Stage& s : plan.stages)
     k.stages.push_back(random_stage_annotation(s, plan, target, rng));
   return k;

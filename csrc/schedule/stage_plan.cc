@@ -111,9 +111,10 @@ Expr replace_access(const Expr& e, const TensorNode* target, const Expr& value) 
 }
 
 StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
-                      const std::vector<Tensor>& inputs) {
+                      const std::vector<Tensor>& inputs, const PlanChoices& choices) {
   util::bump(util::Counter::kStagePlans);
   StagePlan plan;
+  plan.choices = choices;
   plan.inputs = inputs;
   // Long floating-point sums become trees of chunk sums before anything is planned (accuracy).
   const std::vector<Tensor> outputs = split_long_sums(requested_outputs);
@@ -148,7 +149,12 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     // expressions too deep or too large to simplify and emit: such a tensor is materialised.
     keep = keep || size.depth > kMaxInlinedDepth || size.nodes > kMaxInlinedNodes;
     if (!keep && t->op->tag == "pad") {
-      for (const Tensor& c : consumers[t.get()]) keep |= is_reduction(c);
+      bool feeds_reduction = false;
+      for (const Tensor& c : consumers[t.get()]) feeds_reduction |= is_reduction(c);
+      if (feeds_reduction) {
+        ++plan.pads_decided;
+        keep = choices.pad == PadPlacement::kMaterialize;
+      }
     }
     // A transcendental (exp of softmax) read by a reduction and by something else would be
     // computed twice when inlined into both; computed once into a temporary instead (the
@@ -164,9 +170,9 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     }
   }
 
-  // Epilogue fusion: reduction R (not an output) with one consumer E that is an output,
-  // elementwise, reads R at identity indices and has the same dtype. Consumers are counted after
-  // inlining, so bias-add + relu chains collapse into one epilogue.
+  // Epilogue fusion (choices.epilogue kFused): reduction R (not an output) with one consumer E
+  // that is an output, elementwise, reads R at identity indices and has the same dtype.
+  // Consumers are counted after inlining, so bias-add + relu chains collapse into one epilogue.
   std::map<const TensorNode*, Expr> inlined_body;
   std::map<const TensorNode*, std::vector<Tensor>> readers;
   for (const Tensor& t : dag.computes) {
@@ -199,6 +205,8 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     epilogue_of[t.get()] = e;
     fused_epilogues.insert(e.get());
   }
+  plan.epilogues_decided = static_cast<int>(epilogue_of.size());
+  if (choices.epilogue == EpiloguePlacement::kSeparate) epilogue_of.clear();
 
   // A fused stage runs where its epilogue would have run: after all of the epilogue's inputs.
   std::map<const TensorNode*, Tensor> anchor_of_epilogue;
@@ -221,6 +229,25 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     if (!is_output.count(t.get())) plan.temporaries.push_back(t);
   }
   return plan;
+}
+
+bool may_plan_differently(const StagePlan& plan, const PlanChoices& choices) {
+  return (choices.pad != plan.choices.pad && plan.pads_decided > 0) ||
+         (choices.epilogue != plan.choices.epilogue && plan.epilogues_decided > 0);
+}
+
+bool same_stages(const StagePlan& a, const StagePlan& b) {
+  if (a.stages.size() != b.stages.size() || a.inlined.size() != b.inlined.size()) return false;
+  auto name_of = [](const Tensor& t) { return t ? t->name : std::string(); };
+  for (size_t i = 0; i < a.stages.size(); ++i) {
+    if (name_of(a.stages[i].op) != name_of(b.stages[i].op) ||
+        name_of(a.stages[i].epilogue) != name_of(b.stages[i].epilogue))
+      return false;
+  }
+  std::multiset<std::string> inlined_a, inlined_b;
+  for (const TensorNode* t : a.inlined) inlined_a.insert(t->name);
+  for (const TensorNode* t : b.inlined) inlined_b.insert(t->name);
+  return inlined_a == inlined_b;
 }
 
 }  // namespace tessera::schedule

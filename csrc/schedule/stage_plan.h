@@ -1,11 +1,13 @@
 #pragma once
 // Splits the compute DAG of one kernel into stages: which ops get their own loop nest, which are
 // inlined into their consumers, and which elementwise outputs ride along as epilogues of a
-// reduction's write-back (e.g. bias + relu after a matmul).
+// reduction's write-back (e.g. bias + relu after a matmul). Two of these decisions are choices a
+// schedule may make differently from the rules (plan_choices.h).
 #include <set>
 #include <vector>
 
 #include "ir/tensor.h"
+#include "schedule/plan_choices.h"
 
 namespace tessera::schedule {
 
@@ -17,12 +19,18 @@ struct Stage {
 };
 
 struct StagePlan {
+  PlanChoices choices;              // what plan_stages was asked for
   std::vector<ir::Tensor> inputs;   // kernel inputs (ABI order)
   std::vector<ir::Tensor> outputs;  // kernel outputs (ABI order, after inputs)
   std::vector<Stage> stages;        // execution order
   std::set<const ir::TensorNode*> inlined;
   // Tensors materialised in kernel-owned temporaries (written by a stage, not an output).
   std::vector<ir::Tensor> temporaries;
+  // How many ops each choice decided here (whichever way): pad ops read by a reduction that no
+  // other rule materialises, and reductions with an epilogue to fuse. A choice that decided
+  // nothing plans the same stages either way.
+  int pads_decided = 0;
+  int epilogues_decided = 0;
 };
 
 // An injective op is inlined only while the expression it grows into (its body with the inlined
@@ -31,14 +39,24 @@ constexpr int64_t kMaxInlinedDepth = 96;
 constexpr int64_t kMaxInlinedNodes = 4096;
 
 // Rules: outputs and reductions are materialised; injective ops with the "pad" tag that feed a
-// reduction are materialised (a padded copy is cheaper than a select in the inner loop);
-// other injective ops are inlined. A non-output reduction whose single consumer is an output
-// elementwise op reading it at identical indices becomes that op's epilogue.
+// reduction are materialised when choices.pad is kMaterialize (the default: a padded copy saves
+// a select per load of the inner loop); other injective ops are inlined. With choices.epilogue
+// kFused (the default), a non-output reduction whose single consumer is an output elementwise
+// op reading it at identical indices becomes that op's epilogue; with kSeparate every
+// materialised op is its own stage.
 // Floating-point sums over more than kSumChunk values are first split into a tree of chunk sums
 // (split_reduction.h), so `outputs` of the plan may be other nodes than the ones passed (same
 // names, shapes and dtypes).
-StagePlan plan_stages(const std::vector<ir::Tensor>& outputs,
-                      const std::vector<ir::Tensor>& inputs);
+StagePlan plan_stages(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
+                      const PlanChoices& choices = {});
+
+// Whether planning the DAG of `plan` with `choices` could give other stages: some choice that
+// differs from plan.choices decided an op of this DAG (pads_decided, epilogues_decided).
+bool may_plan_differently(const StagePlan& plan, const PlanChoices& choices);
+
+// Whether two plans of one DAG have the same stages (ops and epilogues, by name, in order) and
+// inline the same tensors: then every schedule builds the same kernel with either.
+bool same_stages(const StagePlan& a, const StagePlan& b);
 
 // Body of `t`'s op with every inlined producer substituted (recursively).
 ir::Expr inline_body(const ir::Tensor& t, const std::set<const ir::TensorNode*>& inlined);

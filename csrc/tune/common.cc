@@ -97,6 +97,17 @@ Task Task::from_plan(schedule::StagePlan plan, const std::string& name) {
   return t;
 }
 
+const schedule::StagePlan& Task::plan_for(const schedule::PlanChoices& choices) const {
+  if (choices == plan.choices) return plan;
+  std::lock_guard<std::mutex> lock(plan_cache->mutex);
+  std::unique_ptr<const schedule::StagePlan>& p = plan_cache->plans[choices.text()];
+  if (p == nullptr) {
+    p = std::make_unique<const schedule::StagePlan>(
+        schedule::plan_stages(outputs, inputs, choices));
+  }
+  return *p;
+}
+
 double Task::iteration_points() const {
   double total = 0;
   for (const schedule::Stage& s : plan.stages)
@@ -198,8 +209,9 @@ void CandidateMeasurer::build_all(
     if (schedules[c].stages_text() == reference_text) return;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      (*built)[c] = std::make_shared<const compiler::BuiltKernel>(compiler::build_cpu(
-          task_.plan, schedules[c], task_.name + "_c" + std::to_string(num_measured_ + c)));
+      (*built)[c] = std::make_shared<const compiler::BuiltKernel>(
+          compiler::build_cpu(task_.plan_for(schedules[c].plan), schedules[c],
+                              task_.name + "_c" + std::to_string(num_measured_ + c)));
       res.build_ms = ms_since(t0);
     } catch (const std::exception& e) {
       res.error = std::string("build failed: ") + e.what();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct Task {
   // A task over a plan made already.
   static Task from_plan(schedule::StagePlan plan, const std::string& name = "task");
 
+  // The stage plan a schedule with `choices` builds: `plan` for plan's own choices, else
+  // planned from outputs/inputs on first use and kept in plan_cache (thread-safe; a cached plan
+  // lives as long as the task or a copy of it).
+  const schedule::StagePlan& plan_for(const schedule::PlanChoices& choices) const;
+
   // Iteration points over all stages (spatial x reduce extents): a size measure for reports.
   double iteration_points() const;
   // Floating-point work of one run: a multiply-add (2 flops) per summation point; 0 for a kernel
@@ -53,6 +59,14 @@ struct Task {
   schedule::KernelSchedule default_schedule() const;
   // `s` as this task runs it: every stage serial when `parallel` is off.
   schedule::KernelSchedule as_run(schedule::KernelSchedule s) const;
+
+  // Plans of other choices than plan's (plan_for), shared by copies of the task: a copy given
+  // another DAG needs a fresh cache.
+  struct PlanCache {
+    std::mutex mutex;
+    std::map<std::string, std::unique_ptr<const schedule::StagePlan>> plans;  // by choices.text()
+  };
+  std::shared_ptr<PlanCache> plan_cache = std::make_shared<PlanCache>();
 };
 
 struct MeasureConfig {

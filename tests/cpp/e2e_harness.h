@@ -84,7 +84,8 @@ inline void check_graph(const Graph& g, const std::optional<schedule::KernelSche
 
   compiler::BuildOptions opts;
   opts.schedule = sched;
-  schedule::StagePlan plan = schedule::plan_stages(g.outputs, g.inputs);
+  schedule::StagePlan plan =
+      schedule::plan_stages(g.outputs, g.inputs, sched ? sched->plan : schedule::PlanChoices{});
   schedule::KernelSchedule ks =
       sched ? *sched : schedule::default_schedule(plan, schedule::Target::host());
   loop::LoweredFunc f = schedule::lower(plan, ks, "kernel");

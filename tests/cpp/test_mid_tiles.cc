@@ -62,7 +62,8 @@ schedule::StagePlan plan_of(const testing::Graph& g) {
 }
 
 std::string lowered_text(const testing::Graph& g, const KernelSchedule& s) {
-  return loop::to_string(schedule::lower(plan_of(g), s, "kernel"));
+  const schedule::StagePlan plan = schedule::plan_stages(g.outputs, g.inputs, s.plan);
+  return loop::to_string(schedule::lower(plan, s, "kernel"));
 }
 
 // Position of `needle` in `text`, failing the test when absent.

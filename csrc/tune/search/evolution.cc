@@ -71,7 +71,7 @@ std::vector<Scored> evolve(const SearchSpace& space, const Scorer& scorer,
     if (pop.size() >= max_seeds) break;
     // Seeds are trusted (measured, or from another tuner): they need not fit the space's
     // register budget, only its stages. Their children are checked like any other.
-    if (static_cast<int>(s.stages.size()) == space.num_stages()) pop.push_back(s);
+    if (space.fits_variant(s)) pop.push_back(s);
   }
   {
     Timer t;
@@ -153,8 +153,9 @@ std::vector<double> TaskSearcher::analytic_scores(const std::vector<KernelSchedu
   for (const KernelSchedule& s : batch) {
     double ms = 0;
     try {
-      for (int i = 0; i < space_.num_stages(); ++i) {
-        const StageChoices& c = space_.stage(i);
+      const std::vector<StageChoices>& stages = space_.stages_of(s);
+      for (size_t i = 0; i < stages.size(); ++i) {
+        const StageChoices& c = stages[i];
         const bool cross = s.stages[i].sketch == schedule::Sketch::kCrossLaneReduction;
         ms += model.predict(cross ? c.cross_lane_space : c.tiling_space, s.stages[i]).total_ms;
       }

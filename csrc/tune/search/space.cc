@@ -194,26 +194,44 @@ const char* mutation_name(Mutation m) {
       return "order";
     case Mutation::kSketch:
       return "sketch";
+    case Mutation::kPlan:
+      return "plan";
   }
   return "?";
 }
 
 std::string schedule_key(const KernelSchedule& s) {
-  std::string k;
+  std::string k = s.plan.is_default() ? "" : s.plan.to_json().dump();
   for (const StageAnnotation& a : s.stages) k += a.to_json().dump();
   return k;
 }
 
 SearchSpace::SearchSpace(const Task& task, SpaceLimits limits) : task_(task), limits_(limits) {
-  const int nstages = static_cast<int>(task.plan.stages.size());
-  TESSERA_CHECK(nstages > 0) << "task " << task.name << " has no stages";
-  for (int i = 0; i < nstages; ++i) {
-    const schedule::Stage& stage = task.plan.stages[i];
+  TESSERA_CHECK(!task.plan.stages.empty()) << "task " << task.name << " has no stages";
+  variants_.push_back(make_variant(task.plan));
+  // Only choices that decide some op of this kernel are planned; a plan that still comes out
+  // with the stages of one offered already adds nothing.
+  for (const schedule::PlanChoices& choices : schedule::PlanChoices::all()) {
+    if (!schedule::may_plan_differently(task.plan, choices)) continue;
+    const schedule::StagePlan& plan = task.plan_for(choices);
+    bool known = false;
+    for (const PlanVariant& v : variants_) {
+      known = known || schedule::same_stages(task.plan_for(v.choices), plan);
+    }
+    if (!known) variants_.push_back(make_variant(plan));
+  }
+}
+
+PlanVariant SearchSpace::make_variant(const schedule::StagePlan& plan) const {
+  PlanVariant variant;
+  variant.choices = plan.choices;
+  for (int i = 0; i < static_cast<int>(plan.stages.size()); ++i) {
+    const schedule::Stage& stage = plan.stages[i];
     StageChoices c;
-    c.space = gensor::make_stage_space(task.plan, i, task.target);
+    c.space = gensor::make_stage_space(plan, i, task_.target);
     const gensor::StageSpace& sp = c.space;
     c.work = sp.work();
-    const schedule::AccessPattern ap = schedule::analyze_access_pattern(stage, task.plan);
+    const schedule::AccessPattern ap = schedule::analyze_access_pattern(stage, plan);
     c.cross_lane_legal = sp.num_reduce > 0 && ap.reduce_contiguous;
     if (sp.cross_lane()) c.cross_lane_legal = true;  // the rules chose it: legal by construction
     // The tiling sketch keeps the space's vector axis. Behind a cross-lane base the space has
@@ -224,7 +242,7 @@ SearchSpace::SearchSpace(const Task& task, SpaceLimits limits) : task_(task), li
       c.vector_axis = sp.num_spatial - 1;
     }
     if (c.vector_axis >= 0 && sp.num_reduce > 0) {
-      c.packable = schedule::analyze_access_pattern(stage, task.plan, c.vector_axis).packable;
+      c.packable = schedule::analyze_access_pattern(stage, plan, c.vector_axis).packable;
       for (const gensor::StageSpace::RowOperand& r : sp.row_packable) {
         if (std::find(c.packable.begin(), c.packable.end(), r.name) == c.packable.end())
           c.packable.push_back(r.name);
@@ -234,12 +252,35 @@ SearchSpace::SearchSpace(const Task& task, SpaceLimits limits) : task_(task), li
     c.tiling_space.base.sketch = Sketch::kMultiLevelTiling;
     c.cross_lane_space = sp;
     c.cross_lane_space.base.sketch = Sketch::kCrossLaneReduction;
-    stages_.push_back(std::move(c));
+    variant.stages.push_back(std::move(c));
   }
+  return variant;
 }
 
-int64_t SearchSpace::register_budget(int i, int vector_width) const {
-  const gensor::StageSpace& sp = stages_[i].space;
+int SearchSpace::variant_index(const schedule::PlanChoices& choices) const {
+  for (int v = 0; v < num_variants(); ++v) {
+    if (variants_[v].choices == choices) return v;
+  }
+  return -1;
+}
+
+bool SearchSpace::fits_variant(const KernelSchedule& s) const {
+  const int v = variant_index(s.plan);
+  return v >= 0 && s.stages.size() == variants_[v].stages.size();
+}
+
+const std::vector<StageChoices>& SearchSpace::stages_of(const KernelSchedule& s) const {
+  const int v = variant_index(s.plan);
+  TESSERA_CHECK(v >= 0) << "search space of " << task_.name << " offers no plan with "
+                        << s.plan.text();
+  TESSERA_CHECK(s.stages.size() == variants_[v].stages.size())
+      << "schedule has " << s.stages.size() << " stages, the plan with " << s.plan.text() << " has "
+      << variants_[v].stages.size();
+  return variants_[v].stages;
+}
+
+int64_t SearchSpace::register_budget(const StageChoices& c, int vector_width) const {
+  const gensor::StageSpace& sp = c.space;
   int64_t b = limits_.max_injective_register_points;
   if (sp.num_reduce > 0) {
     const int64_t vectors = std::max<int64_t>(
@@ -249,14 +290,13 @@ int64_t SearchSpace::register_budget(int i, int vector_width) const {
   return std::min(b, kLoweringMaxRegisterPoints);
 }
 
-int SearchSpace::pick_stage(std::mt19937_64& rng) const {
+int SearchSpace::pick_stage(const std::vector<StageChoices>& stages, std::mt19937_64& rng) {
   std::vector<double> w;
-  for (const StageChoices& c : stages_) w.push_back(std::log2(2.0 + c.work));
+  for (const StageChoices& c : stages) w.push_back(std::log2(2.0 + c.work));
   return static_cast<int>(std::discrete_distribution<int>(w.begin(), w.end())(rng));
 }
 
-StageAnnotation SearchSpace::sample_tiling(int i, std::mt19937_64& rng) const {
-  const StageChoices& c = stages_[i];
+StageAnnotation SearchSpace::sample_tiling(const StageChoices& c, std::mt19937_64& rng) const {
   const gensor::StageSpace& sp = c.space;
   const int n = sp.num_spatial, m = sp.num_reduce, v = c.vector_axis;
   StageAnnotation ann;
@@ -272,7 +312,7 @@ StageAnnotation SearchSpace::sample_tiling(int i, std::mt19937_64& rng) const {
     ann.vector_width = vw;
   }
   // Register tiles axis by axis in random order, each within what the budget leaves.
-  const int64_t budget = register_budget(i, vw);
+  const int64_t budget = register_budget(c, vw);
   int64_t points = ann.tile_reg.empty() || v < 0 ? 1 : ann.tile_reg[v];
   if (points > budget) {  // a vector tile alone over budget: fall back to one vector
     ann.tile_reg[v] = vw;
@@ -331,8 +371,8 @@ StageAnnotation SearchSpace::sample_tiling(int i, std::mt19937_64& rng) const {
   return ann;
 }
 
-StageAnnotation SearchSpace::sample_cross_lane(int i, std::mt19937_64& rng) const {
-  const gensor::StageSpace& sp = stages_[i].space;
+StageAnnotation SearchSpace::sample_cross_lane(const StageChoices& c, std::mt19937_64& rng) const {
+  const gensor::StageSpace& sp = c.space;
   const int n = sp.num_spatial, m = sp.num_reduce;
   StageAnnotation ann;
   ann.sketch = Sketch::kCrossLaneReduction;
@@ -351,17 +391,27 @@ StageAnnotation SearchSpace::sample_cross_lane(int i, std::mt19937_64& rng) cons
   return ann;
 }
 
+StageAnnotation SearchSpace::sample_stage(const StageChoices& c, std::mt19937_64& rng) const {
+  const bool cross = c.cross_lane_legal && coin(rng, 0.5);
+  return cross ? sample_cross_lane(c, rng) : sample_tiling(c, rng);
+}
+
 StageAnnotation SearchSpace::sample_stage(int i, std::mt19937_64& rng) const {
-  const bool cross = stages_[i].cross_lane_legal && coin(rng, 0.5);
-  return cross ? sample_cross_lane(i, rng) : sample_tiling(i, rng);
+  return sample_stage(stage(i), rng);
 }
 
 KernelSchedule SearchSpace::sample(std::mt19937_64& rng) const {
   std::string why;
   for (int t = 0; t < limits_.max_sample_tries; ++t) {
+    // Variants are drawn uniformly: which plan is faster depends on the kernel, and the
+    // evolution moves the population towards the variants that measure well.
+    // (No draw for a single plan: its samples are what they were before plans were searched.)
+    const PlanVariant& variant =
+        num_variants() > 1 ? variants_[pick_int(rng, 0, num_variants() - 1)] : variants_[0];
     KernelSchedule k;
     k.tuner = "search";
-    for (int i = 0; i < num_stages(); ++i) k.stages.push_back(sample_stage(i, rng));
+    k.plan = variant.choices;
+    for (const StageChoices& c : variant.stages) k.stages.push_back(sample_stage(c, rng));
     why = check_structure(k);
     if (why.empty() && try_lower(k, &why)) return k;
   }
@@ -370,7 +420,10 @@ KernelSchedule SearchSpace::sample(std::mt19937_64& rng) const {
 }
 
 std::string SearchSpace::check_stage(int i, const StageAnnotation& ann) const {
-  const StageChoices& c = stages_[i];
+  return check_stage(stage(i), ann);
+}
+
+std::string SearchSpace::check_stage(const StageChoices& c, const StageAnnotation& ann) const {
   const gensor::StageSpace& sp = c.space;
   const size_t n = sp.num_spatial, m = sp.num_reduce;
   if (!ann.op.empty() && ann.op != sp.op_name) return "annotation for another op";
@@ -399,7 +452,7 @@ std::string SearchSpace::check_stage(int i, const StageAnnotation& ann) const {
     points *= ann.tile_reg[a];
   }
   const int vw = ann.vector_axis >= 0 ? ann.vector_width : 1;
-  if (points > register_budget(i, vw)) return "register tile over the register budget";
+  if (points > register_budget(c, vw)) return "register tile over the register budget";
   if (ann.reduce_unroll < 1 || ann.reduce_unroll > limits_.max_reduce_unroll)
     return "reduce unroll out of range";
   if (ann.vector_axis >= 0) {
@@ -424,9 +477,12 @@ std::string SearchSpace::check_stage(int i, const StageAnnotation& ann) const {
 }
 
 std::string SearchSpace::check_structure(const KernelSchedule& s) const {
-  if (static_cast<int>(s.stages.size()) != num_stages()) return "stage count differs";
-  for (int i = 0; i < num_stages(); ++i) {
-    std::string why = check_stage(i, s.stages[i]);
+  const int v = variant_index(s.plan);
+  if (v < 0) return "the space offers no plan with " + s.plan.text();
+  const std::vector<StageChoices>& stages = variants_[v].stages;
+  if (s.stages.size() != stages.size()) return "stage count differs";
+  for (size_t i = 0; i < stages.size(); ++i) {
+    std::string why = check_stage(stages[i], s.stages[i]);
     if (!why.empty()) return "stage " + std::to_string(i) + ": " + why;
   }
   return "";
@@ -435,16 +491,15 @@ std::string SearchSpace::check_structure(const KernelSchedule& s) const {
 std::optional<loop::LoweredFunc> SearchSpace::try_lower(const KernelSchedule& s,
                                                         std::string* why) const {
   try {
-    return schedule::lower(task_.plan, s, task_.name);
+    return schedule::lower(task_.plan_for(s.plan), s, task_.name);
   } catch (const std::exception& e) {
     if (why) *why = e.what();
     return std::nullopt;
   }
 }
 
-bool SearchSpace::mutate_stage(int i, StageAnnotation& ann, Mutation m,
+bool SearchSpace::mutate_stage(const StageChoices& c, StageAnnotation& ann, Mutation m,
                                std::mt19937_64& rng) const {
-  const StageChoices& c = stages_[i];
   const gensor::StageSpace& sp = c.space;
   const int n = sp.num_spatial, nr = sp.num_reduce;
   const bool tiled = ann.sketch == Sketch::kMultiLevelTiling;
@@ -552,20 +607,52 @@ bool SearchSpace::mutate_stage(int i, StageAnnotation& ann, Mutation m,
     }
     case Mutation::kSketch: {
       if (!c.cross_lane_legal) return false;
-      ann = tiled ? sample_cross_lane(i, rng) : sample_tiling(i, rng);
+      ann = tiled ? sample_cross_lane(c, rng) : sample_tiling(c, rng);
       return true;
     }
+    case Mutation::kPlan:
+      return false;  // kernel-wide: switch_variant
   }
   return false;
 }
 
+std::optional<KernelSchedule> SearchSpace::switch_variant(const KernelSchedule& s,
+                                                          std::mt19937_64& rng) const {
+  if (num_variants() < 2) return std::nullopt;
+  const int from = variant_index(s.plan);
+  int to = pick_int(rng, 0, num_variants() - 2);
+  if (to >= from) ++to;
+  // A stage of the new plan whose op has a stage in the old one keeps that annotation when it is
+  // valid there (the conv's tiles survive when its pad is inlined): the mutant differs in the
+  // plan, not in everything, so that a better plan shows in its measurement instead of being
+  // buried under a random retiling. Other stages are sampled.
+  const PlanVariant& variant = variants_[to];
+  KernelSchedule out;
+  out.tuner = "search";
+  out.plan = variant.choices;
+  std::vector<bool> used(s.stages.size(), false);
+  for (const StageChoices& c : variant.stages) {
+    std::optional<StageAnnotation> kept;
+    for (size_t j = 0; j < s.stages.size() && !kept; ++j) {
+      if (used[j] || s.stages[j].op != c.space.op_name) continue;
+      used[j] = true;
+      if (check_stage(c, s.stages[j]).empty()) kept = s.stages[j];
+    }
+    out.stages.push_back(kept ? *kept : sample_stage(c, rng));
+  }
+  if (!check_structure(out).empty()) return std::nullopt;
+  return out;
+}
+
 std::optional<KernelSchedule> SearchSpace::mutate(const KernelSchedule& s, Mutation m,
                                                   std::mt19937_64& rng) const {
-  if (static_cast<int>(s.stages.size()) != num_stages()) return std::nullopt;
+  if (!fits_variant(s)) return std::nullopt;
+  if (m == Mutation::kPlan) return switch_variant(s, rng);
+  const std::vector<StageChoices>& stages = stages_of(s);
   for (int attempt = 0; attempt < 4; ++attempt) {
-    const int i = pick_stage(rng);
+    const int i = pick_stage(stages, rng);
     StageAnnotation ann = s.stages[i];
-    if (!mutate_stage(i, ann, m, rng) || !check_stage(i, ann).empty()) continue;
+    if (!mutate_stage(stages[i], ann, m, rng) || !check_stage(stages[i], ann).empty()) continue;
     KernelSchedule out = s;
     out.tuner = "search";
     out.stages[i] = std::move(ann);
@@ -576,8 +663,10 @@ std::optional<KernelSchedule> SearchSpace::mutate(const KernelSchedule& s, Mutat
 
 std::optional<KernelSchedule> SearchSpace::mutate(const KernelSchedule& s,
                                                   std::mt19937_64& rng) const {
+  // kPlan (the last kind) is drawn only where there is another plan to switch to.
+  const int kinds = num_variants() > 1 ? kNumMutations : kNumMutations - 1;
   for (int attempt = 0; attempt < 8; ++attempt) {
-    const Mutation m = static_cast<Mutation>(pick_int(rng, 0, kNumMutations - 1));
+    const Mutation m = static_cast<Mutation>(pick_int(rng, 0, kinds - 1));
     if (auto out = mutate(s, m, rng)) return out;
   }
   return std::nullopt;
@@ -586,11 +675,12 @@ std::optional<KernelSchedule> SearchSpace::mutate(const KernelSchedule& s,
 std::optional<KernelSchedule> SearchSpace::crossover(const KernelSchedule& a,
                                                      const KernelSchedule& b,
                                                      std::mt19937_64& rng) const {
-  if (static_cast<int>(a.stages.size()) != num_stages() || b.stages.size() != a.stages.size())
-    return std::nullopt;
+  if (a.plan != b.plan || !fits_variant(a) || !fits_variant(b)) return std::nullopt;
+  const std::vector<StageChoices>& stages = stages_of(a);
   KernelSchedule child;
   child.tuner = "search";
-  for (int i = 0; i < num_stages(); ++i) {
+  child.plan = a.plan;
+  for (size_t i = 0; i < stages.size(); ++i) {
     const bool from_a = coin(rng, 0.5);
     const StageAnnotation& base = from_a ? a.stages[i] : b.stages[i];
     const StageAnnotation& other = from_a ? b.stages[i] : a.stages[i];
@@ -616,7 +706,7 @@ std::optional<KernelSchedule> SearchSpace::crossover(const KernelSchedule& a,
             largest_pow2_divisor(mixed.tile_reg[mixed.vector_axis], mixed.vector_width);
       }
     }
-    child.stages.push_back(check_stage(i, mixed).empty() ? mixed : base);
+    child.stages.push_back(check_stage(stages[i], mixed).empty() ? mixed : base);
   }
   if (!check_structure(child).empty()) return std::nullopt;
   return child;

@@ -20,8 +20,11 @@
 //   packing       on/off per packable operand (vector-axis panels and row operands)
 //   unroll        inner-reduce unroll depth (reduce_unroll) and its prefetch hints
 //   s1 order      the order of the mid-tile loops (S1) and of the register-tile loops (S2)
-// What the annotation cannot express stays with the stage plan: inlining of injective producers
-// and where a fused epilogue is computed (always at the reduction's write-back).
+// Per kernel, the stage plan (schedule/plan_choices.h): pad ops materialised or inlined into the
+// reduction, an elementwise epilogue fused at the write-back or a stage of its own. Each
+// combination that plans other stages than the task's own plan is a variant with its own stages
+// (their count differs between variants): sample() draws a variant, then its stages; kPlan moves
+// a schedule to another variant; crossover mixes schedules of one variant only.
 //
 // Validity: every schedule the space returns has passed check_structure (the invariants the
 // lowering checks, plus a register-file bound) and, for sample(), schedule::lower. Every random
@@ -74,30 +77,53 @@ enum class Mutation {
   kPack,         // pack / unpack one packable operand
   kOrder,        // swap two loops of the S1 order
   kSketch,       // resample the stage under its other legal sketch
+  kPlan,         // another plan variant: stages it shares keep their annotation where valid
+                 // (last: drawn only by spaces with more than one variant)
 };
-inline constexpr int kNumMutations = 7;
+inline constexpr int kNumMutations = 8;
 const char* mutation_name(Mutation m);
+
+// One stage plan of the task (Task::plan_for of its choices) and the choices of its stages.
+struct PlanVariant {
+  schedule::PlanChoices choices;
+  std::vector<StageChoices> stages;
+};
 
 class SearchSpace {
  public:
   explicit SearchSpace(const Task& task, SpaceLimits limits = {});
 
   const Task& task() const { return task_; }
-  int num_stages() const { return static_cast<int>(stages_.size()); }
-  const StageChoices& stage(int i) const { return stages_[i]; }
   const SpaceLimits& limits() const { return limits_; }
+  // The plan variants: [0] is the task's own plan, the others plan other stages.
+  int num_variants() const { return static_cast<int>(variants_.size()); }
+  const PlanVariant& variant(int v) const { return variants_[v]; }
+  // Index of the variant with `choices`; -1 when the space does not offer it.
+  int variant_index(const schedule::PlanChoices& choices) const;
+  // The stages of the task's own plan (variant 0).
+  int num_stages() const { return static_cast<int>(variants_[0].stages.size()); }
+  const StageChoices& stage(int i) const { return variants_[0].stages[i]; }
+  // The stages of the variant `s` is for; throws tessera::Error when the space does not offer
+  // its plan choices or `s` has another stage count.
+  const std::vector<StageChoices>& stages_of(const schedule::KernelSchedule& s) const;
+  // Whether `s` is for an offered variant and has its stage count.
+  bool fits_variant(const schedule::KernelSchedule& s) const;
 
   // A random schedule that lowers; throws tessera::Error when max_sample_tries samples all failed
   // (a space that cannot produce a valid schedule is a bug).
   schedule::KernelSchedule sample(std::mt19937_64& rng) const;
-  // A random annotation of one stage that passes check_stage (not lowered).
+  // A random annotation of one stage of the task's own plan that passes check_stage (not lowered).
   schedule::StageAnnotation sample_stage(int i, std::mt19937_64& rng) const;
 
   // The invariants the lowering checks (tile multiples, vector width, unroll range, sizes) and
-  // the register bound of SpaceLimits. Empty = fine, else why not.
+  // the register bound of SpaceLimits, for stage i of the task's own plan. Empty = fine, else
+  // why not.
   std::string check_stage(int i, const schedule::StageAnnotation& ann) const;
+  // check_stage for every stage of the schedule's variant (an unknown variant or another stage
+  // count fails).
   std::string check_structure(const schedule::KernelSchedule& s) const;
-  // Lowers `s`; nullopt when the lowering throws (the error goes to `why` when given).
+  // Lowers `s` with the plan of its choices; nullopt when the lowering throws (the error goes to
+  // `why` when given).
   std::optional<loop::LoweredFunc> try_lower(const schedule::KernelSchedule& s,
                                              std::string* why = nullptr) const;
 
@@ -110,25 +136,33 @@ class SearchSpace {
                                                  std::mt19937_64& rng) const;
   // Child of `a` and `b`: each stage from either parent; a stage both parents tile with one
   // sketch also mixes per axis (an axis's cache, mid and register tiles travel together). Nullopt
-  // when the mix breaks check_structure.
+  // when the parents are for different plan variants or the mix breaks check_structure.
   std::optional<schedule::KernelSchedule> crossover(const schedule::KernelSchedule& a,
                                                     const schedule::KernelSchedule& b,
                                                     std::mt19937_64& rng) const;
 
  private:
-  schedule::StageAnnotation sample_tiling(int i, std::mt19937_64& rng) const;
-  schedule::StageAnnotation sample_cross_lane(int i, std::mt19937_64& rng) const;
-  bool mutate_stage(int i, schedule::StageAnnotation& ann, Mutation m, std::mt19937_64& rng) const;
-  int64_t register_budget(int i, int vector_width) const;  // most register-tile points
-  int pick_stage(std::mt19937_64& rng) const;
+  PlanVariant make_variant(const schedule::StagePlan& plan) const;
+  schedule::StageAnnotation sample_stage(const StageChoices& c, std::mt19937_64& rng) const;
+  schedule::StageAnnotation sample_tiling(const StageChoices& c, std::mt19937_64& rng) const;
+  schedule::StageAnnotation sample_cross_lane(const StageChoices& c, std::mt19937_64& rng) const;
+  std::string check_stage(const StageChoices& c, const schedule::StageAnnotation& ann) const;
+  bool mutate_stage(const StageChoices& c, schedule::StageAnnotation& ann, Mutation m,
+                    std::mt19937_64& rng) const;
+  // `s` moved to another variant (kPlan).
+  std::optional<schedule::KernelSchedule> switch_variant(const schedule::KernelSchedule& s,
+                                                         std::mt19937_64& rng) const;
+  // Most register-tile points.
+  int64_t register_budget(const StageChoices& c, int vector_width) const;
+  static int pick_stage(const std::vector<StageChoices>& stages, std::mt19937_64& rng);
 
   const Task& task_;
   SpaceLimits limits_;
-  std::vector<StageChoices> stages_;
+  std::vector<PlanVariant> variants_;
 };
 
-// The text that identifies a schedule in the search (its stages' JSON; the tuner name is not
-// part of it).
+// The text that identifies a schedule in the search (its plan choices when not the defaults and
+// its stages' JSON; the tuner name is not part of it).
 std::string schedule_key(const schedule::KernelSchedule& s);
 
 }  // namespace tessera::tune::search
