@@ -305,6 +305,23 @@ TEST(PlanChoices, AnalyticModelRanksEveryVariant) {
     EXPECT_GE(predicted["pad=materialize epilogue=separate"],
               predicted["pad=materialize epilogue=fused"]);
   }
+  // The conv stage under one annotation: with the pad inlined each load of X also tests bounds.
+  const Named n = conv_bias_relu();
+  tune::Task task = tune::Task::create(n.graph.outputs, n.graph.inputs, n.name);
+  tune::gensor::ModelOptions mo;
+  mo.cores = std::max(1, task.target.num_threads);
+  const tune::gensor::AnalyticModel model(cost::host_memory_hierarchy(), mo);
+  const StagePlan& materialized = task.plan;
+  const StagePlan& inlined = task.plan_for({PadPlacement::kInline});
+  const int conv_m = static_cast<int>(materialized.stages.size()) - 1;
+  const tune::gensor::StageSpace sm =
+      tune::gensor::make_stage_space(materialized, conv_m, task.target);
+  const tune::gensor::StageSpace si = tune::gensor::make_stage_space(inlined, 0, task.target);
+  ASSERT_EQ(sm.op_name, "conv2d");
+  ASSERT_EQ(si.op_name, "conv2d");
+  const schedule::StageAnnotation ann =
+      schedule::default_schedule(materialized, task.target).stages[conv_m];
+  EXPECT_GT(model.predict(si, ann).compute_ms, model.predict(sm, ann).compute_ms);
 }
 
 }  // namespace

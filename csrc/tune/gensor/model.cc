@@ -521,9 +521,11 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
   std::vector<int64_t> reg_tile(d, 1);
   for (int a = 0; a < n; ++a) reg_tile[a] = ann.tile_reg[a];
   double loads = 0;
+  double guarded_loads = 0;  // of them, loads behind a bounds test (an inlined pad)
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (tensors[t].is_output || tensors[t].epilogue) continue;
     double elems = product(sp.regions->region_shape(t, reg_tile));
+    const double before = loads;
     if (vw > 1 && sp.vector_dependent[t]) {
       // A packed operand is read from its panels, contiguous along the vector iterator
       // whichever of its dims that iterator indexes.
@@ -532,6 +534,7 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     } else {
       loads += elems;
     }
+    if (sp.guarded[t]) guarded_loads += loads - before;
   }
 
   const cost::MemoryLevel& l1 = hw_.levels[cost::kLevelL1];
@@ -558,10 +561,14 @@ Prediction AnalyticModel::predict_tiled(const StageSpace& sp,
     // repeats every step: the step waits on L2 (measured, 6x64 tiles with B unpacked: GEMM 1024
     // 16.6 ms where packed runs 7.7, GEMM 2048 in k steps of 256 80-87 ms where packed runs 55-60).
     constexpr double kPageStrideCycles = 8;
+    // Issue cycles a load behind an inlined pad's bounds test adds to a step (compares, select,
+    // clamped index, on the ports the FMAs use). Fitted on ResNet 3x3 convs with the pad
+    // inlined, one thread: 0.16-0.4 cycles per guarded broadcast.
+    constexpr double kGuardedLoadCycles = 0.3;
     double per_step =
         std::max({acc / P_fma, loads / P_ld, L}) + 0.5 +
         kConflictExposed * conflict_lines_per_step * l1.line_bytes / l2_bytes_per_cycle +
-        kPageStrideCycles * page_strided_operands(sp, ann);
+        kPageStrideCycles * page_strided_operands(sp, ann) + kGuardedLoadCycles * guarded_loads;
     if (vw == 1 && llvm_vectorizes_points) per_step = std::min(per_step, reg_points * scalar_pk);
     cycles += fast_points * reduce / reg_points * per_step;
     tile_cycles = per_step * reduce / n_r0;

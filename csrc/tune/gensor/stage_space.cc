@@ -1,6 +1,7 @@
 #include "tune/gensor/stage_space.h"
 
 #include <algorithm>
+#include <set>
 
 #include "ir/functor.h"
 #include "schedule/lower_access.h"
@@ -41,6 +42,20 @@ std::vector<int64_t> reg_vector_ladder(int64_t extent, int lanes) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
+}
+
+// Tensors read in the value operands of a select (a pad inlined into the body).
+std::set<const ir::TensorNode*> read_under_select(const ir::Expr& body) {
+  std::set<const ir::TensorNode*> out;
+  ir::visit_expr(body, [&](const ir::Expr& x) {
+    if (x->kind != ir::ExprKind::kSelect) return;
+    for (size_t i = 1; i < x->operands.size(); ++i) {
+      ir::visit_expr(x->operands[i], [&](const ir::Expr& y) {
+        if (y->kind == ir::ExprKind::kAccess) out.insert(y->tensor.get());
+      });
+    }
+  });
+  return out;
 }
 
 double count_ops(const ir::Expr& e) {
@@ -130,9 +145,13 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
       op, body, stage.written().get(), epilogue, kSymbolicSizeGuess));
   sp.body_ops = count_ops(body) + (epilogue.defined() ? count_ops(epilogue) : 0);
 
+  const int nt = static_cast<int>(sp.regions->tensors().size());
+  const std::set<const ir::TensorNode*> selected = read_under_select(body);
+  sp.guarded.assign(nt, false);
+  for (int t = 0; t < nt; ++t) sp.guarded[t] = selected.count(sp.regions->tensors()[t].tensor) > 0;
+
   // Vector behaviour of each tensor: compare the region of a unit tile with the region of a tile
   // two wide along the vector iterator.
-  const int nt = static_cast<int>(sp.regions->tensors().size());
   sp.vector_dependent.assign(nt, false);
   sp.vector_contiguous.assign(nt, false);
   if (sp.vector_axis >= 0) {

@@ -41,6 +41,9 @@ struct StageSpace {
   // (plain vector loads) or not (gathers, unless the annotation packs it into panels)?
   std::vector<bool> vector_dependent;
   std::vector<bool> vector_contiguous;
+  // Per tensor of `regions`: read inside a select of the body (an inlined pad: a bounds test and
+  // a select come with each of its loads).
+  std::vector<bool> guarded;
   // Broadcast operands the lowering can pack into panels of a row register tile: kernel inputs
   // the vector iterator does not index, with a dimension indexed by exactly the spatial iterator
   // `axis` (the A of a GEMM). Packed, a register tile's rows become neighbours in memory instead
