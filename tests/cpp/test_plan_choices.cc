@@ -19,6 +19,7 @@
 #include "schedule/stage_plan.h"
 #include "tune/common.h"
 #include "tune/gensor/model.h"
+#include "tune/search/evolution.h"
 #include "tune/search/space.h"
 #include "util/check.h"
 
@@ -278,6 +279,28 @@ TEST(PlanChoices, PlanMutationSwitchesVariantKeepingSharedStages) {
   tune::search::SearchSpace one(plain);
   EXPECT_EQ(one.num_variants(), 1);
   EXPECT_FALSE(one.mutate(one.sample(rng), tune::search::Mutation::kPlan, rng).has_value());
+}
+
+// Evolution follows the scores across variants: seeded with default-plan schedules only, it
+// finds the plan the scorer prefers (by sampling and kPlan mutation).
+TEST(PlanChoices, EvolutionReachesThePreferredVariant) {
+  const Named n = conv_bias_relu();
+  tune::Task task = tune::Task::create(n.graph.outputs, n.graph.inputs, n.name);
+  tune::search::SearchSpace space(task);
+  const PlanChoices preferred{PadPlacement::kInline, EpiloguePlacement::kSeparate};
+  const tune::search::Scorer scorer = [&](const std::vector<KernelSchedule>& batch) {
+    std::vector<double> out;
+    for (const KernelSchedule& s : batch) out.push_back(s.plan == preferred ? 2.0 : 1.0);
+    return out;
+  };
+  tune::search::EvolutionOptions opts;
+  opts.population = 64;
+  opts.generations = 2;
+  std::mt19937_64 rng(4);
+  const std::vector<tune::search::Scored> best =
+      tune::search::evolve(space, scorer, {task.default_schedule()}, {}, 8, opts, rng);
+  ASSERT_EQ(best.size(), 8u);
+  for (const tune::search::Scored& s : best) EXPECT_EQ(s.schedule.plan, preferred);
 }
 
 // The analytic model predicts every variant from the variant's own stage spaces: finite, and a
