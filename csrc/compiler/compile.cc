@@ -4,6 +4,7 @@
 #include <exception>
 #include <mutex>
 
+#include "compiler/search_records.h"
 #include "cost/xgb_model.h"
 #include "runtime/parallel.h"
 #include "schedule/tuning_policy.h"
@@ -98,6 +99,7 @@ struct SharedModel {
     return o;
   }()};
   cost::TrainingSet data;
+  bool load_tried = false;  // the records' saved model is looked for at the first search only
 };
 
 // Search mode's runner when the request names none.
@@ -113,8 +115,12 @@ SharedModel& shared_model() {
 
 // Search mode (Ansor-like evolutionary search with the learned cost model), seeded with construct
 // mode's predicted top-k and the rules' schedule; the winner must beat the rules' schedule by
-// the policy's win margin. Only the best kernel so far is kept alive while searching.
-Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
+// the policy's win margin. Only the best kernel so far is kept alive while searching. With a
+// records database (`key` not null) every measurement is logged as it happens, a search killed
+// earlier resumes from its log (restored candidates are reported, never measured again; their
+// kernels are built when chosen), and the learned model is saved after each round.
+Tuned tune_search(const tune::Task& task, const CompileRequest& req, const db::WorkloadKey* key,
+                  CompileReport* rep) {
   const schedule::TuningPolicy& policy = schedule::tuning_policy();
   tune::gensor::ConstructOptions copts = construct_options(req);
   copts.predict_only = true;
@@ -122,7 +128,8 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
 
   tune::search::SearchOptions sopts;
   sopts.trials = req.trials > 0 ? req.trials : policy.search_trials;
-  sopts.per_round = std::min(sopts.trials, policy.search_per_round);
+  sopts.per_round = std::min(
+      sopts.trials, req.search_per_round > 0 ? req.search_per_round : policy.search_per_round);
   sopts.evolution.population = policy.search_population;
   sopts.seed = req.seed;
   const schedule::KernelSchedule rules = task.default_schedule();
@@ -136,35 +143,67 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
   std::shared_ptr<const BuiltKernel> best_kernel;
   std::optional<schedule::KernelSchedule> best_schedule;
   double best_ms = 0;
+  // Reports one measured candidate (of this call or restored) and keeps the best.
+  auto take = [&](const schedule::KernelSchedule& s, const tune::CandidateResult& r) {
+    CandidateReport cr;
+    cr.schedule = s;
+    cr.ok = r.ok;
+    cr.error = r.error;
+    cr.median_ms = r.ok ? r.median_ms : -1;
+    cr.build_ms = r.build_ms;
+    rep->candidates.push_back(cr);
+    ++rep->trials;
+    if (r.ok && s.stages_text() == rules_text) rep->default_ms = r.median_ms;
+    if (r.ok && (!best_schedule || r.median_ms < best_ms)) {
+      best_ms = r.median_ms;
+      best_schedule = s;
+      best_kernel = r.kernel;  // null when measured in another process
+    }
+  };
+  SharedModel& shared = shared_model();
+  std::lock_guard<std::mutex> lock(shared.mu);
+  db::RecordsDB* log = key != nullptr ? req.records : nullptr;
+  if (log != nullptr && !shared.load_tried) {
+    shared.load_tried = true;
+    load_cost_model(*log, shared.model, key->target);
+  }
+  sopts.model_ready = shared.model.trained();
+  tune::search::TaskSearcher searcher(task, sopts);
+  if (log != nullptr) {
+    searcher.restore(logged_search_trials(*log, *key, task), shared.data);
+    for (const tune::search::Trial& t : searcher.result().trials) take(t.schedule, t.result);
+    if (searcher.result().restored > 0) {
+      rep->note = "resumed from " + std::to_string(searcher.result().restored) +
+                  " candidate(s) an earlier search measured";
+    }
+  }
   const double flops = task.flops();
   const auto search_start = Clock::now();
   auto measure = [&](const std::vector<schedule::KernelSchedule>& batch) {
     std::vector<tune::CandidateResult> results = task_runner->measure(batch);
+    double shown_best = best_schedule ? best_ms : -1;  // best so far, as each event sees it
+    std::vector<db::Measurement> logged;
+    for (size_t i = 0; i < results.size(); ++i) {
+      take(batch[i], results[i]);
+      if (log != nullptr) {
+        logged.push_back(search_measurement(*key, batch[i], results[i], req.seed,
+                                            searcher.next_round(), rep->trials - 1));
+      }
+    }
+    if (log != nullptr) log->put_measurements(logged);  // before anything else can go wrong
+    const int first = rep->trials - static_cast<int>(results.size());
     for (size_t i = 0; i < results.size(); ++i) {
       tune::CandidateResult& r = results[i];
-      CandidateReport cr;
-      cr.schedule = batch[i];
-      cr.ok = r.ok;
-      cr.error = r.error;
-      cr.median_ms = r.ok ? r.median_ms : -1;
-      cr.build_ms = r.build_ms;
-      rep->candidates.push_back(cr);
-      ++rep->trials;
-      if (r.ok && batch[i].stages_text() == rules_text) rep->default_ms = r.median_ms;
-      if (r.ok && (!best_schedule || r.median_ms < best_ms)) {
-        best_ms = r.median_ms;
-        best_schedule = batch[i];
-        best_kernel = r.kernel;  // null when measured in another process
-      }
       r.kernel.reset();  // the search keeps its trials; only the best kernel stays alive
+      if (r.ok && (shown_best < 0 || r.median_ms < shown_best)) shown_best = r.median_ms;
       if (req.on_trial) {
         TrialEvent ev;
         ev.task = req.name;
-        ev.trial = rep->trials;
+        ev.trial = first + static_cast<int>(i) + 1;
         ev.trials = sopts.trials;
         ev.ok = r.ok;
-        ev.median_ms = cr.median_ms;
-        ev.best_ms = best_schedule ? best_ms : -1;
+        ev.median_ms = r.ok ? r.median_ms : -1;
+        ev.best_ms = shown_best;
         ev.flops = flops;
         ev.elapsed_s = ms_since(search_start) / 1e3;
         req.on_trial(ev);
@@ -172,10 +211,12 @@ Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileRepo
     }
     return results;
   };
-  SharedModel& shared = shared_model();
-  std::lock_guard<std::mutex> lock(shared.mu);
-  tune::search::TaskSearcher searcher(task, sopts);
   while (!searcher.done() && searcher.round(measure, shared.model, shared.data) > 0) {
+    // Refit this round (see TaskSearcher::round): the next process starts from it.
+    if (log != nullptr && shared.model.trained() &&
+        static_cast<int>(shared.data.size()) >= sopts.min_model_samples) {
+      save_cost_model(*log, shared.model, key->target, static_cast<int64_t>(shared.data.size()));
+    }
   }
   rep->tuner = "search";
   if (!best_schedule) {
@@ -235,7 +276,7 @@ Tuned records_or_tune(const std::vector<ir::Tensor>& outputs, const std::vector<
   Tuned t;
   bool failed = false;
   try {
-    t = req.tune == TuneMode::kSearch ? tune_search(task, req, rep)
+    t = req.tune == TuneMode::kSearch ? tune_search(task, req, key ? &*key : nullptr, rep)
                                       : tune_construct(task, req, rep);
   } catch (const std::exception& e) {
     // A tuner failure costs the tuning, not the kernel; nothing is stored, so a later process

@@ -92,7 +92,8 @@ void bind_request_and_report(py::module_& m) {
       .def_readwrite("schedule", &CompileRequest::schedule)
       .def_readwrite("keep_source", &CompileRequest::keep_source)
       .def_readwrite("seed", &CompileRequest::seed)
-      .def_readwrite("trials", &CompileRequest::trials);
+      .def_readwrite("trials", &CompileRequest::trials)
+      .def_readwrite("search_per_round", &CompileRequest::search_per_round);
   using compiler::CandidateReport;
   py::class_<CandidateReport>(m, "CandidateReport", "One schedule a tuner built, verified, timed.")
       .def_readonly("schedule", &CandidateReport::schedule)
