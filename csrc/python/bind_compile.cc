@@ -121,7 +121,8 @@ void bind_request_and_report(py::module_& m) {
           "on_trial", [](const CompileRequest& r) { return static_cast<bool>(r.on_trial); },
           [](CompileRequest& r, py::object fn) { r.on_trial = trial_callback(std::move(fn)); },
           "Callable taking a TrialEvent after each search measurement (None: off); reads as "
-          "whether one is set.");
+          "whether one is set.")
+      .def_readwrite("search_per_round", &CompileRequest::search_per_round);
   using compiler::CandidateReport;
   py::class_<CandidateReport>(m, "CandidateReport", "One schedule a tuner built, verified, timed.")
       .def_readonly("schedule", &CandidateReport::schedule)
