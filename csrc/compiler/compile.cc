@@ -100,9 +100,10 @@ struct SharedModel {
   cost::TrainingSet data;
 };
 
-// Search mode's runner when the request names none.
+// Search mode's runner when the request names none: the tuning policy's.
 std::shared_ptr<tune::Runner> default_search_runner() {
-  static std::shared_ptr<tune::Runner> runner = tune::in_process_runner();
+  static std::shared_ptr<tune::Runner> runner =
+      tune::runner_named(schedule::tuning_policy().search_runner);
   return runner;
 }
 
