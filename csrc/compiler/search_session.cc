@@ -90,7 +90,8 @@ void reset_shared_search_model() {
 }
 
 std::shared_ptr<tune::Runner> default_search_runner() {
-  static std::shared_ptr<tune::Runner> runner = tune::in_process_runner();
+  static std::shared_ptr<tune::Runner> runner =
+      tune::runner_named(schedule::tuning_policy().search_runner);
   return runner;
 }
 

@@ -64,6 +64,12 @@ void bind_schedule(py::module_& m) {
            [](const schedule::KernelSchedule& s) { return "KernelSchedule(" + s.dump() + ")"; });
 }
 
+// Search mode's runner by name ("workers" | "in-process"); None: the tuning policy's.
+std::shared_ptr<tune::Runner> runner_from_name(const std::optional<std::string>& name) {
+  if (!name) return nullptr;
+  return tune::runner_named(*name);
+}
+
 void bind_trial_event(py::module_& m) {
   using compiler::TrialEvent;
   py::class_<TrialEvent>(m, "TrialEvent",
@@ -93,7 +99,8 @@ void bind_request_and_report(py::module_& m) {
   py::class_<CompileRequest>(m, "CompileRequest", "What _C.compile is asked to do.")
       .def(py::init([](const std::string& name, const std::string& tune, const std::string& threads,
                        std::optional<schedule::KernelSchedule> schedule, db::RecordsDB* records,
-                       bool keep_source, uint64_t seed, int trials) {
+                       bool keep_source, uint64_t seed, int trials,
+                       const std::optional<std::string>& runner) {
              CompileRequest r;
              r.name = name;
              r.tune = compiler::tune_mode_from_name(tune);
@@ -103,11 +110,13 @@ void bind_request_and_report(py::module_& m) {
              r.keep_source = keep_source;
              r.seed = seed;
              r.trials = trials;
+             r.runner = runner_from_name(runner);
              return r;
            }),
            py::arg("name") = "kernel", py::arg("tune") = "default", py::arg("threads") = "auto",
            py::arg("schedule") = py::none(), py::arg("records") = nullptr,
            py::arg("keep_source") = false, py::arg("seed") = 0, py::arg("trials") = 0,
+           py::arg("runner") = py::none(),
            // The request refers to the records database: keep it alive as long as the request.
            py::keep_alive<1, 6>())
       .def_readwrite("name", &CompileRequest::name)
@@ -117,6 +126,12 @@ void bind_request_and_report(py::module_& m) {
       .def_readwrite("keep_source", &CompileRequest::keep_source)
       .def_readwrite("seed", &CompileRequest::seed)
       .def_readwrite("trials", &CompileRequest::trials)
+      .def_property_readonly(
+          "runner",
+          [](const CompileRequest& r) {
+            return r.runner ? std::optional<std::string>(r.runner->name()) : std::nullopt;
+          },
+          "Search mode's runner: 'workers' | 'in-process' (None: the tuning policy's).")
       .def_property(
           "on_trial", [](const CompileRequest& r) { return static_cast<bool>(r.on_trial); },
           [](CompileRequest& r, py::object fn) { r.on_trial = trial_callback(std::move(fn)); },
@@ -169,6 +184,7 @@ void bind_policy_and_counters(py::module_& m) {
       .def_readonly("search_trials", &TuningPolicy::search_trials)
       .def_readonly("search_per_round", &TuningPolicy::search_per_round)
       .def_readonly("search_population", &TuningPolicy::search_population)
+      .def_readonly("search_runner", &TuningPolicy::search_runner)
       .def_readonly("process_tune_budget_s", &TuningPolicy::process_tune_budget_s);
   m.def(
       "tuning_policy", []() { return schedule::tuning_policy(); },
