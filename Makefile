@@ -69,6 +69,7 @@ want = {
     "torch": "==$(TORCH_VERSION)",
     "transformers": "==$(TRANSFORMERS_VERSION)",
     "numpy": "", "pybind11": "", "pytest": "", "tqdm": "",
+    "ray": "==2.60.0",  # tessera.runners: search measurements on a Ray cluster
     "setuptools": ">=64", "wheel": "",
 }
 def release(v):
