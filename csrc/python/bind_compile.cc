@@ -6,6 +6,7 @@
 
 #include "compiler/compile.h"
 #include "python/bindings.h"
+#include "python/runner_arg.h"
 #include "python/trial_callback.h"
 #include "runtime/paired_timing.h"
 #include "schedule/annotation.h"
@@ -64,12 +65,6 @@ void bind_schedule(py::module_& m) {
            [](const schedule::KernelSchedule& s) { return "KernelSchedule(" + s.dump() + ")"; });
 }
 
-// Search mode's runner by name ("workers" | "in-process"); None: the tuning policy's.
-std::shared_ptr<tune::Runner> runner_from_name(const std::optional<std::string>& name) {
-  if (!name) return nullptr;
-  return tune::runner_named(*name);
-}
-
 void bind_trial_event(py::module_& m) {
   using compiler::TrialEvent;
   py::class_<TrialEvent>(m, "TrialEvent",
@@ -99,8 +94,7 @@ void bind_request_and_report(py::module_& m) {
   py::class_<CompileRequest>(m, "CompileRequest", "What _C.compile is asked to do.")
       .def(py::init([](const std::string& name, const std::string& tune, const std::string& threads,
                        std::optional<schedule::KernelSchedule> schedule, db::RecordsDB* records,
-                       bool keep_source, uint64_t seed, int trials,
-                       const std::optional<std::string>& runner) {
+                       bool keep_source, uint64_t seed, int trials, const py::object& runner) {
              CompileRequest r;
              r.name = name;
              r.tune = compiler::tune_mode_from_name(tune);
@@ -110,7 +104,7 @@ void bind_request_and_report(py::module_& m) {
              r.keep_source = keep_source;
              r.seed = seed;
              r.trials = trials;
-             r.runner = runner_from_name(runner);
+             r.runner = runner_from_arg(runner);
              return r;
            }),
            py::arg("name") = "kernel", py::arg("tune") = "default", py::arg("threads") = "auto",
@@ -131,7 +125,9 @@ void bind_request_and_report(py::module_& m) {
           [](const CompileRequest& r) {
             return r.runner ? std::optional<std::string>(r.runner->name()) : std::nullopt;
           },
-          "Search mode's runner: 'workers' | 'in-process' (None: the tuning policy's).")
+          "Search mode's runner's name (None: the tuning policy's). Set it with the keyword: "
+          "'workers' | 'in-process' | 'ray' | 'auto' | 'ray://host:port' | a _C.Runner | an "
+          "object with measure() (tessera.runners).")
       .def_property(
           "on_trial", [](const CompileRequest& r) { return static_cast<bool>(r.on_trial); },
           [](CompileRequest& r, py::object fn) { r.on_trial = trial_callback(std::move(fn)); },

@@ -11,6 +11,7 @@
 
 #include "compiler/compile.h"
 #include "python/bindings.h"
+#include "python/runner_arg.h"
 #include "schedule/random_schedule.h"
 #include "tune/remote_measure.h"
 #include "tune/runner.h"
@@ -132,6 +133,19 @@ std::string runner_name(const py::object& obj) {
 
 }  // namespace
 
+std::shared_ptr<tune::Runner> runner_from_arg(const py::object& arg) {
+  if (arg.is_none()) return nullptr;
+  if (py::isinstance<tune::Runner>(arg)) return arg.cast<std::shared_ptr<tune::Runner>>();
+  if (py::isinstance<py::str>(arg)) {
+    const std::string name = arg.cast<std::string>();
+    if (name == "workers" || name == "in-process") return tune::runner_named(name);
+  }
+  // Ray and users' runner objects live in Python.
+  return py::module_::import("tessera.runners")
+      .attr("native_runner")(arg)
+      .cast<std::shared_ptr<tune::Runner>>();
+}
+
 void bind_runner(py::module_& m) {
   py::class_<tune::Runner, std::shared_ptr<tune::Runner>>(
       m, "Runner", "Where search mode measures candidates (tune/runner.h).")
@@ -183,15 +197,6 @@ void bind_runner(py::module_& m) {
       py::arg("outputs"), py::arg("inputs"), py::arg("random") = 0, py::arg("seed") = 0,
       "(dag_text, schedules): the kernel of `outputs` as a runner sends it, and schedules of it in "
       "canonical names: the rules' schedule, then `random` random ones (for tests of runners).");
-  m.def(
-      "with_runner",
-      [](compiler::CompileRequest request, std::shared_ptr<tune::Runner> runner) {
-        request.runner = std::move(runner);
-        return request;
-      },
-      py::arg("request"), py::arg("runner"),
-      "A copy of `request` whose search measures on `runner` (a Runner; None: the default).",
-      py::keep_alive<0, 1>());
 }
 
 }  // namespace tessera::python

@@ -69,15 +69,15 @@ def test_a_raising_runner_fails_the_candidates_not_the_search():
     out, a, b = gemm()
     runner = _C.python_runner(Broken())
     assert runner.name == "broken"
-    req = _C.with_runner(_C.CompileRequest(name="mm_broken_runner", tune="search", trials=4),
-                         runner)
+    req = _C.CompileRequest(name="mm_broken_runner", tune="search", trials=4,
+                            runner=runner)
     k = _C.compile([out], [a, b], req)
     r = k.report
     assert r.trials == 4 and not any(c.ok for c in r.candidates)
     assert all("cluster on fire" in c.error for c in r.candidates)
     assert r.source == "rules"  # no candidate verified: the rules' schedule, still a kernel
-    req = _C.with_runner(_C.CompileRequest(name="mm_count_runner", tune="search", trials=4),
-                         _C.python_runner(WrongCount()))
+    req = _C.CompileRequest(name="mm_count_runner", tune="search", trials=4,
+                            runner=_C.python_runner(WrongCount()))
     r = _C.compile([out], [a, b], req).report
     assert r.trials == 4 and not any(c.ok for c in r.candidates)
     assert all("returned 1 results" in c.error for c in r.candidates)
@@ -106,8 +106,8 @@ def test_ray_runner_measures_canonical_text(ray_runner):
 
 def test_search_end_to_end_through_ray(ray_runner):
     out, a, b = gemm()
-    req = _C.with_runner(_C.CompileRequest(name="mm_ray_search", tune="search", trials=6, seed=2),
-                         native_runner(ray_runner))
+    req = _C.CompileRequest(name="mm_ray_search", tune="search", trials=6, seed=2,
+                            runner=ray_runner)  # a runner object: through native_runner
     k = _C.compile([out], [a, b], req)
     r = k.report
     assert r.tuner == "search" and r.trials == 6
