@@ -20,6 +20,9 @@ class _Tables(HTMLParser):
             self.stack.append(tag)
         self.rows += tag == "tr"
 
+    def handle_startendtag(self, tag, attrs):  # <img .../>: a void element, nothing to close
+        self.handle_starttag(tag, attrs)
+
     def handle_endtag(self, tag):
         assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
         self.stack.pop()
