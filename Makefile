@@ -69,6 +69,8 @@ want = {
     "torch": "==$(TORCH_VERSION)",
     "transformers": "==$(TRANSFORMERS_VERSION)",
     "numpy": "", "pybind11": "", "pytest": "", "tqdm": "",
+    "ray": "==2.60.0",  # tessera.runners: search measurements on a Ray cluster
+    "matplotlib": "",  # tessera.explain's chart in notebooks
     "setuptools": ">=64", "wheel": "",
 }
 def release(v):

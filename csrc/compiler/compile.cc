@@ -75,8 +75,16 @@ Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileR
 
 // Search mode (Ansor-like evolutionary search with the learned cost model) to the end of its
 // budget, seeded with construct mode's predicted top-k and the rules' schedule.
-Tuned tune_search(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
-  SearchSession session(task, search_settings(req), rep);
+// With a records database (`key` not null) the session logs every measurement, resumes a search
+// killed earlier from its log, and saves the learned model after each round.
+Tuned tune_search(const tune::Task& task, const CompileRequest& req, const db::WorkloadKey* key,
+                  CompileReport* rep) {
+  SearchSettings settings = search_settings(req);
+  if (key != nullptr && req.records != nullptr) {
+    settings.log = req.records;
+    settings.key = *key;
+  }
+  SearchSession session(task, std::move(settings), rep);
   while (session.round() > 0) {
   }
   return session.finish();
@@ -117,7 +125,7 @@ Tuned records_or_tune(const std::vector<ir::Tensor>& outputs, const std::vector<
   Tuned t;
   bool failed = false;
   try {
-    t = req.tune == TuneMode::kSearch ? tune_search(task, req, rep)
+    t = req.tune == TuneMode::kSearch ? tune_search(task, req, key ? &*key : nullptr, rep)
                                       : tune_construct(task, req, rep);
   } catch (const std::exception& e) {
     // A tuner failure costs the tuning, not the kernel; nothing is stored, so a later process

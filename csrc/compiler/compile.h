@@ -54,12 +54,13 @@ struct CompileRequest {
   // Build exactly this schedule (no tuning, no records); a schedule that does not build is an
   // error.
   std::optional<schedule::KernelSchedule> schedule;
-  // Tuned schedules are looked up here before tuning and stored after it (not owned; null: no
-  // records).
+  // Tuned schedules are looked up here before tuning and stored after it; search mode also logs
+  // its measurements here and resumes from them (not owned; null: no records).
   db::RecordsDB* records = nullptr;
   bool keep_source = false;  // keep the optimised LLVM IR and assembly
   uint64_t seed = 0;         // the tuners' random streams
   int trials = 0;            // search mode's measurements (0: the policy's search_trials)
+  int search_per_round = 0;  // search mode's measurements per round (0: the policy's)
   // Where search mode measures candidates (null: the default runner, see tune/runner.h).
   std::shared_ptr<tune::Runner> runner;
   // Called after each search measurement, on the compiling thread (empty: none).
@@ -91,7 +92,7 @@ struct CompileReport {
   std::string note;
   bool parallel = true;
   schedule::KernelSchedule schedule;
-  std::vector<CandidateReport> candidates;  // what the tuner measured, in its order
+  std::vector<CandidateReport> candidates;  // what the tuner measured (restored ones first)
   double median_ms = -1;                    // measured time of the kernel (-1: not measured)
   double default_ms = -1;                   // measured time of the rules' schedule (-1: not)
   int trials = 0;                           // candidates measured

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <limits>
 
+#include "compiler/search_records.h"
 #include "cost/xgb_model.h"
 #include "schedule/tuning_policy.h"
 #include "tune/gensor/construct.h"
@@ -34,6 +35,7 @@ struct SharedModel {
   std::mutex mu;
   std::unique_ptr<cost::XGBModel> model = std::make_unique<cost::XGBModel>(search_xgb_options());
   cost::TrainingSet data;
+  bool load_tried = false;  // the records' saved model is looked for at the first search only
 };
 
 SharedModel& shared_model() {
@@ -62,6 +64,7 @@ std::vector<schedule::KernelSchedule> construct_seeds(const tune::Task& task, ui
 struct SearchSession::ModelRef {
   std::mutex* mu = nullptr;  // null: not shared
   cost::CostModel* model = nullptr;
+  cost::XGBModel* xgb = nullptr;  // the shared XGBoost model (saved with the records), else null
   cost::TrainingSet* data = nullptr;
   std::unique_ptr<cost::CostModel> own_model;
   cost::TrainingSet own_data;
@@ -71,6 +74,7 @@ SearchSettings search_settings(const CompileRequest& req) {
   SearchSettings s;
   s.name = req.name;
   s.trials = req.trials;
+  s.per_round = req.search_per_round;
   s.seed = req.seed;
   s.runner = req.runner;
   s.on_trial = req.on_trial;
@@ -82,34 +86,21 @@ void reset_shared_search_model() {
   std::lock_guard<std::mutex> lock(shared.mu);
   shared.model = std::make_unique<cost::XGBModel>(search_xgb_options());
   shared.data = cost::TrainingSet();
+  shared.load_tried = false;
 }
 
 std::shared_ptr<tune::Runner> default_search_runner() {
-  static std::shared_ptr<tune::Runner> runner = tune::in_process_runner();
+  static std::shared_ptr<tune::Runner> runner =
+      tune::runner_named(schedule::tuning_policy().search_runner);
   return runner;
 }
 
 SearchSession::SearchSession(const tune::Task& task, SearchSettings settings, CompileReport* report)
     : task_(task), settings_(std::move(settings)), rep_(report) {
+  if (!settings_.key) settings_.log = nullptr;
   const schedule::TuningPolicy& policy = schedule::tuning_policy();
   if (settings_.trials <= 0) settings_.trials = policy.search_trials;
   if (settings_.per_round <= 0) settings_.per_round = policy.search_per_round;
-  tune::search::SearchOptions sopts;
-  sopts.trials = settings_.trials;
-  sopts.per_round = std::min(sopts.trials, settings_.per_round);
-  sopts.evolution.population = policy.search_population;
-  sopts.retrain = settings_.retrain;
-  sopts.seed = settings_.seed;
-  rules_ = task.default_schedule();
-  rules_text_ = rules_.stages_text();
-  sopts.initial.push_back(rules_);
-  if (settings_.construct_seeds) {
-    for (schedule::KernelSchedule& s : construct_seeds(task, settings_.seed))
-      sopts.initial.push_back(std::move(s));
-  }
-  searcher_ = std::make_unique<tune::search::TaskSearcher>(task, std::move(sopts));
-  runner_ = (settings_.runner ? settings_.runner : default_search_runner())->open(task);
-
   model_ = std::make_unique<ModelRef>();
   TESSERA_CHECK(settings_.model == "xgboost" || settings_.model == "random")
       << "search model must be 'xgboost' or 'random', got '" << settings_.model << "'";
@@ -126,10 +117,47 @@ SearchSession::SearchSession(const tune::Task& task, SearchSettings settings, Co
     model_->mu = &shared.mu;
     model_->model = shared.model.get();
     model_->data = &shared.data;
+    model_->xgb = shared.model.get();
+    std::lock_guard<std::mutex> lock(shared.mu);
+    if (settings_.log != nullptr && !shared.load_tried) {
+      shared.load_tried = true;
+      load_cost_model(*settings_.log, *shared.model, settings_.key->target);
+    }
   }
+
+  tune::search::SearchOptions sopts;
+  sopts.trials = settings_.trials;
+  sopts.per_round = std::min(sopts.trials, settings_.per_round);
+  sopts.evolution.population = policy.search_population;
+  sopts.retrain = settings_.retrain;
+  sopts.seed = settings_.seed;
+  sopts.model_ready = model_->model->available() && model_->model->trained();
+  min_model_samples_ = sopts.min_model_samples;
+  rules_ = task.default_schedule();
+  rules_text_ = rules_.stages_text();
+  sopts.initial.push_back(rules_);
+  if (settings_.construct_seeds) {
+    for (schedule::KernelSchedule& s : construct_seeds(task, settings_.seed))
+      sopts.initial.push_back(std::move(s));
+  }
+  searcher_ = std::make_unique<tune::search::TaskSearcher>(task, std::move(sopts));
+  runner_ = (settings_.runner ? settings_.runner : default_search_runner())->open(task);
   flops_ = task.flops();
   started_s_ = now_s();
   rep_->tuner = "search";
+  if (settings_.log != nullptr) resume_from_log();
+}
+
+void SearchSession::resume_from_log() {
+  std::unique_lock<std::mutex> lock;
+  if (model_->mu != nullptr) lock = std::unique_lock<std::mutex>(*model_->mu);
+  searcher_->restore(logged_search_trials(*settings_.log, *settings_.key, task_), *model_->data);
+  for (const tune::search::Trial& t : searcher_->result().trials) take(t.schedule, t.result);
+  const int restored = searcher_->result().restored;
+  if (restored > 0) {
+    rep_->note =
+        "resumed from " + std::to_string(restored) + " candidate(s) an earlier search measured";
+  }
 }
 
 SearchSession::~SearchSession() = default;
@@ -150,8 +178,19 @@ int SearchSession::round() {
   std::unique_lock<std::mutex> lock;
   if (model_->mu != nullptr) lock = std::unique_lock<std::mutex>(*model_->mu);
   const int measured = searcher_->round(measure, *model_->model, *model_->data);
+  save_model_if_refit();
   keep_overhead_bounded();
   return measured;
+}
+
+// Called under the model's lock, after a round (which refits the model; see TaskSearcher::round):
+// the next process starts from it.
+void SearchSession::save_model_if_refit() {
+  if (settings_.log == nullptr || model_->xgb == nullptr || !model_->xgb->trained() ||
+      static_cast<int>(model_->data->size()) < min_model_samples_)
+    return;
+  save_cost_model(*settings_.log, *model_->xgb, settings_.key->target,
+                  static_cast<int64_t>(model_->data->size()));
 }
 
 void SearchSession::keep_overhead_bounded() {
@@ -162,34 +201,49 @@ void SearchSession::keep_overhead_bounded() {
     searcher_->set_population(std::max(kMinPopulation, population / 2));
 }
 
+void SearchSession::take(const schedule::KernelSchedule& s, const tune::CandidateResult& r) {
+  CandidateReport cr;
+  cr.schedule = s;
+  cr.ok = r.ok;
+  cr.error = r.error;
+  cr.median_ms = r.ok ? r.median_ms : -1;
+  cr.build_ms = r.build_ms;
+  rep_->candidates.push_back(cr);
+  ++rep_->trials;
+  if (r.ok && s.stages_text() == rules_text_) rep_->default_ms = r.median_ms;
+  if (r.ok && (!best_schedule_ || r.median_ms < best_ms_)) {
+    best_ms_ = r.median_ms;
+    best_schedule_ = s;
+    best_kernel_ = r.kernel;  // null when measured in another process or restored
+  }
+}
+
 std::vector<tune::CandidateResult> SearchSession::measure(
     const std::vector<schedule::KernelSchedule>& batch) {
   std::vector<tune::CandidateResult> results = runner_->measure(batch);
+  double shown_best = best_schedule_ ? best_ms_ : -1;  // the best so far, as each event sees it
+  std::vector<db::Measurement> logged;
+  for (size_t i = 0; i < results.size(); ++i) {
+    take(batch[i], results[i]);
+    if (settings_.log != nullptr) {
+      logged.push_back(search_measurement(*settings_.key, batch[i], results[i], settings_.seed,
+                                          searcher_->next_round(), rep_->trials - 1));
+    }
+  }
+  if (settings_.log != nullptr) settings_.log->put_measurements(logged);  // before anything fails
+  const int first = rep_->trials - static_cast<int>(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
     tune::CandidateResult& r = results[i];
-    CandidateReport cr;
-    cr.schedule = batch[i];
-    cr.ok = r.ok;
-    cr.error = r.error;
-    cr.median_ms = r.ok ? r.median_ms : -1;
-    cr.build_ms = r.build_ms;
-    rep_->candidates.push_back(cr);
-    ++rep_->trials;
-    if (r.ok && batch[i].stages_text() == rules_text_) rep_->default_ms = r.median_ms;
-    if (r.ok && (!best_schedule_ || r.median_ms < best_ms_)) {
-      best_ms_ = r.median_ms;
-      best_schedule_ = batch[i];
-      best_kernel_ = r.kernel;  // null when measured in another process
-    }
     r.kernel.reset();  // the search keeps its trials; only the best kernel stays alive
+    if (r.ok && (shown_best < 0 || r.median_ms < shown_best)) shown_best = r.median_ms;
     if (settings_.on_trial) {
       TrialEvent ev;
       ev.task = settings_.name;
-      ev.trial = rep_->trials;
+      ev.trial = first + static_cast<int>(i) + 1;
       ev.trials = settings_.trials;
       ev.ok = r.ok;
-      ev.median_ms = cr.median_ms;
-      ev.best_ms = best_schedule_ ? best_ms_ : -1;
+      ev.median_ms = r.ok ? r.median_ms : -1;
+      ev.best_ms = shown_best;
       ev.flops = flops_;
       ev.elapsed_s = now_s() - started_s_;
       settings_.on_trial(ev);

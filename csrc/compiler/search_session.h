@@ -15,6 +15,8 @@
 
 #include "compiler/compile.h"
 #include "cost/cost_model.h"
+#include "db/records.h"
+#include "db/workload_key.h"
 #include "tune/search/evolution.h"
 
 namespace tessera::compiler {
@@ -43,6 +45,12 @@ struct SearchSettings {
   bool fresh_model = false;
   std::shared_ptr<tune::Runner> runner;  // null: the policy's default runner
   TrialCallback on_trial;
+  // With a records database and the workload's key: every measurement is logged as it happens,
+  // a search killed earlier resumes from the log (its candidates are reported, never measured
+  // again; a restored winner is built by the caller), and the shared learned model is loaded at
+  // the process's first search and saved after each round that refit it.
+  db::RecordsDB* log = nullptr;
+  std::optional<db::WorkloadKey> key;
 };
 
 // The search settings of a compile request.
@@ -77,6 +85,11 @@ class SearchSession {
   // Halves the population (down to a floor) while the search's overhead exceeds its share of
   // the wall time: cheap kernels measure fast, and evolution must not dominate their search.
   void keep_overhead_bounded();
+  // Reports one measured candidate (of this session or restored) and keeps the best.
+  void take(const schedule::KernelSchedule& s, const tune::CandidateResult& r);
+  // Restores the logged trials of an earlier search of this workload (settings_.log).
+  void resume_from_log();
+  void save_model_if_refit();
 
   const tune::Task& task_;
   SearchSettings settings_;
@@ -92,6 +105,7 @@ class SearchSession {
   double best_ms_ = 0;
   double flops_ = 0;
   double started_s_ = 0;
+  int min_model_samples_ = 0;
 };
 
 }  // namespace tessera::compiler

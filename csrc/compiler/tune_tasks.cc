@@ -83,6 +83,8 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
     s.fresh_model = req.fresh_model;
     s.runner = req.runner;
     s.on_trial = req.on_trial;
+    s.log = req.records;  // measurements logged, a killed search resumed
+    s.key = l.key;
     l.session = std::make_unique<SearchSession>(l.task, std::move(s), &o.report);
     tune::search::SchedulerTask st;
     st.name = o.name;

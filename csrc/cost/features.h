@@ -79,6 +79,9 @@ inline constexpr int kFeatureAlloc = 131;  // 4
 inline constexpr int kFeatureScope = 135;  // 4
 inline constexpr int kFeatureMisc = 139;   // 4
 inline constexpr int kNumFeatures = 143;
+// Bump when the features change meaning: saved cost models (db/model_blob.h) of another version
+// are not loaded.
+inline constexpr int kFeatureVersion = 1;
 
 // A loop extent with no constant upper bound counts as this many iterations.
 inline constexpr int64_t kUnknownExtent = 256;

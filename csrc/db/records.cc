@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,8 +36,10 @@ const char* mode_name(RecordsDB::Mode mode) {
 struct RecordsDB::Impl {
   enum class Access { kRead, kWrite };
 
+  // Something kept in memory: because the file cannot take it now (pending), or at all.
+  template <typename T>
   struct Held {
-    Record record;
+    T item;
     bool pending;  // to be written to the file once it is free
   };
 
@@ -54,20 +57,22 @@ struct RecordsDB::Impl {
   Clock::time_point read_retry_at{};
   bool lock_warned = false;  // one warning per lock episode
   pid_t pid = 0;
-  std::vector<Held> memory;
+  std::vector<Held<Record>> memory;
+  std::vector<Held<Measurement>> measurements;
+  std::vector<Held<ModelBlob>> models;  // at most one per (name, target, feature version)
   RecordsDBStats stats;
   std::deque<std::string> warnings;  // not yet taken by take_warnings()
 
   ~Impl() {
     std::lock_guard<std::mutex> guard(mu);
     if (pid != getpid()) return;  // a forked child leaves its parent's records to the parent
-    size_t pending = 0;
-    for (const Held& h : memory) pending += h.pending;
+    const size_t pending = count_pending();
     if (pending == 0) return;
     write_retry_at = read_retry_at = Clock::time_point{};  // a last try, even in a cool-down
     if (!write_pending()) {
       warn(std::to_string(pending) +
-           " new tuning record(s) could not be written (the file stayed locked); they are lost");
+           " new tuning record(s), measurement(s) or cost model(s) could not be written (the file "
+           "stayed locked); they are lost");
     }
   }
 
@@ -86,7 +91,7 @@ struct RecordsDB::Impl {
     if (store) store.reset();
     ready = false;
     mode = Mode::kMemory;
-    for (Held& h : memory) h.pending = false;
+    keep_in_memory();
     warn(reason + "; tuning records are kept in memory for this process");
   }
 
@@ -138,7 +143,7 @@ struct RecordsDB::Impl {
     }
     mode = Mode::kReadOnly;
     immutable = access == SqliteStore::Access::kImmutable;
-    for (Held& h : memory) h.pending = false;
+    keep_in_memory();
     return true;
   }
 
@@ -257,11 +262,35 @@ struct RecordsDB::Impl {
     store.reset();
     ready = false;
     pid = getpid();
-    std::vector<Held> kept;
-    for (Held& h : memory) {
+    drop_pending(&memory);
+    drop_pending(&measurements);
+    drop_pending(&models);
+  }
+
+  template <typename T>
+  static size_t pending_in(const std::vector<Held<T>>& held) {
+    size_t n = 0;
+    for (const Held<T>& h : held) n += h.pending;
+    return n;
+  }
+  size_t count_pending() const {
+    return pending_in(memory) + pending_in(measurements) + pending_in(models);
+  }
+
+  // Nothing held goes to the file any more (the file is read-only or given up).
+  void keep_in_memory() {
+    for (auto& h : memory) h.pending = false;
+    for (auto& h : measurements) h.pending = false;
+    for (auto& h : models) h.pending = false;
+  }
+
+  template <typename T>
+  static void drop_pending(std::vector<Held<T>>* held) {
+    std::vector<Held<T>> kept;
+    for (Held<T>& h : *held) {
       if (!h.pending) kept.push_back(std::move(h));
     }
-    memory = std::move(kept);
+    *held = std::move(kept);
   }
 
   template <typename F>
@@ -282,22 +311,34 @@ struct RecordsDB::Impl {
     return false;
   }
 
-  // Writes pending records plus `extra` in one transaction.
-  bool write_pending(const Record* extra = nullptr) {
-    if (mode != Mode::kDisk) return false;
-    std::vector<Record> batch;
-    for (const Held& h : memory) {
-      if (h.pending) batch.push_back(h.record);
+  // Writes the pending items of `held` with `write` (one transaction per call), then forgets
+  // them. False when they stay pending.
+  template <typename T, typename Write>
+  bool write_held(std::vector<Held<T>>* held, const char* what, const Write& write) {
+    std::vector<T> batch;
+    for (const Held<T>& h : *held) {
+      if (h.pending) batch.push_back(h.item);
     }
-    if (extra) batch.push_back(*extra);
     if (batch.empty()) return true;
-    if (!run("save records", Access::kWrite, [&] { store->insert(&batch); })) return false;
-    std::vector<Held> kept;
-    for (Held& h : memory) {
-      if (!h.pending) kept.push_back(std::move(h));
-    }
-    memory = std::move(kept);
+    if (!run(what, Access::kWrite, [&] { write(&batch); })) return false;
+    drop_pending(held);
     return true;
+  }
+
+  // Writes every pending record, measurement and model; true when nothing is left pending.
+  bool write_pending() {
+    if (mode != Mode::kDisk) return false;
+    bool all =
+        write_held(&memory, "save records", [&](std::vector<Record>* b) { store->insert(b); });
+    all = write_held(&measurements, "save measurements",
+                     [&](std::vector<Measurement>* b) { store->insert_measurements(b); }) &&
+          all;
+    all = write_held(&models, "save a cost model",
+                     [&](std::vector<ModelBlob>* b) {
+                       for (const ModelBlob& m : *b) store->put_model(m);
+                     }) &&
+          all;
+    return all && mode == Mode::kDisk;
   }
 };
 
@@ -335,9 +376,9 @@ std::optional<Record> RecordsDB::best(const WorkloadKey& key) {
   bool collision = false;
   d.run("look up a record", Impl::Access::kRead, [&] { found = d.store->best(key, &collision); });
   if (collision) ++d.stats.collisions;
-  for (const Impl::Held& h : d.memory) {
-    if (record_matches(h.record, key) && (!found || record_better(h.record, *found))) {
-      found = h.record;
+  for (const auto& h : d.memory) {
+    if (record_matches(h.item, key) && (!found || record_better(h.item, *found))) {
+      found = h.item;
     }
   }
   if (!found) return std::nullopt;
@@ -350,9 +391,9 @@ bool RecordsDB::put(const Record& record) {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> guard(d.mu);
   ++d.stats.puts;
-  if (d.write_pending(&record)) return true;
-  ++d.stats.put_deferred;
   d.memory.push_back({record, d.mode == Mode::kDisk});
+  if (d.write_pending()) return true;
+  ++d.stats.put_deferred;
   return false;
 }
 
@@ -367,9 +408,9 @@ std::vector<Record> RecordsDB::all(const RecordFilter& filter) {
   std::lock_guard<std::mutex> guard(d.mu);
   std::vector<Record> out;
   d.run("list records", Impl::Access::kRead, [&] { out = d.store->select(filter); });
-  for (const Impl::Held& h : d.memory) {
+  for (const auto& h : d.memory) {
     if (filter.limit > 0 && static_cast<int64_t>(out.size()) >= filter.limit) break;
-    if (record_matches(h.record, filter)) out.push_back(h.record);
+    if (record_matches(h.item, filter)) out.push_back(h.item);
   }
   return out;
 }
@@ -380,6 +421,64 @@ int64_t RecordsDB::count() {
   int64_t n = 0;
   d.run("count records", Impl::Access::kRead, [&] { n = d.store->count(); });
   return n + static_cast<int64_t>(d.memory.size());
+}
+
+bool RecordsDB::put_measurements(const std::vector<Measurement>& measurements) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  for (const Measurement& m : measurements) {
+    d.measurements.push_back({m, d.mode == Mode::kDisk});
+  }
+  return d.write_pending();
+}
+
+std::vector<Measurement> RecordsDB::measurements(const WorkloadKey& key, const std::string& tuner) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  std::vector<Measurement> out;
+  d.run("read measurements", Impl::Access::kRead,
+        [&] { out = d.store->select_measurements(key, tuner); });
+  for (const auto& h : d.measurements) {
+    if (measurement_matches(h.item, key, tuner)) out.push_back(h.item);
+  }
+  for (Measurement& m : out) m.schedule_json = schedule_from_canonical(key, m.schedule_json);
+  return out;
+}
+
+int64_t RecordsDB::count_measurements() {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  int64_t n = 0;
+  d.run("count measurements", Impl::Access::kRead, [&] { n = d.store->count_measurements(); });
+  return n + static_cast<int64_t>(d.measurements.size());
+}
+
+bool RecordsDB::put_model(const ModelBlob& model) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  auto same = [&](const auto& h) {
+    return h.item.name == model.name && h.item.target == model.target &&
+           h.item.feature_version == model.feature_version;
+  };
+  d.models.erase(std::remove_if(d.models.begin(), d.models.end(), same), d.models.end());
+  d.models.push_back({model, d.mode == Mode::kDisk});
+  return d.write_pending();
+}
+
+std::optional<ModelBlob> RecordsDB::model(const std::string& name, const std::string& target,
+                                          int feature_version) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mu);
+  for (const auto& h : d.models) {  // this process's is the newest
+    if (h.item.name == name && h.item.target == target &&
+        h.item.feature_version == feature_version) {
+      return h.item;
+    }
+  }
+  std::optional<ModelBlob> found;
+  d.run("read a cost model", Impl::Access::kRead,
+        [&] { found = d.store->get_model(name, target, feature_version); });
+  return found;
 }
 
 const std::string& RecordsDB::path() const { return impl_->path; }

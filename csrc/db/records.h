@@ -4,6 +4,9 @@
 // model (or another model with the same operators) takes schedules from records instead of
 // tuning and measuring again.
 //
+// Search mode also logs every measured candidate here (db/measurement.h: a killed search resumes
+// from them) and saves its learned cost model (db/model_blob.h); both follow the rules below.
+//
 // Location: $TESSERA_RECORDS_DB, else <tessera_cache_dir()>/records.db (~/.cache/tessera), or
 // any path given to open(); ":memory:" keeps records in this process only.
 //
@@ -26,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "db/measurement.h"
+#include "db/model_blob.h"
 #include "db/record.h"
 #include "db/workload_key.h"
 
@@ -74,8 +79,24 @@ class RecordsDB {
   // Records (file and memory), oldest first.
   std::vector<Record> all(const RecordFilter& filter = {});
   int64_t count();
-  // Writes records held in memory because of a lock; true when none is left pending.
+  // Writes records (measurements, models) held in memory because of a lock; true when none is
+  // left pending.
   bool flush();
+
+  // Search measurements (db/measurement.h), stored as they happen: all in one transaction. True
+  // when they reached the file; otherwise they are held as records are (see above).
+  bool put_measurements(const std::vector<Measurement>& measurements);
+  bool put_measurement(const Measurement& measurement) { return put_measurements({measurement}); }
+  // Those of this workload on its target (of `tuner` when not empty), oldest first, with their
+  // schedules translated to the names of the workload `key` was made from.
+  std::vector<Measurement> measurements(const WorkloadKey& key, const std::string& tuner = "");
+  int64_t count_measurements();
+
+  // A learned cost model (db/model_blob.h): put replaces the one with the same name, target and
+  // feature version; model() finds it (file or memory).
+  bool put_model(const ModelBlob& model);
+  std::optional<ModelBlob> model(const std::string& name, const std::string& target,
+                                 int feature_version);
 
   const std::string& path() const;
   Mode mode() const;

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <set>
 
+#include "db/sqlite_stmt.h"
+
 namespace tessera::db {
 
 bool SqliteError::is_busy() const {
@@ -27,90 +29,8 @@ bool SqliteError::is_unwritable() const {
 
 namespace {
 
-[[noreturn]] void fail(sqlite3* db, int rc, const std::string& what) {
-  const int code = db ? sqlite3_extended_errcode(db) : rc;
-  const char* msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  throw SqliteError(code ? code : rc, what + ": " + msg);
-}
-
-// A prepared statement; columns and parameters are indexed as SQLite does (parameters from 1).
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql) : db_(db) {
-    const int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr);
-    if (rc != SQLITE_OK) fail(db, rc, "prepare");
-  }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Stmt& bind(int i, const std::string& v) {
-    check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-    return *this;
-  }
-  Stmt& bind(int i, int64_t v) {
-    check(sqlite3_bind_int64(stmt_, i, v));
-    return *this;
-  }
-  Stmt& bind(int i, std::optional<double> v) {
-    check(v ? sqlite3_bind_double(stmt_, i, *v) : sqlite3_bind_null(stmt_, i));
-    return *this;
-  }
-
-  // True when a row is ready, false when done.
-  bool step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    fail(db_, rc, "step");
-  }
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
-  std::string text(int col) const {
-    const unsigned char* p = sqlite3_column_text(stmt_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p),
-                           static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
-             : std::string();
-  }
-  int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }
-  std::optional<double> opt_double(int col) const {
-    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
-    return sqlite3_column_double(stmt_, col);
-  }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK) fail(db_, rc, "bind");
-  }
-
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-void exec_sql(sqlite3* db, const char* sql) {
-  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) fail(db, rc, sql);
-}
-
-// BEGIN IMMEDIATE ... COMMIT, rolled back when left by an exception.
-class WriteTransaction {
- public:
-  explicit WriteTransaction(sqlite3* db) : db_(db) { exec_sql(db_, "BEGIN IMMEDIATE"); }
-  ~WriteTransaction() {
-    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  void commit() {
-    exec_sql(db_, "COMMIT");
-    done_ = true;
-  }
-
- private:
-  sqlite3* db_;
-  bool done_ = false;
-};
+using sql::Stmt;
+using sql::WriteTransaction;
 
 // Workloads are stored once (their canonical text can be kilobytes); records point at them.
 constexpr const char* kCreateSchema = R"sql(
@@ -176,6 +96,19 @@ std::string immutable_uri(const std::string& path) {
 
 }  // namespace
 
+int64_t sql::workload_id(sqlite3* db, const std::string& hash, const std::string& shapes,
+                         const std::string& canonical) {
+  Stmt add(db,
+           "INSERT OR IGNORE INTO workloads(workload_hash, shapes, canonical) VALUES(?1, ?2, ?3)");
+  add.bind(1, hash).bind(2, shapes).bind(3, canonical);
+  add.step();
+  Stmt find(db,
+            "SELECT id FROM workloads WHERE workload_hash = ?1 AND shapes = ?2 AND canonical = ?3");
+  find.bind(1, hash).bind(2, shapes).bind(3, canonical);
+  if (!find.step()) throw SqliteError(SQLITE_INTERNAL, "workload row vanished");
+  return find.int64(0);
+}
+
 SqliteStore::SqliteStore(const std::string& path, Access access, int busy_timeout_ms)
     : read_only_(access != Access::kReadWrite) {
   int flags = read_only_ ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -200,7 +133,7 @@ SqliteStore::~SqliteStore() {
   if (db_) sqlite3_close_v2(db_);
 }
 
-void SqliteStore::exec(const char* sql) { exec_sql(db_, sql); }
+void SqliteStore::exec(const char* text) { sql::exec(db_, text); }
 
 void SqliteStore::check_integrity() {
   // quick_check reads every page (O(file size), milliseconds for a records file) but skips the
@@ -255,7 +188,10 @@ SqliteStore::Schema SqliteStore::prepare_schema() {
   }
   // With WAL, NORMAL only risks the last commits on power loss: fine for a cache of records.
   exec("PRAGMA synchronous=NORMAL");
-  if (!fresh) return Schema::kReady;
+  if (!fresh) {
+    add_search_tables();  // a file of an earlier version of schema 1 gets them now
+    return Schema::kReady;
+  }
   // Several processes may create the file at once: IF NOT EXISTS and INSERT OR IGNORE make the
   // second creator's transaction a no-op.
   WriteTransaction tx(db_);
@@ -264,6 +200,7 @@ SqliteStore::Schema SqliteStore::prepare_schema() {
   v.bind(1, std::to_string(kSchemaVersion));
   v.step();
   tx.commit();
+  add_search_tables();
   return Schema::kReady;
 }
 
@@ -290,23 +227,11 @@ std::optional<Record> SqliteStore::best(const WorkloadKey& key, bool* collision)
 
 void SqliteStore::insert(std::vector<Record>* records) {
   WriteTransaction tx(db_);
-  Stmt add_workload(db_,
-                    "INSERT OR IGNORE INTO workloads(workload_hash, shapes, canonical)"
-                    " VALUES(?1, ?2, ?3)");
-  Stmt find_workload(db_,
-                     "SELECT id FROM workloads"
-                     " WHERE workload_hash = ?1 AND shapes = ?2 AND canonical = ?3");
   Stmt add_record(db_,
                   "INSERT INTO records(workload_id, target, schedule, tuner, median_ms, gflops,"
                   " trials, created, version) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
   for (Record& r : *records) {
-    add_workload.reset();
-    add_workload.bind(1, r.workload_hash).bind(2, r.shapes).bind(3, r.canonical);
-    add_workload.step();
-    find_workload.reset();
-    find_workload.bind(1, r.workload_hash).bind(2, r.shapes).bind(3, r.canonical);
-    if (!find_workload.step()) throw SqliteError(SQLITE_INTERNAL, "workload row vanished");
-    const int64_t workload_id = find_workload.int64(0);
+    const int64_t workload_id = sql::workload_id(db_, r.workload_hash, r.shapes, r.canonical);
     add_record.reset();
     add_record.bind(1, workload_id).bind(2, r.target).bind(3, r.schedule_json).bind(4, r.tuner);
     add_record.bind(5, r.median_ms).bind(6, r.gflops).bind(7, r.trials).bind(8, r.created);

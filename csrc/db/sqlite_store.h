@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "db/measurement.h"
+#include "db/model_blob.h"
 #include "db/record.h"
 
 struct sqlite3;
@@ -66,14 +68,29 @@ class SqliteStore {
   std::vector<Record> select(const RecordFilter& filter);
   int64_t count();
 
+  // Search measurements (db/measurement.h; tables in sqlite_search_tables.cc). Inserts all in
+  // one transaction (all or none) and sets their ids.
+  void insert_measurements(std::vector<Measurement>* measurements);
+  // Those of `key` (and of `tuner` when not empty), oldest first, schedules in canonical names.
+  std::vector<Measurement> select_measurements(const WorkloadKey& key, const std::string& tuner);
+  int64_t count_measurements();
+  // Saved cost models: put replaces the one with the same name, target and feature version.
+  void put_model(const ModelBlob& model);
+  std::optional<ModelBlob> get_model(const std::string& name, const std::string& target,
+                                     int feature_version);
+
   // Drops the handle without closing it: after fork() the child must not close (and thereby
   // unlock) what its parent's connection holds.
   void abandon() { db_ = nullptr; }
   bool read_only() const { return read_only_; }
 
  private:
-  void exec(const char* sql);
+  void exec(const char* text);
   std::optional<int> schema_version();
+  bool has_table(const char* name);
+  // Creates the search tables when missing. Files made before they existed get them here; when
+  // another process holds the write lock the first write creates them instead.
+  void add_search_tables();
 
   sqlite3* db_ = nullptr;
   bool read_only_;

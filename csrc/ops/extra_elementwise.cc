@@ -55,6 +55,25 @@ Tensor bool_binary(const Tensor& a, const Tensor& b, const std::string& name,
 
 }  // namespace
 
+namespace {
+Tensor integer_binary(const Tensor& a, const Tensor& b, const std::string& name,
+                      Expr (*f)(Expr, Expr)) {
+  TESSERA_CHECK(a != nullptr && b != nullptr) << name << ": operand is null";
+  check_same_dtype(a, b, name);
+  TESSERA_CHECK(ir::is_int(a->dtype)) << name << ": integer operands only, got "
+                                      << ir::dtype_name(a->dtype);
+  return binary_op(a, b, name, f);
+}
+}  // namespace
+
+Tensor floordiv(const Tensor& a, const Tensor& b, const std::string& name) {
+  return integer_binary(a, b, name, &ir::floordiv);
+}
+
+Tensor floormod(const Tensor& a, const Tensor& b, const std::string& name) {
+  return integer_binary(a, b, name, &ir::floormod);
+}
+
 Compare compare_from_name(const std::string& name) {
   if (name == "eq") return Compare::kEQ;
   if (name == "ne") return Compare::kNE;

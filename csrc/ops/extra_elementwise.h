@@ -37,6 +37,12 @@ ir::Tensor clamp(const ir::Tensor& x, std::optional<double> lo, std::optional<do
 ir::Tensor floor(const ir::Tensor& x, const std::string& name = "floor");
 ir::Tensor ceil(const ir::Tensor& x, const std::string& name = "ceil");
 
+// Integer floor division and its remainder (Python's // and %: the quotient rounds toward
+// -inf, the remainder takes the divisor's sign), with broadcasting; both operands share an
+// integer dtype. A zero divisor sets the kernel's division status (ZeroDivisionError) and
+// INT_MIN // -1 wraps, as in csrc/loop/guard_division.h.
+ir::Tensor floordiv(const ir::Tensor& a, const ir::Tensor& b, const std::string& name = "floordiv");
+ir::Tensor floormod(const ir::Tensor& a, const ir::Tensor& b, const std::string& name = "floormod");
 // A tensor of `shape` filled with `value` (tag "elementwise": it reads nothing and is inlined
 // into its consumers).
 ir::Tensor full(const Shape& shape, double value, ir::DType dtype,

@@ -6,6 +6,7 @@
 
 #include "compiler/compile.h"
 #include "python/bindings.h"
+#include "python/runner_arg.h"
 #include "python/trial_callback.h"
 #include "runtime/paired_timing.h"
 #include "schedule/annotation.h"
@@ -118,7 +119,7 @@ void bind_request_and_report(py::module_& m) {
   py::class_<CompileRequest>(m, "CompileRequest", "What _C.compile is asked to do.")
       .def(py::init([](const std::string& name, const std::string& tune, const std::string& threads,
                        std::optional<schedule::KernelSchedule> schedule, db::RecordsDB* records,
-                       bool keep_source, uint64_t seed, int trials) {
+                       bool keep_source, uint64_t seed, int trials, const py::object& runner) {
              CompileRequest r;
              r.name = name;
              r.tune = compiler::tune_mode_from_name(tune);
@@ -128,11 +129,13 @@ void bind_request_and_report(py::module_& m) {
              r.keep_source = keep_source;
              r.seed = seed;
              r.trials = trials;
+             r.runner = runner_from_arg(runner);
              return r;
            }),
            py::arg("name") = "kernel", py::arg("tune") = "default", py::arg("threads") = "auto",
            py::arg("schedule") = py::none(), py::arg("records") = nullptr,
            py::arg("keep_source") = false, py::arg("seed") = 0, py::arg("trials") = 0,
+           py::arg("runner") = py::none(),
            // The request refers to the records database: keep it alive as long as the request.
            py::keep_alive<1, 6>())
       .def_readwrite("name", &CompileRequest::name)
@@ -142,11 +145,20 @@ void bind_request_and_report(py::module_& m) {
       .def_readwrite("keep_source", &CompileRequest::keep_source)
       .def_readwrite("seed", &CompileRequest::seed)
       .def_readwrite("trials", &CompileRequest::trials)
+      .def_property_readonly(
+          "runner",
+          [](const CompileRequest& r) {
+            return r.runner ? std::optional<std::string>(r.runner->name()) : std::nullopt;
+          },
+          "Search mode's runner's name (None: the tuning policy's). Set it with the keyword: "
+          "'workers' | 'in-process' | 'ray' | 'auto' | 'ray://host:port' | a _C.Runner | an "
+          "object with measure() (tessera.runners).")
       .def_property(
           "on_trial", [](const CompileRequest& r) { return static_cast<bool>(r.on_trial); },
           [](CompileRequest& r, py::object fn) { r.on_trial = trial_callback(std::move(fn)); },
           "Callable taking a TrialEvent after each search measurement (None: off); reads as "
-          "whether one is set.");
+          "whether one is set.")
+      .def_readwrite("search_per_round", &CompileRequest::search_per_round);
   using compiler::CandidateReport;
   py::class_<CandidateReport>(m, "CandidateReport", "One schedule a tuner built, verified, timed.")
       .def_readonly("schedule", &CandidateReport::schedule)
@@ -193,6 +205,7 @@ void bind_policy_and_counters(py::module_& m) {
       .def_readonly("search_trials", &TuningPolicy::search_trials)
       .def_readonly("search_per_round", &TuningPolicy::search_per_round)
       .def_readonly("search_population", &TuningPolicy::search_population)
+      .def_readonly("search_runner", &TuningPolicy::search_runner)
       .def_readonly("process_tune_budget_s", &TuningPolicy::process_tune_budget_s);
   m.def(
       "tuning_policy", []() { return schedule::tuning_policy(); },

@@ -38,6 +38,24 @@ py::dict record_dict(const db::Record& r) {
   return d;
 }
 
+py::dict measurement_dict(const db::Measurement& m) {
+  py::dict d;
+  d["id"] = m.id;
+  d["workload_hash"] = m.workload_hash;
+  d["target"] = m.target;
+  d["schedule_json"] = m.schedule_json;
+  d["tuner"] = m.tuner;
+  d["ok"] = m.ok;
+  d["error"] = m.error;
+  d["median_ms"] = optional_double(m.median_ms);
+  d["seed"] = m.seed;
+  d["round"] = m.round;
+  d["trial"] = m.trial;
+  d["created"] = m.created;
+  d["version"] = m.version;
+  return d;
+}
+
 py::object best_of(db::RecordsDB& self, const db::WorkloadKey& key) {
   std::optional<db::Record> r;
   {
@@ -150,6 +168,27 @@ void bind_db(py::module_& m) {
           py::arg("workload_hash") = py::none(), py::arg("shapes") = py::none(),
           py::arg("target") = py::none(), py::arg("tuner") = py::none(), py::arg("limit") = 0,
           "Records, oldest first (schedules in canonical names).")
+      .def(
+          "measurements",
+          [](db::RecordsDB& self, const std::vector<PyTensor>& outputs,
+             const std::vector<PyTensor>& inputs, const std::string& tuner,
+             const std::optional<std::string>& target) {
+            const db::WorkloadKey key = key_of(outputs, inputs, target);
+            std::vector<db::Measurement> ms;
+            {
+              py::gil_scoped_release release;
+              ms = self.measurements(key, tuner);
+            }
+            py::list out;
+            for (const db::Measurement& m : ms) out.append(measurement_dict(m));
+            return out;
+          },
+          py::arg("outputs"), py::arg("inputs"), py::arg("tuner") = "",
+          py::arg("target") = py::none(),
+          "Logged tuning measurements (dicts) of this workload, oldest first, schedules in its "
+          "own names.")
+      .def("count_measurements", &db::RecordsDB::count_measurements,
+           py::call_guard<py::gil_scoped_release>())
       .def("count", &db::RecordsDB::count, py::call_guard<py::gil_scoped_release>())
       .def("flush", &db::RecordsDB::flush, py::call_guard<py::gil_scoped_release>())
       .def("take_warnings", &db::RecordsDB::take_warnings,

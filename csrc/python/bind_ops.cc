@@ -176,6 +176,12 @@ void bind_elementwise(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), py::arg("cmp"));
   m.def(
+      "floordiv", [](T a, T b) { return wrap(ops::floordiv(a.tensor, b.tensor)); },
+      py::arg("a"), py::arg("b"), "Integer a // b (rounds toward -inf, as Python and torch).");
+  m.def(
+      "floormod", [](T a, T b) { return wrap(ops::floormod(a.tensor, b.tensor)); },
+      py::arg("a"), py::arg("b"), "Integer a % b (the divisor's sign, as Python and torch).");
+  m.def(
       "where", [](T c, T a, T b) { return wrap(ops::where(c.tensor, a.tensor, b.tensor)); },
       py::arg("cond"), py::arg("a"), py::arg("b"));
   m.def(

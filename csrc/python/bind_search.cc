@@ -8,6 +8,7 @@
 #include "compiler/tune_tasks.h"
 #include "cost/features.h"
 #include "python/bindings.h"
+#include "python/runner_arg.h"
 #include "python/trial_callback.h"
 #include "tune/search/model_eval.h"
 #include "tune/search/space.h"
@@ -71,7 +72,8 @@ void bind_tune_tasks(py::module_& m) {
       "tune_tasks",
       [](const std::vector<TaskTuple>& tasks, int trials, int trials_per_task,
          const std::string& scheduler, uint64_t seed, db::RecordsDB* records,
-         const std::string& threads, bool fresh_model, py::object on_trial) {
+         const std::string& threads, bool fresh_model, py::object on_trial,
+         const py::object& runner) {
         std::vector<compiler::TaskSpec> specs;
         for (const TaskTuple& t : tasks) {
           compiler::TaskSpec s;
@@ -90,6 +92,7 @@ void bind_tune_tasks(py::module_& m) {
         req.threads = compiler::threads_from_name(threads);
         req.fresh_model = fresh_model;
         req.on_trial = trial_callback(std::move(on_trial));
+        req.runner = runner_from_arg(runner);
         compiler::TuneTasksResult r;
         {
           py::gil_scoped_release release;
@@ -100,6 +103,7 @@ void bind_tune_tasks(py::module_& m) {
       py::arg("tasks"), py::arg("trials") = 0, py::arg("trials_per_task") = 0,
       py::arg("scheduler") = "gradient", py::arg("seed") = 0, py::arg("records") = nullptr,
       py::arg("threads") = "auto", py::arg("fresh_model") = false, py::arg("on_trial") = py::none(),
+      py::arg("runner") = py::none(),
       "Search mode over many kernels under the task scheduler (compiler/tune_tasks.h). `tasks`: "
       "(outputs, inputs, name, weight) per kernel; `trials`: measurements over all of them (0: "
       "`trials_per_task` per kernel searched, 0: the policy's). "

@@ -28,4 +28,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_db(m);
   tessera::python::bind_tune(m);
   tessera::python::bind_search(m);
+  tessera::python::bind_runner(m);
 }

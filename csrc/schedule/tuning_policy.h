@@ -4,6 +4,7 @@
 // partition choices and its whole-graph check read them from here (Python through
 // _C.tuning_policy()).
 #include <cstdint>
+#include <string>
 
 #include "schedule/stage_plan.h"
 
@@ -32,6 +33,9 @@ struct TuningPolicy {
   int search_trials = 256;
   int search_per_round = 64;
   int search_population = 2048;
+  // Where search mode measures candidates (tune/runner.h): "workers" (forked processes: a
+  // crashing or hanging candidate cannot take the caller down) or "in-process".
+  std::string search_runner = "workers";
   // Seconds of tuning per process; past it kernels get the default schedule (logged).
   double process_tune_budget_s = 180.0;
 };

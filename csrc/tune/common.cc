@@ -186,9 +186,10 @@ void CandidateMeasurer::prepare() {
 
 void CandidateMeasurer::run(const compiler::BuiltKernel& k) { k.run(ptrs_, size_values_); }
 
-void CandidateMeasurer::build_all(
-    const std::vector<schedule::KernelSchedule>& schedules, std::vector<CandidateResult>* results,
-    std::vector<std::shared_ptr<const compiler::BuiltKernel>>* built) {
+void CandidateMeasurer::build_all(const std::vector<schedule::KernelSchedule>& schedules,
+                                  std::vector<CandidateResult>* results,
+                                  std::vector<std::shared_ptr<const compiler::BuiltKernel>>* built,
+                                  MeasureObserver* observer) {
   const size_t n = schedules.size();
   built->assign(n, nullptr);
   // Job 0 builds the reference (when not built yet); job c + 1 builds candidate c. Candidates
@@ -209,6 +210,7 @@ void CandidateMeasurer::build_all(
     if (schedules[c].stages_text() == reference_text) return;
     const auto t0 = std::chrono::steady_clock::now();
     try {
+      if (observer) observer->build_started(c);
       (*built)[c] = std::make_shared<const compiler::BuiltKernel>(
           compiler::build_cpu(task_.plan_for(schedules[c].plan), schedules[c],
                               task_.name + "_c" + std::to_string(num_measured_ + c)));
@@ -216,6 +218,7 @@ void CandidateMeasurer::build_all(
     } catch (const std::exception& e) {
       res.error = std::string("build failed: ") + e.what();
     }
+    if (observer) observer->built(c, res);
   };
   // Lowering and JIT compiles are independent per candidate (each has its own LLVM context), so
   // they run on as many threads as the kernels will; nothing is timed meanwhile.
@@ -234,7 +237,7 @@ void CandidateMeasurer::build_all(
 
 bool CandidateMeasurer::verify(const schedule::KernelSchedule& schedule,
                                std::shared_ptr<const compiler::BuiltKernel> kernel,
-                               CandidateResult* res) {
+                               CandidateResult* res, MeasureObserver* observer, size_t candidate) {
   ++num_measured_;
   util::bump(util::Counter::kCandidates);
   if (kernel == nullptr) {
@@ -244,6 +247,7 @@ bool CandidateMeasurer::verify(const schedule::KernelSchedule& schedule,
   }
   for (auto& a : outputs_) fill_sentinel(a);  // an element the kernel forgets shows up
   try {
+    if (observer) observer->run_started(candidate);
     auto r0 = std::chrono::steady_clock::now();
     run(*kernel);
     res->median_ms = ms_since(r0);
@@ -266,11 +270,12 @@ bool CandidateMeasurer::verify(const schedule::KernelSchedule& schedule,
 }
 
 bool CandidateMeasurer::build_and_verify(const std::vector<schedule::KernelSchedule>& schedules,
-                                         std::vector<CandidateResult>* results) {
+                                         std::vector<CandidateResult>* results,
+                                         MeasureObserver* observer) {
   results->assign(schedules.size(), CandidateResult());
   std::vector<std::shared_ptr<const compiler::BuiltKernel>> built;
   try {
-    build_all(schedules, results, &built);
+    build_all(schedules, results, &built, observer);
     prepare();
   } catch (const std::exception& e) {
     for (CandidateResult& r : *results) {
@@ -280,7 +285,10 @@ bool CandidateMeasurer::build_and_verify(const std::vector<schedule::KernelSched
     }
     return false;
   }
-  for (size_t c = 0; c < schedules.size(); ++c) verify(schedules[c], built[c], &(*results)[c]);
+  for (size_t c = 0; c < schedules.size(); ++c) {
+    verify(schedules[c], built[c], &(*results)[c], observer, c);
+    if (observer) observer->verified(c, (*results)[c]);
+  }
   return true;
 }
 
@@ -305,10 +313,11 @@ CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& sched
 }
 
 std::vector<CandidateResult> CandidateMeasurer::measure_all(
-    const std::vector<schedule::KernelSchedule>& schedules) {
+    const std::vector<schedule::KernelSchedule>& schedules, MeasureObserver* observer) {
   const size_t n = schedules.size();
   std::vector<CandidateResult> res;
-  build_and_verify(schedules, &res);
+  build_and_verify(schedules, &res, observer);
+  if (observer) observer->timing_started();
   double fastest = 0;
   for (size_t c = 0; c < n; ++c) {
     if (res[c].ok && (fastest == 0 || res[c].median_ms < fastest)) fastest = res[c].median_ms;

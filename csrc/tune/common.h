@@ -122,6 +122,24 @@ struct CandidateResult {
   std::shared_ptr<const compiler::BuiltKernel> kernel;
 };
 
+// Hears the steps of CandidateMeasurer::measure_all as they happen: the worker runner reports
+// them to its parent process, which pins a crash on the candidate in flight. Indices are into
+// measure_all's `schedules`. build_started/built are called on the building threads
+// (concurrently; a candidate whose schedule is the reference's is not built and gets neither);
+// the others on the measuring thread, in order. An exception from build_started fails that
+// candidate's build, one from run_started its run.
+class MeasureObserver {
+ public:
+  virtual ~MeasureObserver() = default;
+  virtual void build_started(size_t /*candidate*/) {}
+  virtual void built(size_t /*candidate*/, const CandidateResult& /*result*/) {}
+  // Right before the candidate's verification run (its first run).
+  virtual void run_started(size_t /*candidate*/) {}
+  virtual void verified(size_t /*candidate*/, const CandidateResult& /*result*/) {}
+  // Every candidate was verified; the survivors' timing (runs of any survivor) begins.
+  virtual void timing_started() {}
+};
+
 class CandidateMeasurer {
  public:
   explicit CandidateMeasurer(const Task& task, MeasureConfig config = {});
@@ -134,7 +152,15 @@ class CandidateMeasurer {
   // reference kernel instead of being built again.
   CandidateResult measure(const schedule::KernelSchedule& schedule);
   // Builds and verifies every candidate, then times the survivors interleaved (see MeasureConfig).
-  std::vector<CandidateResult> measure_all(const std::vector<schedule::KernelSchedule>& schedules);
+  // `observer` (not owned; null: none) hears each step as it happens.
+  std::vector<CandidateResult> measure_all(const std::vector<schedule::KernelSchedule>& schedules,
+                                           MeasureObserver* observer = nullptr);
+  // Builds the reference, makes the random inputs and runs the reference once (the expected
+  // outputs); measuring does this on first use. Done ahead, a forked worker process inherits it
+  // all. Throws tessera::Error when the reference does not build or run.
+  void prepare_reference() { prepare(); }
+  // Threads building candidates from now on (MeasureConfig::build_threads).
+  void set_build_threads(int n) { config_.build_threads = n; }
 
   int num_measured() const { return num_measured_; }
   // The default-schedule kernel outputs are checked against (built on first use).
@@ -150,15 +176,17 @@ class CandidateMeasurer {
   // build leaves its kernel null and its error set. Throws when the reference fails.
   void build_all(const std::vector<schedule::KernelSchedule>& schedules,
                  std::vector<CandidateResult>* results,
-                 std::vector<std::shared_ptr<const compiler::BuiltKernel>>* built);
+                 std::vector<std::shared_ptr<const compiler::BuiltKernel>>* built,
+                 MeasureObserver* observer);
   // Runs `kernel` (null: the reference, for the reference's schedule) once and checks its
   // outputs; the run's time goes to res->median_ms and the kernel to res->kernel.
   bool verify(const schedule::KernelSchedule& schedule,
-              std::shared_ptr<const compiler::BuiltKernel> kernel, CandidateResult* res);
+              std::shared_ptr<const compiler::BuiltKernel> kernel, CandidateResult* res,
+              MeasureObserver* observer = nullptr, size_t candidate = 0);
   // build_all, prepare, then verify each candidate in order. False when the reference failed
   // (then every result says so).
   bool build_and_verify(const std::vector<schedule::KernelSchedule>& schedules,
-                        std::vector<CandidateResult>* results);
+                        std::vector<CandidateResult>* results, MeasureObserver* observer = nullptr);
   void run(const compiler::BuiltKernel& k);
 
   const Task& task_;

@@ -1,5 +1,8 @@
 #include "tune/runner.h"
 
+#include "tune/worker_runner.h"
+#include "util/check.h"
+
 namespace tessera::tune {
 
 namespace {
@@ -32,6 +35,13 @@ class InProcessRunner : public Runner {
 
 std::shared_ptr<Runner> in_process_runner(MeasureConfig config) {
   return std::make_shared<InProcessRunner>(std::move(config));
+}
+
+std::shared_ptr<Runner> runner_named(const std::string& name) {
+  if (name == "workers") return worker_runner();
+  if (name == "in-process") return in_process_runner();
+  TESSERA_CHECK(false) << "unknown runner '" << name << "' (expected 'workers' or 'in-process')";
+  return nullptr;
 }
 
 }  // namespace tessera::tune

@@ -6,7 +6,8 @@
 //   in-process  CandidateMeasurer in this process: fastest, keeps the built kernels, but a
 //               candidate that crashes or hangs takes the process with it (construct mode's
 //               few, rule-derived candidates are measured this way);
-//   workers     worker processes (tune/runner/ chooses; see there), the default for search;
+//   workers     forked worker processes (tune/worker_runner.h): a crash, hang or runaway
+//               allocation fails the candidate, not the process; the default for search;
 //   ray         a Ray cluster (Python side, tessera/runners/).
 // Invariant: a TaskRunner never throws for a bad candidate (the result says ok = false and why);
 // it throws only when the task itself cannot be measured (the reference does not build).
@@ -37,5 +38,9 @@ class Runner {
 
 // Measures in this process with a CandidateMeasurer per task.
 std::shared_ptr<Runner> in_process_runner(MeasureConfig config = {});
+
+// The runner called `name` with its default options: "workers" | "in-process". Throws
+// tessera::Error for other names.
+std::shared_ptr<Runner> runner_named(const std::string& name);
 
 }  // namespace tessera::tune

@@ -83,6 +83,10 @@ def test_torch_compile_search_options_reach_the_compile_call(tmp_path):
     assert chosen in [k.report.schedule.stages_text() for k in kernel_build.cached_kernels()]
     with pytest.raises(ValueError, match="progress"):
         tessera.backend.parse_options(None, {"progress": "yes"})
+    with pytest.raises(ValueError, match="runner"):
+        tessera.backend.parse_options(None, {"runner": "cluster9"})
+    assert tessera.backend.parse_options(None, {"runner": "ray://head:10001"}).runner == \
+        "ray://head:10001"
 
 
 @pytest.mark.parametrize("scheduler", ["gradient", "round-robin"])

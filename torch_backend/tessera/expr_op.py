@@ -132,7 +132,7 @@ class ExpressionOp:
 
     def __init__(self, source: str, name: Optional[str] = None, shapes: ShapesArg = None,
                  tune: str = "default", trials: int = 0, records: Any = None,
-                 progress: bool = True):
+                 progress: bool = True, runner: Any = None):
         if not isinstance(source, str):
             raise TypeError("tessera.op takes the expression source as a string")
         if tune not in ("default", "construct", "search"):
@@ -143,6 +143,7 @@ class ExpressionOp:
         self.trials = trials
         self._records_option = records
         self._progress = progress
+        self._runner = runner
         self._shapes = _normalize_shapes(shapes)
         info = _C.parse_expression(source, self._shapes)  # raises ExpressionError
         self.source = source
@@ -246,7 +247,8 @@ class ExpressionOp:
                     opened = records_mod.open_records(self._records_option)
                     records = opened.db if opened is not None else None
                 kernel = Kernel(outputs, inputs, name=self.name, tune=self.tune,
-                                trials=self.trials, records=records, progress=self._progress)
+                                trials=self.trials, records=records, progress=self._progress,
+                                runner=self._runner)
                 self._kernels.put(key, kernel)
         return kernel
 
@@ -276,7 +278,8 @@ class ExpressionOp:
 
 
 def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None, tune: str = "default",
-       trials: int = 0, records: Any = None, progress: bool = True) -> ExpressionOp:
+       trials: int = 0, records: Any = None, progress: bool = True,
+       runner: Any = None) -> ExpressionOp:
     """Defines an operator from an expression; see the module docstring for the language.
 
     ``name`` names the registered ``torch.ops.tessera.<name>`` (default: the output tensor's
@@ -288,10 +291,10 @@ def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None, tune: 
     (Gensor's construct mode, about a second) or "search" (search mode with ``trials``
     measurements, 0 for the policy's default; ``progress`` shows a bar). Tuned schedules go to
     the records database ``records`` (None: the default one, a path, or False for none), so a
-    later process reuses them.
+    later process reuses them. ``runner`` says where search mode measures (see tessera.Kernel).
     """
     return ExpressionOp(source, name=name, shapes=shapes, tune=tune, trials=trials,
-                        records=records, progress=progress)
+                        records=records, progress=progress, runner=runner)
 
 
 __all__ = ["op", "ExpressionOp", "ExpressionError"]

@@ -33,17 +33,21 @@ class Kernel:
     loops where the schedule has them), "serial", or "auto" (the backend's choice: kernels moving
     little data run on the calling thread alone, the tuning policy's serial_bytes).
     `progress` (search mode): True shows a progress bar and logs each trial (search_progress.py), a callable
-gets each _C.TrialEvent, None/False neither. `report` says how the kernel was made."""
+gets each _C.TrialEvent, None/False neither. `runner` (search mode): where candidates are
+    measured: "workers" (the default: forked processes), "in-process", "ray", "auto",
+    "ray://host:port" or a runner object (tessera.runners). `report` says how the kernel was
+    made."""
 
     def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
                  schedule: Union[None, str, "_C.KernelSchedule"] = None, name: str = "kernel",
                  keep_source: bool = False, tune: str = "default", records=None,
-                 threads: str = "parallel", trials: int = 0, progress=True):
+                 threads: str = "parallel", trials: int = 0, progress=True, runner=None):
         self._inputs = list(inputs)
         if isinstance(schedule, str):
             schedule = _C.KernelSchedule.parse(schedule)
         request = _C.CompileRequest(name=name, tune=tune, threads=threads, schedule=schedule,
-                                    records=records, keep_source=keep_source, trials=trials)
+                                    records=records, keep_source=keep_source, trials=trials,
+                                    runner=runner)
         if tune == "search" and progress:
             tracker = SearchProgress() if progress is True else progress
             request.on_trial = tracker

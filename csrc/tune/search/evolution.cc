@@ -198,8 +198,9 @@ int TaskSearcher::round(const Measure& measure, cost::CostModel& model, cost::Tr
   SearchStats& st = result_.stats;
   const int n =
       std::min(options_.per_round, options_.trials - static_cast<int>(result_.trials.size()));
-  const bool use_model = model.available() && model.trained() &&
-                         static_cast<int>(data.size()) >= options_.min_model_samples;
+  const bool use_model =
+      model.available() && model.trained() &&
+      (options_.model_ready || static_cast<int>(data.size()) >= options_.min_model_samples);
 
   struct Pick {
     KernelSchedule schedule;
@@ -294,20 +295,10 @@ int TaskSearcher::round(const Measure& measure, cost::CostModel& model, cost::Tr
     Trial tr;
     tr.schedule = kept[i].schedule;
     tr.result = results[i];
-    tr.round = result_.rounds;
+    tr.round = next_round();
     tr.picked_by = kept[i].by;
     tr.score = kept[i].score;
-    measured_.insert(schedule_key(tr.schedule));
-    const bool ok = tr.result.ok && tr.result.median_ms > 0;
-    Timer tf;
-    data.add(task_.name, cost::extract_features(lowered[i]), ok ? 1.0 / tr.result.median_ms : 0);
-    st.feature_s += tf.seconds();
-    if (ok && (!result_.found || tr.result.median_ms < result_.best_ms)) {
-      result_.found = true;
-      result_.best = tr.schedule;
-      result_.best_ms = tr.result.median_ms;
-    }
-    result_.trials.push_back(std::move(tr));
+    record_trial(std::move(tr), &lowered[i], data);
   }
   if (model.available() && static_cast<int>(data.size()) >= options_.min_model_samples &&
       (options_.retrain || !model.trained())) {
@@ -319,6 +310,43 @@ int TaskSearcher::round(const Measure& measure, cost::CostModel& model, cost::Tr
   ++result_.rounds;
   st.total_s += total.seconds();
   return static_cast<int>(kept.size());
+}
+
+void TaskSearcher::record_trial(Trial trial, const loop::LoweredFunc* lowered,
+                                cost::TrainingSet& data) {
+  measured_.insert(schedule_key(trial.schedule));
+  const bool ok = trial.result.ok && trial.result.median_ms > 0;
+  if (lowered != nullptr) {
+    Timer tf;
+    data.add(task_.name, cost::extract_features(*lowered), ok ? 1.0 / trial.result.median_ms : 0);
+    result_.stats.feature_s += tf.seconds();
+  }
+  if (ok && (!result_.found || trial.result.median_ms < result_.best_ms)) {
+    result_.found = true;
+    result_.best = trial.schedule;
+    result_.best_ms = trial.result.median_ms;
+  }
+  result_.trials.push_back(std::move(trial));
+}
+
+int TaskSearcher::restore(std::vector<Trial> earlier, cost::TrainingSet& data) {
+  TESSERA_CHECK(result_.rounds == 0) << "restore() must come before the first round";
+  int taken = 0;
+  for (Trial& t : earlier) {
+    if (measured_.count(schedule_key(t.schedule))) continue;
+    first_round_ = std::max(first_round_, t.round + 1);
+    t.picked_by = "restored";
+    t.result.kernel.reset();
+    // A schedule that no longer lowers (another Tessera version) still counts as measured, but
+    // has no features to train on.
+    Timer tl;
+    const std::optional<loop::LoweredFunc> f = space_.try_lower(t.schedule);
+    result_.stats.lower_s += tl.seconds();
+    record_trial(std::move(t), f ? &*f : nullptr, data);
+    ++taken;
+  }
+  result_.restored += taken;
+  return taken;
 }
 
 SearchResult search_task(const Task& task, const SearchOptions& options, const Measure& measure,

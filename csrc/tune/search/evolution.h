@@ -16,6 +16,8 @@
 //   4. measure them through the caller's function (production: CandidateMeasurer::measure_all,
 //      which builds, verifies against the default schedule and times), record every result in
 //      the training set (label: throughput over the task's best; failed = 0), retrain.
+// A search that died half-way goes on through restore(): its measured trials count, and nothing
+// is measured twice.
 // Search overhead (sampling, lowering, features, prediction, evolution, training) is timed apart
 // from measurement. Children of mutation/crossover pass the space's structural check; they are
 // lowered when the learned model needs their features and always before they are measured.
@@ -61,6 +63,9 @@ struct SearchOptions {
   uint64_t seed = 0;
   // Machine of the analytic model; host_memory_hierarchy() when empty.
   std::optional<cost::MemoryHierarchy> hardware;
+  // The model arrives trained (loaded from the records database, or trained on other tasks of
+  // this process): it ranks from the first round, whatever the training set holds.
+  bool model_ready = false;
 };
 
 // Scores (higher = better) of schedules; -infinity for one that is not valid.
@@ -88,8 +93,8 @@ std::vector<Scored> evolve(const SearchSpace& space, const Scorer& scorer,
 struct Trial {
   schedule::KernelSchedule schedule;
   CandidateResult result;
-  int round = 0;
-  std::string picked_by;  // "initial", "analytic", "model" or "random"
+  int round = 0;          // numbered on from the restored trials' rounds (see restore)
+  std::string picked_by;  // "initial", "analytic", "model", "random" or "restored"
   double score = 0;       // the ranker's score when picked (0 for initial and random picks)
 };
 
@@ -117,6 +122,8 @@ struct SearchResult {
   double best_ms = std::numeric_limits<double>::infinity();  // +inf until found
   std::vector<Trial> trials;
   int rounds = 0;
+  // Trials measured by an earlier search, taken by restore(): the first ones of `trials`.
+  int restored = 0;
   SearchStats stats;
 };
 
@@ -128,6 +135,14 @@ class TaskSearcher {
   // One round (see the header comment); returns how many candidates it measured (0 when the
   // budget is spent or the space has nothing new).
   int round(const Measure& measure, cost::CostModel& model, cost::TrainingSet& data);
+  // Takes the trials of an earlier search of this task (killed before it finished), before the
+  // first round: they count towards the trial budget, their schedules are never measured again,
+  // they join the training set (labelled as new measurements are) and the best of them is the
+  // best so far and seeds evolution. A schedule given twice counts once (the first). Their
+  // kernels are not in memory. Returns how many were taken.
+  int restore(std::vector<Trial> earlier, cost::TrainingSet& data);
+  // The number the trials of the next round get.
+  int next_round() const { return first_round_ + result_.rounds; }
   bool done() const;
   const SearchResult& result() const { return result_; }
   // The evolution's population from the next round on (at least 2).
@@ -139,6 +154,9 @@ class TaskSearcher {
   std::vector<double> analytic_scores(const std::vector<schedule::KernelSchedule>& batch);
   std::vector<double> model_scores(const std::vector<schedule::KernelSchedule>& batch,
                                    const cost::CostModel& model);
+  // Adds a measured trial: measured set, training set (`lowered`: its loop IR, null when it does
+  // not lower, then it is not trained on), best so far, result_.trials.
+  void record_trial(Trial trial, const loop::LoweredFunc* lowered, cost::TrainingSet& data);
 
   const Task& task_;
   SearchOptions options_;
@@ -147,6 +165,7 @@ class TaskSearcher {
   std::optional<cost::MemoryHierarchy> hw_;
   std::unordered_set<std::string> measured_;
   bool exhausted_ = false;
+  int first_round_ = 0;  // after the restored trials' last round
   SearchResult result_;
 };
 

@@ -19,21 +19,25 @@ from .gc_pause import gc_paused
 from .graph import CompiledGraph
 from .log import log_once, logger
 from .options import Options, parse_options
+from .origin import Origin, current_origin
 
 
-def _compiler(kind: str, options: Options):
+def _compiler(kind: str, options: Options, origin: Origin):
     def compile_graph(gm: fx.GraphModule, example_inputs: List[Any]):
-        return CompiledGraph(gm, options, kind)
+        graph = CompiledGraph(gm, options, kind)
+        graph.origin = origin  # the user code it came from (tessera.explain)
+        return graph
     compile_graph.__name__ = f"tessera_{kind}_compiler"
     return compile_graph
 
 
-def _backward_compiler(options: Options):
+def _backward_compiler(options: Options, origin: Origin):
     """Dynamo's aot_autograd wrapper hides a backward compiler's result behind
     torch._dynamo.disable, which drops the boxed-call marker; this compiler does that wrapping
     itself and keeps the marker (so aot_autograd passes the inputs as one list it may free)."""
     def compile_graph(gm: fx.GraphModule, example_inputs: List[Any]):
         graph = CompiledGraph(gm, options, "backward")
+        graph.origin = origin
         fn = torch._dynamo.disable(graph, reason="do not trace the compiled backward pass")
         fn._boxed_call = True
         fn.compiled_graph = graph
@@ -80,10 +84,11 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
+    origin = current_origin()
     backend = aot_autograd(
-        fw_compiler=_compiler("forward", opts),
-        bw_compiler=_backward_compiler(opts),
-        inference_compiler=_compiler("inference", opts),
+        fw_compiler=_compiler("forward", opts, origin),
+        bw_compiler=_backward_compiler(opts, origin),
+        inference_compiler=_compiler("inference", opts, origin),
         decompositions=decomposition_table(),
         partition_fn=min_cut_rematerialization_partition,
     )

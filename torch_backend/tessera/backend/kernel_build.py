@@ -266,12 +266,12 @@ def jit_cache_info() -> Dict[str, int]:
 
 
 def _tune_and_records(tune: Any):
-    """(tuning mode, records_db option, trials, progress bars) from compile_spec's second
+    """(tuning mode, records_db option, trials, progress bars, runner) from compile_spec's second
     argument: the backend Options, or a tuning mode alone (then the records database is the
     default one)."""
     if isinstance(tune, str):
-        return tune, None, 0, True
-    return tune.tune, tune.records_db, tune.trials, tune.progress
+        return tune, None, 0, True, None
+    return tune.tune, tune.records_db, tune.trials, tune.progress, tune.runner
 
 
 def _report(spec: KernelSpec, report, records: Optional["records_mod.Records"]) -> None:
@@ -297,13 +297,14 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     """Compiles (or reuses) the kernel of a spec through the one compile call (_C.compile), with
     the tuning mode and records database of `tune`: the backend Options or a tuning mode name.
     Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
-    mode, records_option, trials, bars = _tune_and_records(tune)
+    mode, records_option, trials, bars, runner = _tune_and_records(tune)
     key = keys.cache_key(spec.workload(), mode, trials)
     kernel = _cache.get(key)
     if kernel is None:
         records = records_mod.open_records(records_option) if mode != "default" else None
         request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
-                                    records=records.db if records is not None else None)
+                                    records=records.db if records is not None else None,
+                                    runner=runner if mode == "search" else None)
         searched = _searched.get(key) if mode == "search" else None
         if searched is not None:  # tuned with its graph's other kernels (search_specs)
             request.schedule = searched
@@ -348,7 +349,7 @@ def search_specs(weighted: List[tuple], options: Any) -> Optional[dict]:
         result = _C.tune_tasks([(s.te_outputs, s.te_inputs, s.name, float(w)) for s, w in todo],
                                trials_per_task=options.trials, scheduler=options.scheduler,
                                records=records.db if records is not None else None,
-                               on_trial=progress)
+                               on_trial=progress, runner=options.runner)
     finally:
         progress.close()
     for (spec, _), task in zip(todo, result["tasks"]):

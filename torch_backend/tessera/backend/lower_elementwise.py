@@ -67,21 +67,6 @@ def _div(ctx, node, a, b):
     return ops.div(cast(a, dt), cast(b, dt))
 
 
-def _div_mode_check(node, metas):
-    return _float_result(node, metas)
-
-
-@register([aten.div.Tensor_mode, aten.div.Scalar_mode], "elementwise", check=_div_mode_check)
-def _div_mode(ctx, node, a, b, rounding_mode=None):
-    dt = out_dtype(ctx, node)
-    q = ops.div(cast(a, dt), cast(b, dt))
-    if rounding_mode == "floor":
-        return ops.floor(q)
-    if rounding_mode == "trunc":
-        return ops.where(ops.compare(q, 0.0, "lt"), ops.ceil(q), ops.floor(q))
-    return q
-
-
 def _pow_check(node, metas):
     return _float_result(node, metas)
 
@@ -137,12 +122,15 @@ def _reciprocal(ctx, node, x):
     return ops.div(1.0, cast(x, torch.float32))
 
 
-@register([aten.sign.default], "elementwise", check=_float_result)
+@register([aten.sign.default], "elementwise")
 def _sign(ctx, node, x):
-    one, zero = ops.full([], 1.0, "float32"), ops.full([], 0.0, "float32")
-    neg = ops.full([], -1.0, "float32")
-    return ops.where(ops.compare(x, 0.0, "gt"), one,
-                     ops.where(ops.compare(x, 0.0, "lt"), neg, zero))
+    # (x > 0) - (x < 0) in x's dtype: NaN and -0.0 give +0 as in torch; a bool stays itself.
+    dt = out_dtype(ctx, node)
+    if dt == torch.bool:
+        return identity(x)
+    pos = ops.cast(ops.compare(x, 0.0, "gt"), te_dtype(dt))
+    neg = ops.cast(ops.compare(x, 0.0, "lt"), te_dtype(dt))
+    return ops.sub(pos, neg)
 
 
 @register([aten.gelu.default], "elementwise", check=_float_result)
@@ -218,6 +206,31 @@ def _clamp_max(ctx, node, x, hi):
     return ops.clamp(cast(x, out_dtype(ctx, node)), None, float(hi))
 
 
+def _clamp_tensor_check(node, metas):
+    m = metas[node]
+    return "clamp of a bool tensor" if m.dtype == torch.bool else None
+
+
+def _clamp_tensors(ctx, node, x, lo, hi):
+    """min(max(x, lo), hi) in the result dtype: NaN anywhere gives NaN and lo > hi gives hi,
+    as torch (maximum/minimum propagate NaN)."""
+    dt = out_dtype(ctx, node)
+    out = cast(x, dt)
+    if lo is not None:
+        out = ops.maximum(out, _as_tensor(cast(lo, dt), dt))
+    if hi is not None:
+        out = ops.minimum(out, _as_tensor(cast(hi, dt), dt))
+    return out if (lo is not None or hi is not None) else identity(out)
+
+
+register([aten.clamp.Tensor], "elementwise", check=_clamp_tensor_check)(
+    lambda ctx, node, x, lo=None, hi=None: _clamp_tensors(ctx, node, x, lo, hi))
+register([aten.clamp_min.Tensor], "elementwise", check=_clamp_tensor_check)(
+    lambda ctx, node, x, lo: _clamp_tensors(ctx, node, x, lo, None))
+register([aten.clamp_max.Tensor], "elementwise", check=_clamp_tensor_check)(
+    lambda ctx, node, x, hi: _clamp_tensors(ctx, node, x, None, hi))
+
+
 # ---- backward pointwise -------------------------------------------------------------------
 
 @register([aten.threshold_backward.default], "elementwise", check=_float_result)
@@ -265,7 +278,7 @@ def _bool_only(node, metas):
     for a in node.args:
         m = metas.get(a) if hasattr(a, "op") else None
         if m is not None and getattr(m, "dtype", torch.bool) != torch.bool:
-            return f"bitwise op on {m.dtype}"
+            return f"bitwise op on {m.dtype}: the IR has no bitwise integer operators"
     return None
 
 
@@ -279,6 +292,14 @@ register([aten.bitwise_or.Tensor], "elementwise", check=_bool_only)(
     lambda ctx, node, a, b: ops.logical_or(a, b))
 register([aten.bitwise_not.default], "elementwise", check=_bool_only)(
     lambda ctx, node, x: ops.logical_not(x))
+register([aten.bitwise_xor.Tensor], "elementwise", check=_bool_only)(
+    lambda ctx, node, a, b: ops.compare(a, b, "ne"))
+
+
+@register([aten.logical_xor.default], "elementwise")
+def _logical_xor(ctx, node, a, b):
+    # Truth values first (any non-zero, NaN included, is true), then "differ".
+    return ops.compare(ops.logical_not(a), ops.logical_not(b), "ne")
 
 
 def _as_tensor(x, dtype):
@@ -308,6 +329,12 @@ def _to_copy_check(node, metas):
 @register([aten._to_copy.default], "elementwise", check=_to_copy_check)
 def _to_copy(ctx, node, x, **kwargs):
     return identity(cast(x, out_dtype(ctx, node)))
+
+
+@register([aten.lift_fresh_copy.default], "elementwise")
+def _lift_fresh_copy(ctx, node, x):
+    # A copy of a constant tensor captured by the traced code (torch.tensor(...) in forward).
+    return identity(x)
 
 
 @register([aten.clone.default], "elementwise")

@@ -170,3 +170,25 @@ def _index_select(ctx, node, x, dim, index):
 def _gather(ctx, node, x, dim, index, sparse_grad=False):
     return ops.gather(x, dim % len(x.shape), index)
 
+
+
+def _index_check(node, metas):
+    """x[..., idx, ...] with one integer index tensor; the rest (bool masks: data-dependent
+    shapes; several index tensors: broadcast gathers) runs through ATen."""
+    given = [(i, a) for i, a in enumerate(node.args[1]) if a is not None]
+    if len(given) != 1:
+        return f"{len(given)} index tensors (only one is lowered)"
+    m = metas[given[0][1]]
+    if m.dtype not in (torch.int64, torch.int32):
+        return f"index of dtype {m.dtype}"
+    return None
+
+
+@register([aten.index.Tensor], "elementwise", check=_index_check)
+def _index(ctx, node, x, indices):
+    # One index tensor at dim k: torch's result replaces dim k by the index's dims, which is
+    # index_select with any-shaped indices. Negative indices count from the end, as in torch.
+    k, idx = next((i, a) for i, a in enumerate(indices) if a is not None)
+    n = int(x.shape[k])
+    idx = ops.where(ops.compare(idx, 0.0, "lt"), ops.add(idx, float(n)), idx)
+    return ops.index_select(x, k, idx)

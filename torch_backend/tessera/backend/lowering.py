@@ -174,7 +174,8 @@ def users_of_index(node: fx.Node):
 
 def _load_lowerings() -> None:
     # Imported for their registrations.
-    from . import lower_anchor, lower_elementwise, lower_reduce, lower_shape  # noqa: F401
+    from . import (lower_anchor, lower_elementwise, lower_division, lower_math,  # noqa: F401
+                   lower_reduce, lower_shape)
 
 
 _load_lowerings()

@@ -53,6 +53,10 @@ class Options:
     # Search mode over a whole graph: how the task scheduler gives measurement rounds to its
     # kernels: "gradient" (Ansor's: where the graph's latency drops most) or "round-robin".
     scheduler: str = "gradient"
+    # Where search mode measures candidates: None (the policy's: forked worker processes, so a
+    # crashing candidate cannot take the process down), "workers", "in-process", or a Ray
+    # cluster: "ray" (a local instance or the one this process joined), "auto", "ray://host:port".
+    runner: Optional[str] = None
 
 
 _DESCRIPTIONS = {
@@ -64,6 +68,7 @@ _DESCRIPTIONS = {
     "trials": "int >= 0 (search mode's measurements per kernel; 0: the policy's default)",
     "progress": "bool (search mode's progress bars)",
     "scheduler": "'gradient' | 'round-robin' (search mode's task scheduler)",
+    "runner": "None | 'workers' | 'in-process' | 'ray' | 'auto' | 'ray://host:port'",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
@@ -105,6 +110,13 @@ def parse_options(mode: Optional[str] = None,
             if value == "":
                 raise ValueError("tessera: option 'records_db' is an empty path (use False to "
                                  "turn the database off)")
+        elif key == "runner":
+            if value is not None and not (isinstance(value, str) and (
+                    value in ("workers", "in-process", "ray", "auto")
+                    or value.startswith("ray://"))):
+                raise ValueError(f"tessera: option 'runner' must be one of None, 'workers', "
+                                 f"'in-process', 'ray', 'auto' or 'ray://host:port', "
+                                 f"got {value!r}")
         elif key == "scheduler":
             if value not in SCHEDULERS:
                 raise ValueError(f"tessera: option 'scheduler' must be one of {SCHEDULERS}, "

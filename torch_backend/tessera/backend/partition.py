@@ -90,12 +90,14 @@ class Classifier:
         self.metas = metas
         self.folded = folded
         self.kinds: Dict[fx.Node, Optional[str]] = {}
+        self.reasons: Dict[fx.Node, str] = {}  # why a node runs through ATen (kind None)
 
     def kind(self, node: fx.Node) -> Optional[str]:
         if node not in self.kinds:
             kind, reason = self._classify(node)
             self.kinds[node] = kind
             if kind is None and reason:
+                self.reasons[node] = reason
                 name = _op_name(node.target)
                 log_once(f"unsupported:{name}:{reason}",
                          f"tessera: {name} runs through ATen ({reason})")

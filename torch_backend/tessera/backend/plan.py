@@ -35,9 +35,16 @@ class Summary:
     """What the compiler did with one graph (for verbose logs, explain and benchmarks)."""
     kernels: int = 0
     aten_ops: Dict[str, int] = dataclasses.field(default_factory=dict)  # unsupported op -> count
+    aten_reasons: Dict[str, str] = dataclasses.field(default_factory=dict)  # op -> why ATen
     anchors: List[dict] = dataclasses.field(default_factory=list)       # anchor partitions
     choices: List[dict] = dataclasses.field(default_factory=list)       # every measured one
     failures: List[str] = dataclasses.field(default_factory=list)       # partitions left to ATen
+    # One entry per partition, in planning order (tessera.explain): "ops" (ATen op names),
+    # "impl" ("tessera", "aten", "split", "constant" or "failed"), "times_ms" (measured
+    # candidates, empty when nothing was measured), "schedule" (where the kernel's schedule
+    # came from: rules, construct, search, records, given; "" without a kernel), "reason"
+    # (why a failed partition runs through ATen).
+    partitions: List[dict] = dataclasses.field(default_factory=list)
     source: str = ""
     steps: List[Step] = dataclasses.field(default_factory=list, repr=False)
     # Runs of kernels executed by one C++ Program each (program_runner.Segment).
@@ -181,12 +188,23 @@ class Planner:
             self.produced[o] = step
         self.summary.kernels += 1
 
+    def _note_partition(self, members: List[fx.Node], impl: str, times=None, call=None,
+                        reason: str = "") -> None:
+        report = getattr(getattr(call, "kernel", None), "report", None)
+        self.summary.partitions.append({
+            "ops": [_op_name(m.target) for m in members], "impl": impl,
+            "times_ms": dict(times or {}), "schedule": getattr(report, "source", "") or "",
+            "kernel": getattr(call, "name", "") if call is not None else "", "reason": reason})
+
     def _plan_group(self, members: List[fx.Node]) -> None:
         anchor = next((m for m in members if self.cls.kind(m) == "anchor"), None)
         try:
             spec = self._spec_for(members)
             if not self.options.anchor_measure:
-                self._add_kernel(spec, self._compile(spec))
+                call = self._compile(spec)
+                self._add_kernel(spec, call)
+                constant = spec.outputs[0] in self.constants  # computed once, here
+                self._note_partition(members, "constant" if constant else "tessera", call=call)
                 return
             skip_fused = anchor is not None and self._big_dense_anchor(anchor)
             self._choose(anchor, members, spec, not skip_fused)
@@ -196,6 +214,7 @@ class Planner:
             names = ", ".join(dict.fromkeys(_op_name(m.target) for m in members))
             msg = f"{names}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.summary.failures.append(msg)
+            self._note_partition(members, "failed", reason=msg)
             log_once("compile-failure:" + msg, f"tessera: partition left to ATen ({msg})",
                      level=30)
 
@@ -212,15 +231,19 @@ class Planner:
             (["split"] if anchor is not None and rest else [])
         known = anchor_choice.known_choice(spec.workload(), names, self.options) \
             if len(names) > 1 else None
+        call = None
         if known is not None:
             choice, times = known
             if choice == "tessera":
-                self._add_kernel(spec, self._compile(spec))
+                call = self._compile(spec)
+                self._add_kernel(spec, call)
             elif choice == "split":
                 rest_spec = self._spec_for(rest)
-                self._add_kernel(rest_spec, self._compile(rest_spec))
+                call = self._compile(rest_spec)
+                self._add_kernel(rest_spec, call)
         else:
-            choice, times = self._measure_choice(anchor, rest, spec, build_fused)
+            choice, times, call = self._measure_choice(anchor, rest, spec, build_fused)
+        self._note_partition(members, choice, times, call)
         record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
                   "times_ms": times}
         if anchor is not None:
@@ -230,7 +253,8 @@ class Planner:
 
     def _measure_choice(self, anchor: Optional[fx.Node], rest: List[fx.Node], spec: KernelSpec,
                         build_fused: bool):
-        """Builds the candidates, measures them (anchor.decide), plans the winner."""
+        """Builds the candidates, measures them (anchor.decide), plans the winner; returns
+        (choice, times in ms, the winner's KernelCall or None for ATen)."""
         fused = self._compile(spec) if build_fused else None
         env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
         t_inputs = [env[n] for n in spec.inputs]
@@ -253,11 +277,14 @@ class Planner:
             candidates["split"] = run_split
         choice, times = anchor_choice.decide(spec.workload(), candidates, self.options,
                                              looked_up=True)
+        call = None
         if choice == "tessera":
+            call = fused
             self._add_kernel(spec, fused)
         elif choice == "split":
+            call = rest_call
             self._add_kernel(rest_spec, rest_call)
-        return choice, times
+        return choice, times, call
 
     def _eval(self, n: fx.Node, env: Dict[fx.Node, Any]) -> Any:
         """Runs node n through ATen on values in env (evaluating missing inputs first)."""
@@ -334,6 +361,9 @@ class Planner:
             if kind is None and n.target is not operator.getitem:
                 name = _op_name(n.target)
                 self.summary.aten_ops[name] = self.summary.aten_ops.get(name, 0) + 1
+                reason = self.cls.reasons.get(n)
+                if reason:
+                    self.summary.aten_reasons.setdefault(name, reason)
 
     def _order(self, units: List[_Unit]) -> List[Step]:
         """Topological order of the steps, following the graph's order where free to."""
