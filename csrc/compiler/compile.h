@@ -8,8 +8,11 @@
 //   -> the schedule: the caller's | the records database's | tuned now | the rules'
 //   -> the kernel: the tuner's verified winner as it was built for measurement, else built now
 //
-// Invariant: each kernel is lowered and JIT-compiled exactly once per call (util/counters.h
-// counts both); a tuned candidate that wins is handed out, never rebuilt.
+// Invariant: each kernel is lowered and JIT-compiled once per call (util/counters.h counts
+// both); a tuned candidate that wins is handed out as it was measured. Two exceptions, both in
+// search mode: the final race builds its few finalists again (they are timed in one paired
+// batch), and a runner that measures in other processes hands back no kernel, so the winner is
+// built once more here.
 #include <cstdint>
 #include <functional>
 #include <memory>

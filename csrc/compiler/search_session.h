@@ -6,8 +6,9 @@
 // the sessions of many tasks under the task scheduler.
 //
 // Invariants: only the best kernel so far is kept alive (candidates' kernels are dropped after
-// measurement); finish() returns the rules' schedule unless the best beat it by the policy's win
-// margin in the same paired measurements.
+// measurement); finish() times the best few schedules again with the rules' schedule in one
+// paired batch and returns the rules' schedule unless the race's best beat it by the policy's
+// win margin there.
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -90,6 +91,7 @@ class SearchSession {
   // Restores the logged trials of an earlier search of this workload (settings_.log).
   void resume_from_log();
   void save_model_if_refit();
+  void final_race();
 
   const tune::Task& task_;
   SearchSettings settings_;

@@ -170,9 +170,13 @@ TEST(SearchResume, CompileResumesALoggedSearchWithoutMeasuringAgain) {
   compiler::CompileResult r2 = compiler::compile({c}, {a, b}, req);
   EXPECT_EQ(r2.report.tuner, "search");
   EXPECT_NE(r2.report.note.find("resumed from 8"), std::string::npos) << r2.report.note;
-  EXPECT_EQ(healthy->measured.size(), 16u);
+  // The 16 trials left, all new; then the final race: finalists measured before and the rules'.
+  const size_t after_r2 = healthy->measured.size();
+  ASSERT_GE(after_r2, 16u + 2);
+  ASSERT_LE(after_r2, 16u + 5);
   std::set<std::string> all(dying->measured.begin(), dying->measured.end());
-  for (const std::string& s : healthy->measured) EXPECT_TRUE(all.insert(s).second);
+  for (size_t i = 0; i < 16; ++i) EXPECT_TRUE(all.insert(healthy->measured[i]).second);
+  for (size_t i = 16; i < after_r2; ++i) EXPECT_TRUE(all.count(healthy->measured[i]));
   EXPECT_EQ(r2.report.trials, 24);
   ASSERT_EQ(r2.report.candidates.size(), 24u);
   int chosen = 0;
@@ -191,7 +195,7 @@ TEST(SearchResume, CompileResumesALoggedSearchWithoutMeasuringAgain) {
 
   compiler::CompileResult r3 = compiler::compile({c}, {a, b}, req);
   EXPECT_EQ(r3.report.source, "records");
-  EXPECT_EQ(healthy->measured.size(), 16u);
+  EXPECT_EQ(healthy->measured.size(), after_r2);
 }
 
 }  // namespace

@@ -87,17 +87,19 @@ def test_search_mode_through_the_compile_call():
     assert r.trials == len(r.candidates) == 12
     assert sum(c.chosen for c in r.candidates) == 1
     chosen = next(c for c in r.candidates if c.chosen)
-    assert chosen.ok and chosen.median_ms == r.median_ms
-    times = [c.median_ms for c in r.candidates if c.ok]
+    assert chosen.ok and chosen.schedule.stages_text() == r.schedule.stages_text()
+    # The choice is made in the final race: the best few and the rules' schedule timed again in
+    # one paired batch; the report's times are the race's.
+    assert "final race" in r.note and r.default_ms > 0
     if r.source == "search":
-        assert r.median_ms == min(times) < _C.tuning_policy().win_margin * r.default_ms
+        assert r.median_ms < _C.tuning_policy().win_margin * r.default_ms
     else:  # nothing beat the rules' schedule by the margin
         assert r.median_ms == r.default_ms
-        assert min(times) >= _C.tuning_policy().win_margin * r.default_ms
-    assert r.default_ms > 0  # the rules' schedule was measured with the rest
-    # Candidates and the verification reference; the returned kernel is the one measured, except
-    # that worker processes (the default runner) hand back no kernels: it is built once more.
+    # Candidates and the verification reference, the race's finalists (at most 4; the rules'
+    # schedule is the reference, not built again) and, with worker processes (the default
+    # runner, which hands back no kernels), the winner built once more.
+    built = 1 + sum(1 for c in r.candidates if c.build_ms > 0)
     rebuilt = 1 if _C.tuning_policy().search_runner == "workers" else 0
-    assert d["jit_compiles"] == 1 + sum(1 for c in r.candidates if c.build_ms > 0) + rebuilt
+    assert built + rebuilt <= d["jit_compiles"] <= built + 4 + rebuilt
     x, w = torch.randn(128, 256), torch.randn(256, 256)
     torch.testing.assert_close(k(x, w), torch.relu(x @ w), rtol=1e-4, atol=1e-4)
