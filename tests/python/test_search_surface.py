@@ -116,3 +116,24 @@ def test_a_graph_searches_its_kernels_together_under_the_task_scheduler(tmp_path
         assert result["order"] == [searched_ids[i % 2] for i in range(len(result["order"]))]
     # Each searched kernel's choice was stored for later processes.
     assert _C.RecordsDB(str(tmp_path / "r.db")).count() >= 2
+
+
+def test_a_failing_graph_search_costs_the_tuning_not_the_graph(tmp_path, monkeypatch, caplog):
+    from tessera.backend import search_graph
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("cluster unreachable")
+    monkeypatch.setattr(search_graph, "search_specs", broken)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).eval()
+    x = torch.randn(128, 256)
+    kernel_build.clear_cache()
+    anchor_choice.clear_decisions()
+    torch._dynamo.reset()
+    f = torch.compile(model, backend="tessera",
+                      options={"tune": "search", "trials": 4, "progress": False,
+                               "records_db": str(tmp_path / "r.db")})
+    with caplog.at_level(logging.WARNING, logger="tessera"), torch.no_grad():
+        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    assert any("cluster unreachable" in r.getMessage() for r in caplog.records)
+    # The kernel was still compiled by Tessera (searched on its own), not left to eager.
+    assert any(k.report.tuner == "search" for k in kernel_build.cached_kernels())

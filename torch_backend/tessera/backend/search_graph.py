@@ -9,10 +9,11 @@ its searched schedule and still chooses between it, ATen and the split variant b
 
 from __future__ import annotations
 
+import logging
 from typing import Dict, List
 
 from .kernel_build import search_specs
-from .log import logger
+from .log import log_once, logger
 
 
 def tune_graph(planner, groups: List[list]) -> None:
@@ -25,7 +26,13 @@ def tune_graph(planner, groups: List[list]) -> None:
             continue
         entry = weighted.setdefault(spec.workload(), [spec, 0])
         entry[1] += 1
-    result = search_specs([tuple(v) for v in weighted.values()], planner.options)
+    try:
+        result = search_specs([tuple(v) for v in weighted.values()], planner.options)
+    except Exception as e:  # noqa: BLE001 - a failed search costs the tuning, not the graph
+        log_once(f"graph-search:{type(e).__name__}:{e}",
+                 f"tessera: searching the graph's kernels together failed ({type(e).__name__}: "
+                 f"{e}); each kernel is tuned on its own", level=logging.WARNING)
+        return
     if result is not None and planner.options.verbose:
         searched = [t for t in result["tasks"] if t["status"] == "search"]
         logger.info("tessera: searched %d kernels together in %.1f s (%d rounds of %d trials, "
