@@ -137,3 +137,20 @@ def test_a_failing_graph_search_costs_the_tuning_not_the_graph(tmp_path, monkeyp
     assert any("cluster unreachable" in r.getMessage() for r in caplog.records)
     # The kernel was still compiled by Tessera (searched on its own), not left to eager.
     assert any(k.report.tuner == "search" for k in kernel_build.cached_kernels())
+
+
+def test_repeated_kernels_of_a_graph_are_one_weighted_task(tmp_path):
+    # Two identical Linear+ReLU layers: one workload, searched once with weight 2.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU()).eval()
+    x = torch.randn(128, 256)
+    kernel_build.clear_cache()
+    anchor_choice.clear_decisions()
+    torch._dynamo.reset()
+    f = torch.compile(model, backend="tessera",
+                      options={"tune": "search", "trials": 4, "progress": False,
+                               "records_db": str(tmp_path / "r.db")})
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    weights = sorted(t["weight"] for t in kernel_build.search_history[-1]["tasks"])
+    assert 2.0 in weights, weights

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, List
 
+from . import keys
 from .kernel_build import search_specs
 from .log import log_once, logger
 
@@ -24,7 +25,8 @@ def tune_graph(planner, groups: List[list]) -> None:
             spec = planner._spec_for(members)
         except Exception:  # noqa: BLE001 - planning reports it, with the partition's names
             continue
-        entry = weighted.setdefault(spec.workload(), [spec, 0])
+        # By the workload's identity (the key object itself compares by address).
+        entry = weighted.setdefault(keys.cache_key(spec.workload()), [spec, 0])
         entry[1] += 1
     try:
         result = search_specs([tuple(v) for v in weighted.values()], planner.options)
