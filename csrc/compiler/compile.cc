@@ -22,22 +22,11 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// Construct mode as the tuning policy runs it.
-tune::gensor::ConstructOptions construct_options(const CompileRequest& req) {
-  const schedule::TuningPolicy& policy = schedule::tuning_policy();
-  tune::gensor::ConstructOptions opts;
-  opts.seed = req.seed;
-  opts.top_k = policy.construct_top_k;
-  opts.chains = policy.construct_chains;
-  opts.iterations = policy.construct_iterations;
-  return opts;
-}
-
 // Construct mode (Gensor) on the task; the winner must beat the rules' schedule, measured in the
 // same paired rounds, by the policy's win margin.
 Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileReport* rep) {
   const schedule::TuningPolicy& policy = schedule::tuning_policy();
-  tune::gensor::ConstructOptions opts = construct_options(req);
+  tune::gensor::ConstructOptions opts = tune::gensor::policy_construct_options(req.seed);
   opts.include_default = true;
   tune::gensor::ConstructResult r = tune::gensor::construct(task, opts);
   rep->tuner = r.schedule.tuner;

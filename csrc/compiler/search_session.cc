@@ -49,12 +49,7 @@ SharedModel& shared_model() {
 
 // Construct mode's predicted top-k: the first population's seeds.
 std::vector<schedule::KernelSchedule> construct_seeds(const tune::Task& task, uint64_t seed) {
-  const schedule::TuningPolicy& policy = schedule::tuning_policy();
-  tune::gensor::ConstructOptions o;
-  o.seed = seed;
-  o.top_k = policy.construct_top_k;
-  o.chains = policy.construct_chains;
-  o.iterations = policy.construct_iterations;
+  tune::gensor::ConstructOptions o = tune::gensor::policy_construct_options(seed);
   o.predict_only = true;
   std::vector<schedule::KernelSchedule> out;
   for (const tune::gensor::ConstructCandidate& c : tune::gensor::construct(task, o).candidates)

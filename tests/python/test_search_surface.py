@@ -14,6 +14,19 @@ from tessera.backend import kernel_build
 from tessera.search_progress import SearchProgress
 
 
+def _search_compiled_matches_eager(model, x, tmp_path, **options):
+    """Compiles `model` in search mode with fresh in-process caches and a fresh records database
+    (no progress bars), and checks its output against eager on `x`."""
+    kernel_build.clear_cache()
+    anchor_choice.clear_decisions()
+    torch._dynamo.reset()
+    f = torch.compile(model, backend="tessera",
+                      options={"tune": "search", "progress": False,
+                               "records_db": str(tmp_path / "r.db"), **options})
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+
+
 def test_expression_op_tunes_by_search_and_stays_correct():
     events = []
     mm = tessera.op("C[i, j] = sum(k) A[i, k] * B[k, j]", name="mm_search_surface",
@@ -68,14 +81,7 @@ def test_torch_compile_search_options_reach_the_compile_call(tmp_path):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).eval()
     x = torch.randn(128, 256)
-    kernel_build.clear_cache()
-    anchor_choice.clear_decisions()
-    torch._dynamo.reset()
-    f = torch.compile(model, backend="tessera",
-                      options={"tune": "search", "trials": 6, "progress": False,
-                               "records_db": str(tmp_path / "r.db")})
-    with torch.no_grad():
-        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    _search_compiled_matches_eager(model, x, tmp_path, trials=6)
     tasks = [t for t in kernel_build.search_history[-1]["tasks"] if t["status"] == "search"]
     assert len(tasks) == 1 and tasks[0]["report"].trials == 6
     # The kernel is built with the searched choice (the rules' schedule when it was not beaten).
@@ -94,15 +100,8 @@ def test_a_graph_searches_its_kernels_together_under_the_task_scheduler(tmp_path
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 128)).eval()
     x = torch.randn(128, 256)
-    kernel_build.clear_cache()
-    anchor_choice.clear_decisions()
-    torch._dynamo.reset()
     before = len(kernel_build.search_history)
-    f = torch.compile(model, backend="tessera",
-                      options={"tune": "search", "trials": 8, "progress": False,
-                               "scheduler": scheduler, "records_db": str(tmp_path / "r.db")})
-    with torch.no_grad():
-        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    _search_compiled_matches_eager(model, x, tmp_path, trials=8, scheduler=scheduler)
     assert len(kernel_build.search_history) == before + 1
     result = kernel_build.search_history[-1]
     searched = [t for t in result["tasks"] if t["status"] == "search"]
@@ -126,14 +125,8 @@ def test_a_failing_graph_search_costs_the_tuning_not_the_graph(tmp_path, monkeyp
     monkeypatch.setattr(search_graph, "search_specs", broken)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).eval()
     x = torch.randn(128, 256)
-    kernel_build.clear_cache()
-    anchor_choice.clear_decisions()
-    torch._dynamo.reset()
-    f = torch.compile(model, backend="tessera",
-                      options={"tune": "search", "trials": 4, "progress": False,
-                               "records_db": str(tmp_path / "r.db")})
-    with caplog.at_level(logging.WARNING, logger="tessera"), torch.no_grad():
-        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    with caplog.at_level(logging.WARNING, logger="tessera"):
+        _search_compiled_matches_eager(model, x, tmp_path, trials=4)
     assert any("cluster unreachable" in r.getMessage() for r in caplog.records)
     # The kernel was still compiled by Tessera (searched on its own), not left to eager.
     assert any(k.report.tuner == "search" for k in kernel_build.cached_kernels())
@@ -144,13 +137,6 @@ def test_repeated_kernels_of_a_graph_are_one_weighted_task(tmp_path):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU()).eval()
     x = torch.randn(128, 256)
-    kernel_build.clear_cache()
-    anchor_choice.clear_decisions()
-    torch._dynamo.reset()
-    f = torch.compile(model, backend="tessera",
-                      options={"tune": "search", "trials": 4, "progress": False,
-                               "records_db": str(tmp_path / "r.db")})
-    with torch.no_grad():
-        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    _search_compiled_matches_eager(model, x, tmp_path, trials=4)
     weights = sorted(t["weight"] for t in kernel_build.search_history[-1]["tasks"])
     assert 2.0 in weights, weights

@@ -23,14 +23,15 @@ def progress_enabled() -> bool:
 
 class SearchProgress:
     """One bar per task (a new one when the task changes or its trials start again), or with
-    `total` one bar for a whole model's search (tasks interleaved by the task scheduler)."""
+    with `whole_model` one bar for a whole model's search (tasks interleaved by the task
+    scheduler; each event's `trials` is then the budget of the whole search)."""
 
-    def __init__(self, bar: Optional[bool] = None, total: Optional[int] = None):
+    def __init__(self, bar: Optional[bool] = None, whole_model: bool = False):
         self.bar_enabled = progress_enabled() if bar is None else bar
         self.history: List[dict] = []
         self._bar = None
         self._task: Optional[str] = None
-        self._total = total
+        self._whole_model = whole_model
 
     def __call__(self, event) -> None:
         row = {"task": event.task, "trial": event.trial, "trials": event.trials,
@@ -46,7 +47,7 @@ class SearchProgress:
             self._update_bar(event)
 
     def _update_bar(self, event) -> None:
-        if self._total is not None:
+        if self._whole_model:
             self._update_model_bar(event)
             return
         if self._bar is None or self._task != event.task or event.trial <= self._bar.n:
@@ -64,7 +65,7 @@ class SearchProgress:
     def _update_model_bar(self, event) -> None:
         if self._bar is None:
             from tqdm.auto import tqdm
-            self._bar = tqdm(total=self._total, desc="search model", unit="trial", leave=False,
+            self._bar = tqdm(total=event.trials, desc="search model", unit="trial", leave=False,
                              dynamic_ncols=True)
         self._bar.update(1)
         if event.best_gflops > 0:

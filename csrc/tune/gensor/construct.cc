@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "schedule/tuning_policy.h"
 #include "tune/gensor/roller.h"
 #include "util/check.h"
 
@@ -332,6 +333,16 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
   }
   res.construct_s = seconds_since(t0);
   return res;
+}
+
+ConstructOptions policy_construct_options(uint64_t seed) {
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  ConstructOptions opts;
+  opts.seed = seed;
+  opts.top_k = policy.construct_top_k;
+  opts.chains = policy.construct_chains;
+  opts.iterations = policy.construct_iterations;
+  return opts;
 }
 
 }  // namespace tessera::tune::gensor

@@ -84,6 +84,10 @@ struct ConstructResult {
 
 ConstructResult construct(const Task& task, const ConstructOptions& options = {});
 
+// Construct mode as the tuning policy (schedule/tuning_policy.h) runs it: its top-k, chains and
+// iterations, with this seed. The compile call's construct mode and search mode's seeds use it.
+ConstructOptions policy_construct_options(uint64_t seed);
+
 // The ranked, distinct annotations one stage's walk produces (exposed for tests and tools).
 struct RankedAnnotation {
   schedule::StageAnnotation annotation;

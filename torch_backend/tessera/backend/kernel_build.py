@@ -337,24 +337,22 @@ def search_specs(weighted: List[tuple], options: Any) -> Optional[dict]:
     tuned under the task scheduler (compiler/tune_tasks.h) with `options.trials` measurements
     per kernel on average. Kernels tuned already (in this process or the records database) and
     those not worth tuning cost nothing. Returns the _C.tune_tasks result (None: nothing to do)."""
-    todo = [(s, w) for s, w in weighted
-            if keys.cache_key(s.workload(), "search", options.trials) not in _searched
-            and keys.cache_key(s.workload(), "search", options.trials) not in _cache]
+    keyed = [(keys.cache_key(s.workload(), "search", options.trials), s, w) for s, w in weighted]
+    todo = [(k, s, w) for k, s, w in keyed if k not in _searched and k not in _cache]
     if not todo:
         return None
     records = records_mod.open_records(options.records_db)
-    total = (options.trials or _C.tuning_policy().search_trials) * len(todo)
-    progress = SearchProgress(bar=None if options.progress else False, total=total)
+    progress = SearchProgress(bar=None if options.progress else False, whole_model=True)
     try:
-        result = _C.tune_tasks([(s.te_outputs, s.te_inputs, s.name, float(w)) for s, w in todo],
-                               trials_per_task=options.trials, scheduler=options.scheduler,
+        tasks = [(s.te_outputs, s.te_inputs, s.name, float(w)) for _, s, w in todo]
+        result = _C.tune_tasks(tasks, trials_per_task=options.trials, scheduler=options.scheduler,
                                records=records.db if records is not None else None,
                                on_trial=progress, runner=options.runner)
     finally:
         progress.close()
-    for (spec, _), task in zip(todo, result["tasks"]):
+    for (key, _, _), task in zip(todo, result["tasks"]):
         if task["status"] in ("search", "records"):
-            _searched[keys.cache_key(spec.workload(), "search", options.trials)] = task["schedule"]
+            _searched[key] = task["schedule"]
     search_history.append(result)
     del search_history[:-8]
     if records is not None:
