@@ -1,11 +1,12 @@
 """Whole models: torch.compile(backend="tessera") vs eager vs Inductor, in one process.
 
-    python benchmarks/models.py [--models resnet18 mobilenet_v2 bert gpt2] [--batch 1]
-                                [--json out.json]
+    python benchmarks/models.py [--models resnet18 mobilenet_v2 bert gpt2 vit llama]
+                                [--batch 1] [--json out.json]
 
 Random weights, no downloads: ResNet-18 and MobileNetV2 come from tessera.models (torchvision is
-not a dependency), BERT-base and GPT-2 small are built from transformers configs. Eval mode, fp32,
-batch 1 by default; ResNet/MobileNet at 224x224, BERT/GPT-2 at sequence length 128.
+not a dependency); BERT-base, GPT-2 small, ViT-B/16 and a small Llama-style decoder (8 layers,
+hidden 768, grouped-query attention) are built from transformers configs. Eval mode, fp32,
+batch 1 by default; ResNet/MobileNet/ViT at 224x224, the language models at sequence length 128.
 
 Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
 "speedup_vs_eager", "speedup_vs_inductor", "compile_s", "warm_compile_s", "inductor_compile_s",
@@ -57,10 +58,22 @@ def build(name: str, batch: int):
         from transformers import GPT2Config, GPT2Model
         model = GPT2Model(GPT2Config())  # GPT-2 small: 12 layers, hidden 768, 12 heads
         return HiddenStates(model), torch.randint(0, 50257, (batch, 128))
+    if name == "vit":
+        from transformers import ViTConfig, ViTModel
+        model = ViTModel(ViTConfig())  # ViT-B/16: 12 layers, hidden 768, 197 tokens at 224x224
+        return HiddenStates(model), torch.randn(batch, 3, 224, 224)
+    if name == "llama":
+        from transformers import LlamaConfig, LlamaModel
+        # A small Llama-style decoder: RMSNorm, rotary embeddings, SiLU-gated MLP, grouped-query
+        # attention (12 query heads over 4 key/value heads), causal.
+        model = LlamaModel(LlamaConfig(hidden_size=768, intermediate_size=2048,
+                                       num_hidden_layers=8, num_attention_heads=12,
+                                       num_key_value_heads=4, vocab_size=32000))
+        return HiddenStates(model), torch.randint(0, 32000, (batch, 128))
     raise ValueError(f"unknown model {name!r}")
 
 
-MODELS = ["resnet18", "mobilenet_v2", "bert", "gpt2"]
+MODELS = ["resnet18", "mobilenet_v2", "bert", "gpt2", "vit", "llama"]
 
 
 # ---- measurement ----------------------------------------------------------------------------

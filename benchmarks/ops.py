@@ -54,8 +54,9 @@ class Op:
 
     def __init__(self, name: str, shape: list, flops: float, build: Callable, torch_fn: Callable,
                  make_inputs: Callable, out_view: Callable = lambda o: o,
-                 torch_out: Callable = None):
+                 torch_out: Callable = None, weights: tuple = ()):
         self.name, self.shape, self.flops = name, shape, flops
+        self.weights = weights  # positions of inputs that are a layer's weights
         self.build, self.torch_fn, self.make_inputs, self.out_view = build, torch_fn, make_inputs, out_view
         # torch_out(data, out): torch writing into a preallocated output, where the op has one.
         self.torch_out = torch_out or (lambda data, out: torch_fn(*data))
@@ -102,7 +103,7 @@ def conv(name: str, c: int, h: int, o: int, k: int, stride: int, pad: int, group
         return [T.conv2d(x, w, None, (stride, stride), (pad, pad), (1, 1), groups)], [x, w]
     return Op(name, [1, c, h, h, o, k, stride, pad, groups], 2.0 * o * oh * oh * (c // groups) * k * k,
               build, lambda x, w: F.conv2d(x, w, None, stride, pad, 1, groups),
-              lambda: [torch.randn(1, c, h, h), torch.randn(o, c // groups, k, k)])
+              lambda: [torch.randn(1, c, h, h), torch.randn(o, c // groups, k, k)], weights=(1,))
 
 
 def avgpool(name: str, n: int, c: int, h: int) -> Op:

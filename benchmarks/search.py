@@ -27,7 +27,9 @@ trials the gradient scheduler took to reach round-robin's final objective (sum o
 occurrences x best latency) over round-robin's trials.
 
 JSON: one record per op {"op", "shape", "gflops": {"default", "construct", "search_64", ...,
-"torch"}, "tune_s": {"construct", "search_<trials>"}, "seeds": [...]}, and one summary record
+"torch"}, "tune_s": {"construct", "search_<trials>"}, "seeds": [...], "weights_prepacked"}
+(convolutions read their weight prepacked where the schedule packs it, as in a compiled model's
+inference graph, unless --per-call-packing), and one summary record
 {"summary": true, "xgb_vs_random_256", "no_retrain_vs_full_256", "no_seed_vs_full_256",
 "heldout_spearman", "scheduler_trials_share", "search_overhead_share", ...}.
 
@@ -82,14 +84,18 @@ def search(outputs, inputs, name: str, seed: int, trials: int, **ablation) -> di
     return r
 
 
-def time_kernels(op, outputs, inputs, schedules: Dict[str, object], rounds: int) -> Dict[str, float]:
-    """GFLOP/s of each schedule's kernel and of torch, side by side (each paired with torch)."""
+def time_kernels(op, outputs, inputs, schedules: Dict[str, object], rounds: int,
+                 prepacked: bool = True) -> Dict[str, float]:
+    """GFLOP/s of each schedule's kernel and of torch, side by side (each paired with torch).
+    prepacked: a convolution's weight is read prepacked where the schedule packs it (as in a
+    compiled model's inference graph), else packed on every call."""
     data = op.make_inputs()
     want = op.torch_fn(*data)
     reduce_len = max(1, int(op.flops / (2 * want.numel())))
     fns = {}
     for key, sched in schedules.items():
-        k = tessera.Kernel(outputs, inputs, schedule=sched, name=f"{op.name}_{key}")
+        k = tessera.Kernel(outputs, inputs, schedule=sched, name=f"{op.name}_{key}",
+                           weights=op.weights if prepacked else ())
         got = k(*data)
         check_close(f"{op.name}/{key}", op.out_view(got), want, reduce_len)
         fns[key] = (lambda k=k, out=[got]: k(*data, out=out))
@@ -124,7 +130,8 @@ def bench_op(op, args, searches: Dict[str, List[dict]]) -> dict:
                              "search_source": r["report"].source})
         print(f"  {op.name} seed {seed}: construct {construct_s:.1f} s, search {r['wall_s']:.1f} s"
               f" ({len(r['trials'])} trials)", flush=True)
-    gf = time_kernels(op, outputs, inputs, schedules, args.rounds)
+    gf = time_kernels(op, outputs, inputs, schedules, args.rounds, not args.per_call_packing)
+    rec["weights_prepacked"] = bool(op.weights) and not args.per_call_packing
     for s in rec["seeds"]:
         s["gflops"] = {k.rsplit("_s", 1)[0]: v for k, v in gf.items() if k.endswith(f"_s{s['seed']}")}
 
@@ -150,7 +157,8 @@ def bench_ablation(op, args, full: dict) -> dict:
         schedules[name] = best_within(r["trials"], n)
         print(f"  {op.name} ablation {name}: {r['wall_s']:.1f} s", flush=True)
     schedules = {k: v for k, v in schedules.items() if v is not None}
-    gf = time_kernels(op, outputs, inputs, schedules, args.rounds)
+    gf = time_kernels(op, outputs, inputs, schedules, args.rounds, not args.per_call_packing)
+    rec["weights_prepacked"] = bool(op.weights) and not args.per_call_packing
     return {"op": op.name, "trials": n, "gflops": gf}
 
 
@@ -248,6 +256,9 @@ def main() -> None:
     p.add_argument("--ablation-trials", type=int, default=256)
     p.add_argument("--no-ablation", dest="ablation", action="store_false")
     p.add_argument("--no-scheduler", dest="scheduler", action="store_false")
+    p.add_argument("--per-call-packing", action="store_true",
+                   help="time convolutions packing their weights on every call (default: "
+                        "prepacked, as in a compiled model's inference graph)")
     p.add_argument("--scheduler-trials", type=int, default=64,
                    help="ResNet-18: search measurements per kernel on average")
     args = p.parse_args()

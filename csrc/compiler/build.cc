@@ -1,8 +1,10 @@
 #include "compiler/build.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "schedule/lower.h"
+#include "schedule/prepack.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -17,16 +19,28 @@ void BuiltKernel::run(const std::vector<void*>& buffers, const std::vector<int64
 }
 
 BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSchedule& schedule,
-                      const std::string& name, const codegen::CompileOptions& codegen) {
+                      const std::string& name, const codegen::CompileOptions& codegen,
+                      const std::vector<std::string>& prepacked) {
   const auto t0 = std::chrono::steady_clock::now();
   BuiltKernel k;
   k.plan_ = plan;
   k.schedule_ = schedule;
   util::bump(util::Counter::kLowerings);
-  k.func_ = schedule::lower(k.plan_, k.schedule_, name);
+  k.func_ = schedule::lower(k.plan_, k.schedule_, name, prepacked);
+  std::vector<loop::LoweredFunc> pack_funcs;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const std::string& input = plan.inputs[i]->name;
+    if (std::find(prepacked.begin(), prepacked.end(), input) == prepacked.end()) continue;
+    pack_funcs.push_back(schedule::lower_prepack(plan, schedule, input, name + "_pack_" + input));
+    k.prepacks_.push_back(Prepack{static_cast<int>(i), nullptr});
+  }
   k.lower_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   k.kernel_ = std::make_shared<const runtime::Kernel>(runtime::Kernel::compile(k.func_, codegen));
+  for (size_t p = 0; p < pack_funcs.size(); ++p) {
+    k.prepacks_[p].kernel =
+        std::make_shared<const runtime::Kernel>(runtime::Kernel::compile(pack_funcs[p], codegen));
+  }
   return k;
 }
 

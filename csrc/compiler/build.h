@@ -25,9 +25,16 @@ struct BuildOptions {
   codegen::CompileOptions codegen;
 };
 
+// The kernel that packs one prepacked input (schedule/prepack.h) before the main kernel reads it.
+struct Prepack {
+  int input = -1;  // position among the plan's inputs (and the main kernel's arguments)
+  std::shared_ptr<const runtime::Kernel> kernel;  // ABI: the input, then its packed copy
+};
+
 class BuiltKernel {
  public:
-  // buffers: inputs then outputs, as in the plan; sizes: values of func().size_vars.
+  // buffers: inputs then outputs, as in the plan (a prepacked input's packed copy in its place);
+  // sizes: values of func().size_vars.
   void run(void** buffers, const int64_t* sizes) const;
   void run(const std::vector<void*>& buffers, const std::vector<int64_t>& sizes) const;
 
@@ -38,22 +45,28 @@ class BuiltKernel {
   double jit_ms() const { return kernel_->compile_ms(); }
   // The runnable kernel (checked calls, argument shapes); shared so programs can hold it.
   const std::shared_ptr<const runtime::Kernel>& kernel() const { return kernel_; }
+  // Inputs read packed, in input order, each with the kernel that packs it (empty: none).
+  const std::vector<Prepack>& prepacks() const { return prepacks_; }
 
  private:
   friend BuiltKernel build_cpu(const schedule::StagePlan&, const schedule::KernelSchedule&,
-                               const std::string&, const codegen::CompileOptions&);
+                               const std::string&, const codegen::CompileOptions&,
+                               const std::vector<std::string>&);
   schedule::StagePlan plan_;
   schedule::KernelSchedule schedule_;
   loop::LoweredFunc func_;
   std::shared_ptr<const runtime::Kernel> kernel_;
+  std::vector<Prepack> prepacks_;
   double lower_ms_ = 0;
 };
 
-// Lowers and JIT-compiles `plan` with `schedule` (one lowering, one JIT compile); `plan` must
-// have been made with the schedule's plan choices (tune::Task::plan_for).
+// Lowers and JIT-compiles `plan` with `schedule` (one lowering, one JIT compile, plus one of each
+// per prepacked input); `plan` must have been made with the schedule's plan choices
+// (tune::Task::plan_for). `prepacked`: inputs read already packed (schedule::prepackable_inputs).
 BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSchedule& schedule,
                       const std::string& name = "kernel",
-                      const codegen::CompileOptions& codegen = {});
+                      const codegen::CompileOptions& codegen = {},
+                      const std::vector<std::string>& prepacked = {});
 
 // Plans the DAG of `outputs` with options.schedule's plan choices, then builds it with
 // options.schedule (default: the rules' plan and schedule for options.target or the host).

@@ -6,6 +6,7 @@
 
 #include "compiler/search_session.h"
 #include "runtime/parallel.h"
+#include "schedule/prepack.h"
 #include "schedule/tuning_policy.h"
 #include "tune/common.h"
 #include "tune/gensor/construct.h"
@@ -17,6 +18,30 @@ namespace tessera::compiler {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The names of inputs[i] for i in `positions` (out-of-range positions are an error).
+std::vector<std::string> input_names(const std::vector<ir::Tensor>& inputs,
+                                     const std::vector<int>& positions) {
+  std::vector<std::string> names;
+  for (int i : positions) {
+    TESSERA_CHECK(i >= 0 && i < static_cast<int>(inputs.size()))
+        << "constant input " << i << " out of range: the kernel has " << inputs.size() << " inputs";
+    names.push_back(inputs[static_cast<size_t>(i)]->name);
+  }
+  return names;
+}
+
+// The constant inputs `schedule` can read prepacked; none when the schedule does not fit the
+// plan (a stored schedule from another version: building it reports that, see below).
+std::vector<std::string> prepackable_or_none(const schedule::StagePlan& plan,
+                                             const schedule::KernelSchedule& schedule,
+                                             const std::vector<std::string>& constants) {
+  try {
+    return schedule::prepackable_inputs(plan, schedule, constants);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -207,12 +232,18 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
 
   codegen::CompileOptions codegen;
   codegen.keep_ir = codegen.keep_asm = req.keep_source;
-  if (chosen.kernel != nullptr && !req.keep_source) {
+  const std::vector<std::string> constants = input_names(inputs, req.constant_inputs);
+  std::vector<std::string> prepacked;
+  if (!constants.empty()) {
+    prepacked =
+        prepackable_or_none(task.plan_for(chosen.schedule.plan), chosen.schedule, constants);
+  }
+  if (chosen.kernel != nullptr && !req.keep_source && prepacked.empty()) {
     out.kernel = std::move(chosen.kernel);
   } else {
     try {
-      out.kernel = std::make_shared<const BuiltKernel>(
-          build_cpu(task.plan_for(chosen.schedule.plan), chosen.schedule, req.name, codegen));
+      out.kernel = std::make_shared<const BuiltKernel>(build_cpu(
+          task.plan_for(chosen.schedule.plan), chosen.schedule, req.name, codegen, prepacked));
     } catch (const std::exception& e) {
       if (rep.source != "records") throw;
       // A stored schedule from another Tessera version may not fit this one's lowering.
@@ -220,8 +251,11 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
                  "); the rules' schedule is used";
       rep.source = "rules";
       chosen.schedule = task.default_schedule();
+      prepacked = constants.empty()
+                      ? std::vector<std::string>{}
+                      : schedule::prepackable_inputs(task.plan, chosen.schedule, constants);
       out.kernel = std::make_shared<const BuiltKernel>(
-          build_cpu(task.plan, chosen.schedule, req.name, codegen));
+          build_cpu(task.plan, chosen.schedule, req.name, codegen, prepacked));
     }
   }
   rep.schedule = out.kernel->schedule();

@@ -9,10 +9,11 @@
 //   -> the kernel: the tuner's verified winner as it was built for measurement, else built now
 //
 // Invariant: each kernel is lowered and JIT-compiled once per call (util/counters.h counts
-// both); a tuned candidate that wins is handed out as it was measured. Two exceptions, both in
-// search mode: the final race builds its few finalists again (they are timed in one paired
-// batch), and a runner that measures in other processes hands back no kernel, so the winner is
-// built once more here.
+// both); a tuned candidate that wins is handed out as it was measured. Exceptions: in search
+// mode the final race builds its few finalists again (they are timed in one paired batch), and
+// a runner that measures in other processes hands back no kernel, so the winner is built once
+// more here; a tuned winner that packs a constant input is built again to read it prepacked
+// (tuners measure kernels that pack on every call, an upper bound of the prepacked time).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,6 +69,10 @@ struct CompileRequest {
   std::shared_ptr<tune::Runner> runner;
   // Called after each search measurement, on the compiling thread (empty: none).
   TrialCallback on_trial;
+  // Positions (in `inputs`) of inputs whose values are the same on every call, e.g. weights.
+  // Those the chosen schedule packs are packed once outside the kernel (schedule/prepack.h):
+  // the kernel then takes their packed copies (BuiltKernel::prepacks).
+  std::vector<int> constant_inputs;
 };
 
 // One schedule a tuner built, verified and timed.

@@ -158,7 +158,10 @@ void bind_request_and_report(py::module_& m) {
           [](CompileRequest& r, py::object fn) { r.on_trial = trial_callback(std::move(fn)); },
           "Callable taking a TrialEvent after each search measurement (None: off); reads as "
           "whether one is set.")
-      .def_readwrite("search_per_round", &CompileRequest::search_per_round);
+      .def_readwrite("search_per_round", &CompileRequest::search_per_round)
+      .def_readwrite("constant_inputs", &CompileRequest::constant_inputs,
+                     "Positions of inputs whose values are the same on every call (weights): "
+                     "those the schedule packs are read prepacked (Kernel.prepacks).");
   using compiler::CandidateReport;
   py::class_<CandidateReport>(m, "CandidateReport", "One schedule a tuner built, verified, timed.")
       .def_readonly("schedule", &CandidateReport::schedule)

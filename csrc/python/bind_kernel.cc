@@ -141,6 +141,31 @@ void bind_kernel(py::module_& m) {
           },
           py::arg("ptrs"), py::arg("sizes"), py::arg("min_time_ms") = 200.0, py::arg("warmup") = 2,
           "Times the kernel in C++ (median of repeats).")
+      .def_property_readonly(
+          "prepacks",
+          [](const PyKernel& k) {
+            std::vector<std::pair<int, int64_t>> out;
+            for (const compiler::Prepack& p : k.built->prepacks()) {
+              out.emplace_back(p.input, p.kernel->arg_numels({})[1]);
+            }
+            return out;
+          },
+          "(input position, elements of its packed copy) of each input the kernel reads "
+          "prepacked: pass the packed copy (made by prepack) in the input's place.")
+      .def(
+          "prepack",
+          [](const PyKernel& k, int input, uintptr_t src, uintptr_t dst) {
+            for (const compiler::Prepack& p : k.built->prepacks()) {
+              if (p.input != input) continue;
+              py::gil_scoped_release release;
+              p.kernel->run({reinterpret_cast<void*>(src), reinterpret_cast<void*>(dst)}, {});
+              return;
+            }
+            TESSERA_FAIL() << "input " << input << " is not read prepacked";
+          },
+          py::arg("input"), py::arg("src"), py::arg("dst"),
+          "Writes the packed copy of input `input` (data pointer `src`) to `dst`, which holds "
+          "the element count prepacks gives.")
       .def_property_readonly("jit_ms", [](const PyKernel& k) { return k.built->jit_ms(); })
       .def_property_readonly(
           "code_bytes",

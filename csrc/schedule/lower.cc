@@ -1,7 +1,10 @@
 #include "schedule/lower.h"
 
+#include <set>
+
 #include "loop/pipeline.h"
 #include "schedule/lower_stage.h"
+#include "schedule/prepack.h"
 #include "schedule/row_fusion.h"
 #include "util/check.h"
 
@@ -24,37 +27,21 @@ ir::Tensor find_input(const StagePlan& plan, const std::string& name) {
   TESSERA_FAIL() << "schedule packs '" << name << "', which is not a kernel input";
 }
 
+// `prepacked`: inputs whose packed copies are kernel arguments, bound in `al` already.
 Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const StagePlan& plan,
-                     AccessLowering& al) {
+                     const std::set<std::string>& prepacked, AccessLowering& al) {
   TESSERA_CHECK(ann.op.empty() || ann.op == stage.op->name)
       << "schedule stage for '" << ann.op << "' applied to op '" << stage.op->name << "'";
-  // Packed operands: copied once per kernel call into panels, so the inner loop walks them
-  // contiguously. An operand indexed by the vector axis gets panels as wide as the vector-axis
-  // register tile (vector loads); one indexed only by another register-tiled axis (the row
-  // operand of a GEMM) gets panels as wide as that axis's register tile (the broadcasts of
-  // one reduction step become neighbours).
+  // Packed operands: copied once per kernel call into panels (see pack_layout), so the inner
+  // loop walks them contiguously; prepacked ones were copied before the call.
   StageBody sb = make_stage_body(stage, plan, al);
   std::vector<Stmt> packs;
   std::vector<ir::Buffer> pack_buffers;
   std::vector<const ir::TensorNode*> packed;
-  const int n = static_cast<int>(sb.op->axes.size());
   for (const std::string& name : ann.pack) {
-    TESSERA_CHECK(ann.vector_axis >= 0 && ann.vector_axis < n &&
-                  static_cast<int>(ann.tile_reg.size()) == n)
-        << "stage " << stage.op->name << ": packing needs a valid vector axis";
+    if (prepacked.count(name)) continue;
     ir::Tensor t = find_input(plan, name);
-    PackedLayout layout;
-    layout.dim = dim_indexed_by(sb.value, t.get(), sb.op->axes[ann.vector_axis].var);
-    layout.panel = ann.tile_reg[ann.vector_axis];
-    for (int a = 0; a < n && layout.dim < 0; ++a) {
-      if (a == ann.vector_axis || ann.tile_reg[a] <= 1) continue;
-      layout.dim = dim_indexed_by(sb.value, t.get(), sb.op->axes[a].var);
-      layout.panel = ann.tile_reg[a];
-    }
-    if (layout.dim < 0) {  // nothing to align with: panels of the last dim
-      layout.dim = t->ndim() - 1;
-      layout.panel = ann.tile_reg[ann.vector_axis];
-    }
+    PackedLayout layout = pack_layout(sb, ann, t);
     layout.buffer =
         ir::make_buffer(t->name + "_packed", t->dtype,
                         packed_shape(t->shape, layout.panel, layout.dim), ir::MemScope::kHeap);
@@ -84,7 +71,7 @@ Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const Stage
 }  // namespace
 
 loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
-                        const std::string& name) {
+                        const std::string& name, const std::vector<std::string>& prepacked) {
   TESSERA_CHECK(schedule.plan == plan.choices)
       << "schedule is for the stage plan with " << schedule.plan.text()
       << ", the plan given was made with " << plan.choices.text();
@@ -94,7 +81,16 @@ loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
   loop::LoweredFunc f;
   f.name = name;
   AccessLowering al;
+  const std::set<std::string> prepacked_set(prepacked.begin(), prepacked.end());
   for (const ir::Tensor& t : plan.inputs) {
+    if (prepacked_set.count(t->name)) {
+      const std::optional<PrepackSite> site = prepack_site(plan, schedule, t);
+      TESSERA_CHECK(site) << "input '" << t->name << "' cannot be prepacked: the schedule does "
+                          << "not pack it in the one stage that reads it";
+      f.args.push_back(site->layout.buffer);
+      al.bind_packed(t.get(), site->layout);
+      continue;
+    }
     f.args.push_back(buffer_for_tensor(t, ir::MemScope::kGlobal));
     al.bind(t.get(), f.args.back());
   }
@@ -109,7 +105,7 @@ loop::LoweredFunc lower(const StagePlan& plan, const KernelSchedule& schedule,
   }
   std::vector<Stmt> lowered;
   for (size_t i = 0; i < plan.stages.size(); ++i) {
-    lowered.push_back(lower_one_stage(plan.stages[i], schedule.stages[i], plan, al));
+    lowered.push_back(lower_one_stage(plan.stages[i], schedule.stages[i], plan, prepacked_set, al));
   }
   // Chains of stages over the same rows (softmax, norms) share one parallel loop.
   std::vector<Stmt> stages;

@@ -698,6 +698,26 @@ Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
                         ann.parallel ? ForKind::kParallel : ForKind::kSerial, per_point);
 }
 
+PackedLayout pack_layout(const StageBody& sb, const StageAnnotation& ann, const ir::Tensor& t) {
+  const int n = static_cast<int>(sb.op->axes.size());
+  TESSERA_CHECK(ann.vector_axis >= 0 && ann.vector_axis < n &&
+                static_cast<int>(ann.tile_reg.size()) == n)
+      << "stage " << sb.op->name << ": packing needs a valid vector axis";
+  PackedLayout layout;
+  layout.dim = dim_indexed_by(sb.value, t.get(), sb.op->axes[ann.vector_axis].var);
+  layout.panel = ann.tile_reg[ann.vector_axis];
+  for (int a = 0; a < n && layout.dim < 0; ++a) {
+    if (a == ann.vector_axis || ann.tile_reg[a] <= 1) continue;
+    layout.dim = dim_indexed_by(sb.value, t.get(), sb.op->axes[a].var);
+    layout.panel = ann.tile_reg[a];
+  }
+  if (layout.dim < 0) {  // nothing to align with: panels of the last dim
+    layout.dim = t->ndim() - 1;
+    layout.panel = ann.tile_reg[ann.vector_axis];
+  }
+  return layout;
+}
+
 Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLowering& al,
                 int vector_width, bool parallel) {
   const int64_t panel = layout.panel;

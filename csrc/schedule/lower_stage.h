@@ -27,6 +27,13 @@ loop::Stmt lower_multi_level_tiling(const StageBody& sb, const StageAnnotation& 
 loop::Stmt lower_cross_lane_reduction(const StageBody& sb, const StageAnnotation& ann,
                                       const AccessLowering& al);
 
+// How `t` is packed for this stage (the layout's buffer left unset): an operand indexed by the
+// vector axis gets panels as wide as the vector-axis register tile (vector loads); one indexed
+// only by another register-tiled axis (the row operand of a GEMM) gets panels as wide as that
+// axis's register tile (the broadcasts of one reduction step become neighbours); otherwise
+// panels of the last dim.
+PackedLayout pack_layout(const StageBody& sb, const StageAnnotation& ann, const ir::Tensor& t);
+
 // Copies `t` into its packed layout (see PackedLayout), zero-filling past the end; over the panels
 // in parallel when the stage runs in parallel.
 loop::Stmt lower_pack(const ir::Tensor& t, const PackedLayout& layout, const AccessLowering& al,

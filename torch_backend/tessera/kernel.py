@@ -11,6 +11,7 @@ from typing import Sequence, Union
 import torch
 
 from . import _C
+from .backend.kernel_build import PackedInput
 from .search_progress import SearchProgress
 
 _DTYPES = {
@@ -35,19 +36,23 @@ class Kernel:
     `progress` (search mode): True shows a progress bar and logs each trial (search_progress.py), a callable
 gets each _C.TrialEvent, None/False neither. `runner` (search mode): where candidates are
     measured: "workers" (the default: forked processes), "in-process", "ray", "auto",
-    "ray://host:port" or a runner object (tessera.runners). `report` says how the kernel was
-    made."""
+    "ray://host:port" or a runner object (tessera.runners). `weights`: positions of inputs
+    whose values stay the same from call to call (a layer's weights); those the schedule packs
+    into panels are packed once and the packed copy reused, packed again when the tensor passed
+    is another one or was changed in place. `report` says how the kernel was made."""
 
     def __init__(self, outputs: Sequence["_C.Tensor"], inputs: Sequence["_C.Tensor"],
                  schedule: Union[None, str, "_C.KernelSchedule"] = None, name: str = "kernel",
                  keep_source: bool = False, tune: str = "default", records=None,
-                 threads: str = "parallel", trials: int = 0, progress=True, runner=None):
+                 threads: str = "parallel", trials: int = 0, progress=True, runner=None,
+                 weights: Sequence[int] = ()):
         self._inputs = list(inputs)
         if isinstance(schedule, str):
             schedule = _C.KernelSchedule.parse(schedule)
         request = _C.CompileRequest(name=name, tune=tune, threads=threads, schedule=schedule,
                                     records=records, keep_source=keep_source, trials=trials,
                                     runner=runner)
+        request.constant_inputs = [int(i) for i in weights]
         if tune == "search" and progress:
             tracker = SearchProgress() if progress is True else progress
             request.on_trial = tracker
@@ -61,6 +66,9 @@ gets each _C.TrialEvent, None/False neither. `runner` (search mode): where candi
         self._out_dtypes = [_DTYPES[d] for d in self._kernel.output_dtypes]
         self._in_dtypes = [_DTYPES[t.dtype] for t in self._inputs]
         self._plans: dict = {}  # input shapes -> (sizes, output shapes)
+        # Input position -> its packed copy (PackedInput) for the weights read prepacked.
+        self._packed = {i: PackedInput(None, self._kernel, i, numel, self._in_dtypes[i])
+                        for i, numel in self._kernel.prepacks}
 
     @property
     def jit_ms(self) -> float:
@@ -120,6 +128,8 @@ gets each _C.TrialEvent, None/False neither. `runner` (search mode): where candi
                 if o.shape != s or o.dtype != d or not o.is_contiguous() or not o.is_cpu:
                     raise ValueError(f"out tensor must be contiguous CPU {d} of shape {list(s)}")
         ptrs = [t.data_ptr() for t in tensors] + [o.data_ptr() for o in out]
+        for i, packed in self._packed.items():
+            ptrs[i] = packed.ptr(tensors[i])
         return tensors, out, ptrs, sizes
 
     def __call__(self, *args: torch.Tensor, out=None):

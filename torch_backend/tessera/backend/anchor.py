@@ -87,7 +87,7 @@ def choose(times: Dict[str, float]) -> str:
     return best
 
 
-def known_choice(key, candidates, options: Any = None
+def known_choice(key, candidates, options: Any = None, prepacked: bool = False
                  ) -> Optional[Tuple[str, Dict[str, float]]]:
     """The (choice, times) decide() would return without measuring -- decided before in this
     process or found in the records database -- or None. `key`: the partition's workload key;
@@ -96,7 +96,7 @@ def known_choice(key, candidates, options: Any = None
     forced = os.environ.get("TESSERA_FORCE_CHOICE")  # debugging aid: tessera | split | aten
     if forced in candidates:
         return forced, {}
-    dkey = keys.decision_key(key, keys.context(options, candidates))
+    dkey = keys.decision_key(key, keys.context(options, candidates, prepacked))
     local = keys.cache_key(dkey)
     with _lock:
         hit = _decisions.get(local)
@@ -114,12 +114,13 @@ def known_choice(key, candidates, options: Any = None
 
 
 def decide(key, candidates: Dict[str, Callable[[], object]], options: Any = None,
-           looked_up: bool = False) -> Tuple[str, Dict[str, float]]:
+           looked_up: bool = False, prepacked: bool = False) -> Tuple[str, Dict[str, float]]:
     """(choice, times in ms) for a partition, cached by its workload key (keys.kernel_key of
     its fused kernel).
 
     candidates: "aten" (every operator through ATen) and "tessera" (the fused kernel) and/or
     "split" (ATen's anchor + a Tessera kernel for the rest). The choice is one of them.
+    prepacked: the fused kernel reads weights prepacked (the choice is filed apart).
 
     options: the backend Options (tuning mode, records database); None means the defaults. A
     choice found in the records database is not measured again; looked_up: the caller asked
@@ -127,10 +128,10 @@ def decide(key, candidates: Dict[str, Callable[[], object]], options: Any = None
     candidates either), so it is not asked again."""
     if len(candidates) == 1:
         return next(iter(candidates)), {}
-    hit = None if looked_up else known_choice(key, candidates, options)
+    hit = None if looked_up else known_choice(key, candidates, options, prepacked)
     if hit is not None:
         return hit
-    dkey = keys.decision_key(key, keys.context(options, candidates))
+    dkey = keys.decision_key(key, keys.context(options, candidates, prepacked))
     records = records_mod.open_records(getattr(options, "records_db", None))
     times = measure(candidates)
     records_mod.count("measured")

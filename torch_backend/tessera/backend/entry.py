@@ -22,9 +22,26 @@ from .options import Options, parse_options
 from .origin import Origin, current_origin
 
 
+def _weight_inputs(gm: fx.GraphModule) -> frozenset:
+    """Positions of the graph's inputs that are module parameters or buffers (Dynamo marks them
+    static: same tensor on every call) and that the graph does not mutate. Their values can
+    still change in place between calls: whoever caches something made from them guards on
+    their version counters."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None)
+    n_inputs = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    if meta is None or len(meta.input_info) != n_inputs:
+        return frozenset()
+    return frozenset(i for i in meta.static_input_indices
+                     if not (meta.input_info[i].mutates_data
+                             or meta.input_info[i].mutates_metadata))
+
+
 def _compiler(kind: str, options: Options, origin: Origin):
     def compile_graph(gm: fx.GraphModule, example_inputs: List[Any]):
-        graph = CompiledGraph(gm, options, kind)
+        weights = _weight_inputs(gm) if kind == "inference" and options.prepack_weights \
+            else frozenset()
+        graph = CompiledGraph(gm, options, kind, weight_inputs=weights)
         graph.origin = origin  # the user code it came from (tessera.explain)
         return graph
     compile_graph.__name__ = f"tessera_{kind}_compiler"

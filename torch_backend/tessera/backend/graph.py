@@ -80,11 +80,17 @@ class CompiledGraph:
 
     _boxed_call = True
 
-    def __init__(self, gm: fx.GraphModule, options: Options, kind: str):
+    def __init__(self, gm: fx.GraphModule, options: Options, kind: str,
+                 weight_inputs: frozenset = frozenset()):
         self.gm = gm
         self.options = options
         self.kind = kind  # "forward" | "backward" | "inference"
         self.dynamic = _is_dynamic(gm)
+        # Placeholders holding weights whose packed copies kernels may keep (entry.py); not
+        # with symbolic sizes (a packed copy's size would depend on them).
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.weights = frozenset() if self.dynamic else frozenset(
+            placeholders[i] for i in weight_inputs if i < len(placeholders))
         # Per input signature (one entry for a static graph), the most recently used kept.
         self._runners = LruCache(SHAPES_PER_GRAPH)
         self.summaries = LruCache(SHAPES_PER_GRAPH)
@@ -181,7 +187,7 @@ class CompiledGraph:
         outs, metas = record(self.gm, args)
         t0 = time.perf_counter()
         try:
-            runner, summary = build_plan(self.gm, metas, self.options)
+            runner, summary = build_plan(self.gm, metas, self.options, self.weights)
         except Exception as e:
             if not self.options.fallback:
                 raise

@@ -19,6 +19,7 @@ rules' schedule. The policy for all of that lives in the C++ core (schedule/tuni
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -50,6 +51,57 @@ class InputPrep:
     def __init__(self, index, perm):
         self.index = index  # tuple of slices selecting one element along broadcast dims, or None
         self.perm = perm    # dims order of the physical buffer, or None
+
+
+class PackedInput:
+    """A weight input the kernel reads packed (Kernel.prepacks): its packed copy is made once by
+    the kernel's pack kernel and kept here, per call site, with the version counter and address
+    of the tensor it was made from. A call whose tensor has another address or version (changed
+    in place: load_state_dict, an optimizer step) packs again first. The tensor's storage is
+    held, so its address cannot be reused by another tensor while the copy is kept."""
+    __slots__ = ("prep", "kernel", "input", "numel", "dtype", "_packed", "_ptr", "_src", "_version",
+                 "_src_ptr", "_lock")
+
+    def __init__(self, prep: Optional[InputPrep], kernel, input: int, numel: int, dtype):
+        self.prep = prep        # how the kernel's plain input is made from the value (or None)
+        self.kernel = kernel
+        self.input = input      # position among the kernel's inputs
+        self.numel = numel      # elements of the packed copy
+        self.dtype = dtype
+        self._packed = None
+        self._ptr = 0
+        self._src = None        # storage of the tensor the copy was made from
+        self._version = -1
+        self._src_ptr = -1
+        self._lock = threading.Lock()
+
+    def ptr(self, x: torch.Tensor) -> int:
+        """Data pointer of the packed copy of x (packed again first if x is not what it was
+        made from)."""
+        try:
+            version = x._version
+        except RuntimeError:  # an inference tensor keeps no version counter: pack every call
+            version = None
+        if version is None or version != self._version or x.data_ptr() != self._src_ptr:
+            self._repack(x, version)
+        return self._ptr
+
+    def packed(self, x: torch.Tensor) -> torch.Tensor:
+        self.ptr(x)
+        return self._packed
+
+    def _repack(self, x: torch.Tensor, version: Optional[int]) -> None:
+        with self._lock:
+            src_ptr = x.data_ptr()
+            plain = KernelCall._prepare(x, self.prep)
+            if self._packed is None:
+                self._packed = torch.empty(self.numel, dtype=self.dtype)
+            self.kernel.prepack(self.input, plain.data_ptr(), self._packed.data_ptr())
+            stats["weight_packs"] += 1
+            self._src = x.untyped_storage()
+            self._ptr = self._packed.data_ptr()
+            self._version = -1 if version is None else version
+            self._src_ptr = src_ptr
 
 
 class OutputSpec:
@@ -95,6 +147,8 @@ class KernelCall:
 
     @staticmethod
     def _prepare(t: torch.Tensor, prep: Optional[InputPrep]) -> torch.Tensor:
+        if isinstance(prep, PackedInput):
+            return prep.packed(t)
         if prep is not None:
             if prep.index is not None:
                 t = t[prep.index]
@@ -127,6 +181,9 @@ class KernelSpec:
         self.te_outputs: List[Any] = []
         self.in_preps: List[Optional[InputPrep]] = []
         self.out_specs: List[OutputSpec] = []
+        # Positions of inputs that are weights (the same tensor every call, see graph.py): the
+        # kernel may read them prepacked.
+        self.constant_inputs: List[int] = []
         self._workload = None
         self.name: str = "kernel"
         self.metas: Dict[fx.Node, Any] = {}
@@ -248,7 +305,8 @@ def build_spec(members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifie
 
 # Compiled kernels by structural key, bounded by the machine code they hold (jit_cache.py).
 _cache = LruCache(default_jit_cache_bytes(), cost=lambda kernel: kernel.code_bytes)
-stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0}
+# weight_packs: packed copies of weights made (PackedInput), at first use and after changes.
+stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0, "weight_packs": 0}
 
 
 def set_jit_cache_limit(limit_bytes: int) -> None:
@@ -299,12 +357,15 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
     mode, records_option, trials, bars, runner = _tune_and_records(tune)
     key = keys.cache_key(spec.workload(), mode, trials)
-    kernel = _cache.get(key)
+    # Kernels reading weights prepacked take other arguments: cached apart.
+    kernel_key = key + (tuple(spec.constant_inputs),) if spec.constant_inputs else key
+    kernel = _cache.get(kernel_key)
     if kernel is None:
         records = records_mod.open_records(records_option) if mode != "default" else None
         request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
                                     records=records.db if records is not None else None,
                                     runner=runner if mode == "search" else None)
+        request.constant_inputs = list(spec.constant_inputs)
         searched = _searched.get(key) if mode == "search" else None
         if searched is not None:  # tuned with its graph's other kernels (search_specs)
             request.schedule = searched
@@ -318,10 +379,13 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
         _report(spec, kernel.report, records)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
-        _cache.put(key, kernel)
+        _cache.put(kernel_key, kernel)
     else:
         stats["cache_hits"] += 1
-    return KernelCall(kernel, spec.in_preps, spec.out_specs, spec.name)
+    preps = list(spec.in_preps)
+    for i, numel in kernel.prepacks:  # fresh per call site: each keeps its own packed copy
+        preps[i] = PackedInput(spec.in_preps[i], kernel, i, numel, spec.metas[spec.inputs[i]].dtype)
+    return KernelCall(kernel, preps, spec.out_specs, spec.name)
 
 
 # Schedules chosen by a whole graph's search (search_specs), by cache key: the compile of each

@@ -37,14 +37,18 @@ def cache_key(key: "_C.WorkloadKey", *extra: Any) -> Tuple:
     return (key.hash, key.shapes, key.target, key.canonical) + extra
 
 
-def context(options: Any, candidates) -> str:
+def context(options: Any, candidates, prepacked: bool = False) -> str:
     """What a measured choice depends on besides the workload and the machine: the candidates
     built, how the fused kernel was tuned, both thread counts and the Tessera version (a newer
-    compiler may build faster kernels)."""
+    compiler may build faster kernels), and whether the fused kernel reads weights prepacked
+    (then it packs nothing per call)."""
     tune = getattr(options, "tune", None) or "construct"
-    return "\n".join([f"version={_C.version()}", f"tune={tune}",
-                      f"threads={torch.get_num_threads()},{_C.get_num_threads()}",
-                      f"candidates={','.join(sorted(candidates))}"])
+    lines = [f"version={_C.version()}", f"tune={tune}",
+             f"threads={torch.get_num_threads()},{_C.get_num_threads()}",
+             f"candidates={','.join(sorted(candidates))}"]
+    if prepacked:
+        lines.append("prepacked=1")
+    return "\n".join(lines)
 
 
 def derived_key(kind: str, canonical: str, ctx: str) -> "_C.WorkloadKey":

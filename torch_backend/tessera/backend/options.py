@@ -57,6 +57,11 @@ class Options:
     # crashing candidate cannot take the process down), "workers", "in-process", or a Ray
     # cluster: "ray" (a local instance or the one this process joined), "auto", "ray://host:port".
     runner: Optional[str] = None
+    # Inference graphs: weights (the module's parameters and buffers) that a kernel packs into
+    # panels are packed once and reused across calls, as Inductor's freezing does; a weight
+    # changed in place (its version counter moves) is packed again before the next call reads
+    # it. False: kernels pack their operands on every call.
+    prepack_weights: bool = True
 
 
 _DESCRIPTIONS = {
@@ -69,6 +74,7 @@ _DESCRIPTIONS = {
     "progress": "bool (search mode's progress bars)",
     "scheduler": "'gradient' | 'round-robin' (search mode's task scheduler)",
     "runner": "None | 'workers' | 'in-process' | 'ray' | 'auto' | 'ray://host:port'",
+    "prepack_weights": "bool (inference: weights packed once, repacked when changed in place)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 

@@ -90,8 +90,10 @@ class _Unit:
 
 
 class Planner:
-    def __init__(self, gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options):
+    def __init__(self, gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options,
+                 weights: frozenset = frozenset()):
         self.gm = gm
+        self.weights = weights  # placeholders holding weights (graph.py)
         self.graph = gm.graph
         self.metas = metas
         self.options = options
@@ -157,6 +159,8 @@ class Planner:
             if any(u.target in _STRIDE_SENSITIVE for u in o.users if u.op == "call_function"):
                 keep_layout.add(o)
         spec = build_spec(members, self.metas, self.cls, outputs, keep_layout)
+        spec.constant_inputs = [i for i, n in enumerate(spec.inputs)
+                                if self.root(n) in self.weights]
         for n in list(spec.inputs) + list(spec.outputs):
             if self.metas[n].numel == 0:
                 raise _ZeroSize()
@@ -229,7 +233,8 @@ class Planner:
         rest = [m for m in members if m is not anchor]
         names = ["aten"] + (["tessera"] if build_fused else []) + \
             (["split"] if anchor is not None and rest else [])
-        known = anchor_choice.known_choice(spec.workload(), names, self.options) \
+        known = anchor_choice.known_choice(spec.workload(), names, self.options,
+                                           bool(spec.constant_inputs)) \
             if len(names) > 1 else None
         call = None
         if known is not None:
@@ -276,7 +281,8 @@ class Planner:
                 return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
             candidates["split"] = run_split
         choice, times = anchor_choice.decide(spec.workload(), candidates, self.options,
-                                             looked_up=True)
+                                             looked_up=True,
+                                             prepacked=bool(spec.constant_inputs))
         call = None
         if choice == "tessera":
             call = fused
@@ -465,9 +471,11 @@ def _mutates(n: fx.Node) -> bool:
     return bool(schema is not None and schema.is_mutable)
 
 
-def build_plan(gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options):
-    """The runner for gm specialised on the recorded metas, and its Summary."""
-    planner = Planner(gm, metas, options)
+def build_plan(gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options,
+               weights: frozenset = frozenset()):
+    """The runner for gm specialised on the recorded metas, and its Summary. `weights`: the
+    placeholders whose values kernels may keep packed copies of."""
+    planner = Planner(gm, metas, options, weights)
     fn = planner.build()
     if options.verbose:
         logger.info("tessera: compiled graph (%d nodes)\n%s", len(planner.nodes),

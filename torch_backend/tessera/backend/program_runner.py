@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 
 from .. import _C
-from .kernel_build import InputPrep, OutputSpec, kernel_call_parts
+from .kernel_build import InputPrep, OutputSpec, PackedInput, kernel_call_parts
 from .log import log_once
 from .meta import TensorMeta, dense_permutation
 from .runner import Step, _nodes_in
@@ -238,13 +238,18 @@ def build_segment(run: _Run, needed_outside: Set[fx.Node], metas: Dict[fx.Node, 
             if run.internal(n):  # readable in place: see _runs
                 ids.append(buffer_of[run.alias.get(n, n)])
                 continue
-            src = _buffer_source(n, prep, run, kind_of, metas)
-            if src is not None:
-                n, prep = src, None
-            key = (n, _prep_key(prep))
+            if isinstance(prep, PackedInput):  # its packed copy: the runner passes that
+                key = (n, ("packed", id(prep)))
+                nbytes = prep.numel * prep.dtype.itemsize
+            else:
+                src = _buffer_source(n, prep, run, kind_of, metas)
+                if src is not None:
+                    n, prep = src, None
+                key = (n, _prep_key(prep))
+                nbytes = _prep_bytes(metas[n], prep)
             if key not in buffer_of:
                 buffer_of[key] = len(buffers)
-                buffers.append(("input", len(inputs), _prep_bytes(metas[n], prep)))
+                buffers.append(("input", len(inputs), nbytes))
                 inputs.append((n, prep))
             ids.append(buffer_of[key])
         for o, spec in zip(s.outputs, specs):

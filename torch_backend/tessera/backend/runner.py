@@ -17,6 +17,8 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.fx as fx
 
+from .kernel_build import PackedInput
+
 aten = torch.ops.aten
 # Views called as Tensor methods: about half the cost of going through the OpOverload, and a
 # transformer graph runs hundreds of them per call. Only used without keyword arguments.
@@ -133,6 +135,11 @@ def _emit_program(em: _Emitter, seg) -> List[str]:
     with every data pointer, then give outputs their logical layout."""
     lines, ptrs, temps, after = [], [], [], []
     for n, prep in seg.inputs:
+        if isinstance(prep, PackedInput):  # a weight's packed copy, packed again if it changed
+            g = f"c{len(em.globals)}"
+            em.globals[g] = prep
+            ptrs.append(f"{g}.ptr({em.expr(n)})")
+            continue
         if n in em.constants:
             c = em.constants[n]
             if prepare_constant(c, prep).data_ptr() == c.data_ptr():

@@ -1,0 +1,96 @@
+"""Weights prepacked once (options prepack_weights, kernel_build.PackedInput).
+
+In an inference graph, a kernel that packs a weight into panels reads a packed copy made once
+instead of packing it on every call; the copy is made again when the weight changes in place
+(its version counter moves). Every result is compared with eager PyTorch.
+"""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+from tessera.backend import kernel_build
+from tessera.backend import program_runner
+
+KERNELS = {"anchor_measure": False, "fallback": False}
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(32, 32, 3, padding=1), nn.Flatten(),
+                         nn.Linear(32 * 8 * 8, 64)).eval()
+
+
+def _packs() -> int:
+    return kernel_build.stats["weight_packs"]
+
+
+def _prepacked_kernels() -> int:
+    return sum(1 for k in kernel_build.cached_kernels() if k.prepacks)
+
+
+@pytest.fixture(params=[True, False], ids=["program", "kernel-calls"])
+def runner_kind(request, monkeypatch):
+    """Both ways kernels run: C++ programs and one Python call per kernel."""
+    monkeypatch.setattr(program_runner, "ENABLED", request.param)
+    return request.param
+
+
+def test_weights_are_packed_once_and_again_after_in_place_changes(runner_kind):
+    torch._dynamo.reset()
+    kernel_build.clear_cache()
+    m = _model()
+    x = torch.randn(2, 16, 8, 8)
+    with torch.no_grad():
+        f = torch.compile(m, backend="tessera", options=KERNELS)
+        f(x)  # the first call runs eagerly and compiles
+        assert _prepacked_kernels() > 0, "no kernel reads a weight prepacked: nothing tested"
+        before = _packs()
+        for _ in range(3):
+            torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+        first = _packs() - before
+        assert first > 0
+        for _ in range(3):
+            f(x)
+        assert _packs() - before == first, "unchanged weights were packed again"
+        m[0].weight.mul_(0.5)  # in place: same tensor, new version
+        torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+        assert _packs() - before > first
+        state = {k: v * 1.5 for k, v in m.state_dict().items()}
+        m.load_state_dict(state)  # copies into the same tensors
+        torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_replaced_parameter_is_packed_from_the_new_tensor():
+    torch._dynamo.reset()
+    m = _model()
+    x = torch.randn(1, 16, 8, 8)
+    with torch.no_grad():
+        f = torch.compile(m, backend="tessera", options=KERNELS)
+        f(x)
+        f(x)
+        m[2].weight = nn.Parameter(torch.randn_like(m[2].weight))
+        torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+
+
+def test_prepacking_off_and_training_graphs_pack_per_call():
+    torch._dynamo.reset()
+    kernel_build.clear_cache()
+    m = _model()
+    x = torch.randn(1, 16, 8, 8)
+    with torch.no_grad():
+        f = torch.compile(copy.deepcopy(m), backend="tessera",
+                          options=dict(KERNELS, prepack_weights=False))
+        f(x)
+        torch.testing.assert_close(f(x), m(x), rtol=1e-4, atol=1e-4)
+    assert _prepacked_kernels() == 0
+    torch._dynamo.reset()
+    kernel_build.clear_cache()
+    m.train()
+    g = torch.compile(m, backend="tessera", options=KERNELS)  # a forward graph for autograd
+    g(x).sum().backward()
+    g(x)
+    assert _prepacked_kernels() == 0
