@@ -94,3 +94,28 @@ def test_prepacking_off_and_training_graphs_pack_per_call():
     g(x).sum().backward()
     g(x)
     assert _prepacked_kernels() == 0
+
+
+def test_kernel_weights_argument_prepacks_and_sees_changes():
+    import tessera
+    x = tessera.placeholder("X", [1, 8, 10, 10])
+    w = tessera.placeholder("W", [16, 8, 3, 3])
+    out = tessera.te_ops.conv2d(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+    plain = tessera.Kernel([out], [x, w])
+    packs_w = [st for st in plain.schedule.stages if "W" in st.pack]
+    sched = plain.schedule.copy()
+    if not packs_w:  # make the schedule pack W, so that there is something to prepack
+        for st in sched.stages:
+            if st.vector_axis >= 0 and len(st.tile_reg) > 0 and st.op == out.name:
+                st.pack = list(st.pack) + ["W"]
+    k = tessera.Kernel([out], [x, w], schedule=sched, weights=[1])
+    assert k._kernel.prepacks, "the schedule packs W: the kernel must read it prepacked"
+    xs, ws = torch.randn(1, 8, 10, 10), torch.randn(16, 8, 3, 3)
+    want = torch.nn.functional.conv2d(xs, ws, padding=1)
+    torch.testing.assert_close(k(xs, ws), want, rtol=1e-4, atol=1e-4)
+    ws.mul_(-2.0)
+    torch.testing.assert_close(k(xs, ws), torch.nn.functional.conv2d(xs, ws, padding=1),
+                               rtol=1e-4, atol=1e-4)
+    other = torch.randn(16, 8, 3, 3)  # another tensor altogether
+    torch.testing.assert_close(k(xs, other), torch.nn.functional.conv2d(xs, other, padding=1),
+                               rtol=1e-4, atol=1e-4)
