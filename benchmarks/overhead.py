@@ -97,9 +97,9 @@ def layers(rounds: int) -> list:
     via_op, _ = _compile(fn, (x,), via_op=True)
     runner = graph._runners.get(None)
     pyk_runner = pyk_graph._runners.get(None)
-    (seg,) = graph.summaries[None].segments
+    (seg,) = graph.summaries.get(None).segments
     prog = seg.program
-    (step,) = [s for s in pyk_graph.summaries[None].steps if s.kind == "kernel"]
+    (step,) = [s for s in pyk_graph.summaries.get(None).steps if s.kind == "kernel"]
     call = step.call
     out = torch.empty(16)
     ptrs = [x.data_ptr(), out.data_ptr()]
@@ -134,7 +134,7 @@ def chain(rounds: int) -> list:
     compiled, graph = _compile(fn, (x, w))
     pyk, _ = _compile(fn, (x, w), programs=False)
     via_op, _ = _compile(fn, (x, w), via_op=True)
-    runner = graph._runners[None]
+    runner = graph._runners.get(None)
     times = interleaved({
         "eager": lambda: fn(x, w),
         "compiled": lambda: compiled(x, w),
@@ -161,7 +161,7 @@ def block(rounds: int) -> list:
             "compiled": lambda: compiled(x),
             "compiled_pykernel": lambda: pyk(x),
         }, rounds=rounds, min_time_ms=100.0)
-    return _records(f"tiny transformer block ({graph.summaries[None].kernels} kernels)", times)
+    return _records(f"tiny transformer block ({graph.summaries.get(None).kernels} kernels)", times)
 
 
 def per_step(rounds: int, n: int = 20) -> list:

@@ -31,16 +31,24 @@ std::vector<std::string> input_names(const std::vector<ir::Tensor>& inputs,
   return names;
 }
 
-// The constant inputs `schedule` can read prepacked; none when the schedule does not fit the
-// plan (a stored schedule from another version: building it reports that, see below).
-std::vector<std::string> prepackable_or_none(const schedule::StagePlan& plan,
-                                             const schedule::KernelSchedule& schedule,
-                                             const std::vector<std::string>& constants) {
+// The constant inputs `schedule` reads prepacked; none when the schedule does not fit the plan
+// (a stored schedule from another version: building it reports that, see below).
+std::vector<std::string> prepacked_or_none(const tune::Task& task,
+                                           const schedule::KernelSchedule& schedule) {
   try {
-    return schedule::prepackable_inputs(plan, schedule, constants);
+    return task.prepacked_inputs(schedule);
   } catch (const std::exception&) {
     return {};
   }
+}
+
+// The names of the inputs a built kernel reads prepacked.
+std::vector<std::string> prepacked_names(const BuiltKernel& k) {
+  std::vector<std::string> names;
+  for (const Prepack& p : k.prepacks()) {
+    names.push_back(k.plan().inputs[static_cast<size_t>(p.input)]->name);
+  }
+  return names;
 }
 
 double ms_since(Clock::time_point t0) {
@@ -213,6 +221,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
   CompileReport& rep = out.report;
   rep.name = req.name;
   tune::Task task = tune::Task::create(outputs, inputs, req.name);
+  task.constant_inputs = input_names(inputs, req.constant_inputs);
   rep.plan_ms = ms_since(t0);
   task.parallel = runs_in_parallel(task.plan, req.threads);
   rep.parallel = task.parallel;
@@ -232,13 +241,8 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
 
   codegen::CompileOptions codegen;
   codegen.keep_ir = codegen.keep_asm = req.keep_source;
-  const std::vector<std::string> constants = input_names(inputs, req.constant_inputs);
-  std::vector<std::string> prepacked;
-  if (!constants.empty()) {
-    prepacked =
-        prepackable_or_none(task.plan_for(chosen.schedule.plan), chosen.schedule, constants);
-  }
-  if (chosen.kernel != nullptr && !req.keep_source && prepacked.empty()) {
+  std::vector<std::string> prepacked = prepacked_or_none(task, chosen.schedule);
+  if (chosen.kernel != nullptr && !req.keep_source && prepacked_names(*chosen.kernel) == prepacked) {
     out.kernel = std::move(chosen.kernel);
   } else {
     try {
@@ -251,9 +255,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
                  "); the rules' schedule is used";
       rep.source = "rules";
       chosen.schedule = task.default_schedule();
-      prepacked = constants.empty()
-                      ? std::vector<std::string>{}
-                      : schedule::prepackable_inputs(task.plan, chosen.schedule, constants);
+      prepacked = task.prepacked_inputs(chosen.schedule);
       out.kernel = std::make_shared<const BuiltKernel>(
           build_cpu(task.plan, chosen.schedule, req.name, codegen, prepacked));
     }

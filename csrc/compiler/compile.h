@@ -9,11 +9,13 @@
 //   -> the kernel: the tuner's verified winner as it was built for measurement, else built now
 //
 // Invariant: each kernel is lowered and JIT-compiled once per call (util/counters.h counts
-// both); a tuned candidate that wins is handed out as it was measured. Exceptions: in search
-// mode the final race builds its few finalists again (they are timed in one paired batch), and
-// a runner that measures in other processes hands back no kernel, so the winner is built once
-// more here; a tuned winner that packs a constant input is built again to read it prepacked
-// (tuners measure kernels that pack on every call, an upper bound of the prepacked time).
+// both; a kernel reading constant inputs prepacked adds one of each per pack kernel); a tuned
+// candidate that wins is handed out as it was measured. Exceptions: in search mode the final
+// race builds its few finalists again (they are timed in one paired batch), and a runner that
+// measures in other processes hands back no kernel, so the winner is built once more here.
+// Tuners measure candidates reading constant inputs prepacked, as the kernel will run (except
+// on a Ray runner: its remote processes rebuild the task from its canonical text and measure
+// candidates packing on every call).
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -41,6 +41,10 @@ const ir::Tensor& input_named(const StagePlan& plan, const std::string& name) {
 std::optional<PrepackSite> prepack_site(const StagePlan& plan, const KernelSchedule& schedule,
                                         const ir::Tensor& input) {
   if (schedule.stages.size() != plan.stages.size()) return std::nullopt;
+  // A packed copy is made once for one shape: an input with symbolic sizes stays plain.
+  for (const ir::Expr& d : input->shape) {
+    if (!d->is_const_int()) return std::nullopt;
+  }
   std::optional<PrepackSite> site;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const StageBody sb = body_of(plan.stages[s], plan);
@@ -85,13 +89,6 @@ loop::LoweredFunc lower_prepack(const StagePlan& plan, const KernelSchedule& sch
   AccessLowering al;
   al.bind(t.get(), f.args[0]);
   f.body = lower_pack(t, site->layout, al, ann.vector_width, ann.parallel);
-  for (const ir::Expr& d : t->shape) {
-    for (const ir::Var& v : ir::free_vars(d)) {
-      const bool seen = std::any_of(f.size_vars.begin(), f.size_vars.end(),
-                                    [&](const ir::Var& u) { return u.same_as(v); });
-      if (!seen) f.size_vars.push_back(v);
-    }
-  }
   return loop::run_loop_passes(std::move(f));
 }
 

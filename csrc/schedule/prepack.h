@@ -23,8 +23,8 @@ struct PrepackSite {
   PackedLayout layout;
 };
 
-// The site of `input` when exactly one stage reads it and that stage packs it (then every read
-// of the input goes through the packed copy); nullopt otherwise.
+// The site of `input` when its shape is constant and exactly one stage reads it and that stage
+// packs it (then every read of the input goes through the packed copy); nullopt otherwise.
 std::optional<PrepackSite> prepack_site(const StagePlan& plan, const KernelSchedule& schedule,
                                         const ir::Tensor& input);
 
@@ -34,8 +34,7 @@ std::vector<std::string> prepackable_inputs(const StagePlan& plan, const KernelS
                                             const std::vector<std::string>& constant_inputs);
 
 // The kernel writing the packed copy of input `input` (which must be prepackable). ABI: the
-// input's buffer, then the packed buffer; size variables: the free sizes of the input's shape,
-// in first-use order.
+// input's buffer, then the packed buffer; no size variables.
 loop::LoweredFunc lower_prepack(const StagePlan& plan, const KernelSchedule& schedule,
                                 const std::string& input, const std::string& name);
 

@@ -11,6 +11,7 @@
 #include "ir/eval.h"
 #include "runtime/paired_timing.h"
 #include "runtime/parallel.h"
+#include "schedule/prepack.h"
 #include "schedule/tuning_policy.h"
 #include "util/check.h"
 #include "util/counters.h"
@@ -121,6 +122,15 @@ schedule::KernelSchedule Task::default_schedule() const {
   return as_run(schedule::default_schedule(plan, target));
 }
 
+std::vector<std::string> Task::prepacked_inputs(const schedule::KernelSchedule& s) const {
+  if (constant_inputs.empty()) return {};
+  return schedule::prepackable_inputs(plan_for(s.plan), s, constant_inputs);
+}
+
+compiler::BuiltKernel Task::build(const schedule::KernelSchedule& s, const std::string& name) const {
+  return compiler::build_cpu(plan_for(s.plan), s, name, {}, prepacked_inputs(s));
+}
+
 schedule::KernelSchedule Task::as_run(schedule::KernelSchedule s) const {
   if (!parallel) {
     for (schedule::StageAnnotation& st : s.stages) st.parallel = false;
@@ -142,8 +152,8 @@ void CandidateMeasurer::build_reference() {
   if (reference_) return;
   const schedule::KernelSchedule ref_schedule = task_.default_schedule();
   reference_schedule_ = ref_schedule.stages_text();
-  reference_ = std::make_shared<const compiler::BuiltKernel>(
-      compiler::build_cpu(task_.plan, ref_schedule, task_.name + "_ref"));
+  reference_ =
+      std::make_shared<const compiler::BuiltKernel>(task_.build(ref_schedule, task_.name + "_ref"));
 }
 
 void CandidateMeasurer::prepare() {
@@ -171,12 +181,14 @@ void CandidateMeasurer::prepare() {
     expected_.emplace_back(o->dtype, shape_of(o));
     outputs_.emplace_back(o->dtype, shape_of(o));
   }
+  for (auto& a : inputs_) ptrs_.push_back(a.data());
+  for (auto& a : outputs_) ptrs_.push_back(a.data());
+  std::shared_ptr<const KernelArgs> expected_args = args_for(ref, expected_);
   std::vector<void*> ptrs;
   for (auto& a : inputs_) ptrs.push_back(a.data());
   for (auto& a : expected_) ptrs.push_back(a.data());
-  ref.run(ptrs, size_values_);
-  for (auto& a : inputs_) ptrs_.push_back(a.data());
-  for (auto& a : outputs_) ptrs_.push_back(a.data());
+  ref.run(expected_args ? expected_args->ptrs : ptrs, size_values_);
+  reference_args_ = args_for(ref, outputs_);
   for (const runtime::NDArray& e : expected_) {
     atol_.push_back(config_.atol_rel * (1.0 + max_abs_finite(e)));
   }
@@ -184,7 +196,26 @@ void CandidateMeasurer::prepare() {
   prepared_ = true;
 }
 
-void CandidateMeasurer::run(const compiler::BuiltKernel& k) { k.run(ptrs_, size_values_); }
+std::shared_ptr<const KernelArgs> CandidateMeasurer::args_for(
+    const compiler::BuiltKernel& k, std::vector<runtime::NDArray>& outputs) {
+  if (k.prepacks().empty()) return nullptr;
+  auto args = std::make_shared<KernelArgs>();
+  for (runtime::NDArray& a : inputs_) args->ptrs.push_back(a.data());
+  for (runtime::NDArray& a : outputs) args->ptrs.push_back(a.data());
+  // Every packed copy is allocated before any pointer to one is taken (no reallocation after).
+  args->packed.reserve(k.prepacks().size());
+  for (const compiler::Prepack& p : k.prepacks()) {
+    const size_t i = static_cast<size_t>(p.input);
+    args->packed.emplace_back(inputs_[i].dtype, p.kernel->arg_shapes({})[1]);
+    p.kernel->run({inputs_[i].data(), args->packed.back().data()}, {});
+    args->ptrs[i] = args->packed.back().data();
+  }
+  return args;
+}
+
+void CandidateMeasurer::run(const compiler::BuiltKernel& k, const KernelArgs* args) {
+  k.run(args != nullptr ? args->ptrs : ptrs_, size_values_);
+}
 
 void CandidateMeasurer::build_all(const std::vector<schedule::KernelSchedule>& schedules,
                                   std::vector<CandidateResult>* results,
@@ -212,8 +243,7 @@ void CandidateMeasurer::build_all(const std::vector<schedule::KernelSchedule>& s
     try {
       if (observer) observer->build_started(c);
       (*built)[c] = std::make_shared<const compiler::BuiltKernel>(
-          compiler::build_cpu(task_.plan_for(schedules[c].plan), schedules[c],
-                              task_.name + "_c" + std::to_string(num_measured_ + c)));
+          task_.build(schedules[c], task_.name + "_c" + std::to_string(num_measured_ + c)));
       res.build_ms = ms_since(t0);
     } catch (const std::exception& e) {
       res.error = std::string("build failed: ") + e.what();
@@ -247,9 +277,10 @@ bool CandidateMeasurer::verify(const schedule::KernelSchedule& schedule,
   }
   for (auto& a : outputs_) fill_sentinel(a);  // an element the kernel forgets shows up
   try {
+    res->args = kernel == reference_ ? reference_args_ : args_for(*kernel, outputs_);
     if (observer) observer->run_started(candidate);
     auto r0 = std::chrono::steady_clock::now();
-    run(*kernel);
+    run(*kernel, res->args.get());
     res->median_ms = ms_since(r0);
     res->repeats = 1;
   } catch (const std::exception& e) {
@@ -300,11 +331,12 @@ CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& sched
   runtime::MeasureOptions timing = config_.timing;
   timing.warmup = std::max(0, timing.warmup - 1);  // the verification run warmed up already
   const compiler::BuiltKernel& k = *res.kernel;
-  runtime::MeasureResult m = runtime::measure([&] { run(k); }, timing);
+  runtime::MeasureResult m = runtime::measure([&] { run(k, res.args.get()); }, timing);
   if (!m.ok) {
     res.ok = false;
     res.error = m.error;
     res.kernel.reset();
+    res.args.reset();
     return res;
   }
   res.median_ms = m.median_ms;
@@ -326,6 +358,7 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
     res[c].ok = false;
     res[c].error = "run failed: " + why;
     res[c].kernel.reset();
+    res[c].args.reset();
   };
   for (size_t c = 0; c < n; ++c) {
     if (!res[c].ok) continue;
@@ -341,7 +374,7 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
     if (!slow()) continue;
     try {
       const auto r0 = std::chrono::steady_clock::now();
-      run(*res[c].kernel);
+      run(*res[c].kernel, res[c].args.get());
       res[c].median_ms = std::min(res[c].median_ms, ms_since(r0));
       ++res[c].repeats;
     } catch (const std::exception& e) {
@@ -361,9 +394,11 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
   std::vector<std::function<void()>> fns;
   for (size_t i = 1; i < timed.size(); ++i) {
     const compiler::BuiltKernel* k = res[timed[i]].kernel.get();
-    fns.push_back([this, k] { run(*k); });
+    const KernelArgs* args = res[timed[i]].args.get();
+    fns.push_back([this, k, args] { run(*k, args); });
   }
   const compiler::BuiltKernel* ref_kernel = res[ref].kernel.get();
+  const KernelArgs* ref_args = res[ref].args.get();
   runtime::PairedTimingOptions opt;
   opt.rounds = config_.rounds;
   opt.round_ms = config_.round_ms;
@@ -372,7 +407,7 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
   opt.final_rounds = config_.final_rounds;
   opt.final_budget_ms = config_.final_budget_ms;
   if (config_.finalists <= 0) opt.finalists = 0;
-  const runtime::PairedTiming t = runtime::time_paired([&] { run(*ref_kernel); }, fns, opt);
+  const runtime::PairedTiming t = runtime::time_paired([&] { run(*ref_kernel, ref_args); }, fns, opt);
   if (!t.reference_ok) {
     fail(ref, t.reference_error);
     return res;

@@ -38,6 +38,10 @@ struct Task {
   bool parallel = true;
   // Values of symbolic sizes used when measuring (missing ones: kSymbolicSizeGuess).
   std::map<const ir::ExprNode*, int64_t> sizes;
+  // Names of inputs whose values are the same on every call (weights): a schedule that packs
+  // one builds a kernel reading it prepacked (schedule/prepack.h), and candidates are measured
+  // that way, packed once before they run, as the compiled kernel will run.
+  std::vector<std::string> constant_inputs;
 
   // Plans the DAG (one stage plan per task).
   static Task create(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
@@ -59,6 +63,10 @@ struct Task {
   schedule::KernelSchedule default_schedule() const;
   // `s` as this task runs it: every stage serial when `parallel` is off.
   schedule::KernelSchedule as_run(schedule::KernelSchedule s) const;
+  // The constant inputs `s` reads prepacked (schedule::prepackable_inputs on its plan).
+  std::vector<std::string> prepacked_inputs(const schedule::KernelSchedule& s) const;
+  // Builds `s` over its plan (plan_for), reading prepacked_inputs(s) prepacked.
+  compiler::BuiltKernel build(const schedule::KernelSchedule& s, const std::string& name) const;
 
   // Plans of other choices than plan's (plan_for), shared by copies of the task: a copy given
   // another DAG needs a fresh cache.
@@ -110,6 +118,13 @@ struct MeasureConfig {
   int build_threads = 0;
 };
 
+// The buffers a kernel runs on in a measurer: its inputs (a prepacked input's packed copy in its
+// place, packed once when the kernel was verified), then its outputs.
+struct KernelArgs {
+  std::vector<runtime::NDArray> packed;
+  std::vector<void*> ptrs;
+};
+
 struct CandidateResult {
   bool ok = false;
   std::string error;     // why not ok: build failure, numerical mismatch, run error
@@ -120,6 +135,8 @@ struct CandidateResult {
   int rounds = 0;  // timing rounds in measure_all (the race gives the best few more)
   // The verified kernel (null when not ok), kept so the chosen candidate is never built again.
   std::shared_ptr<const compiler::BuiltKernel> kernel;
+  // Its buffers when it reads prepacked inputs (null: the measurer's plain ones).
+  std::shared_ptr<const KernelArgs> args;
 };
 
 // Hears the steps of CandidateMeasurer::measure_all as they happen: the worker runner reports
@@ -187,12 +204,17 @@ class CandidateMeasurer {
   // (then every result says so).
   bool build_and_verify(const std::vector<schedule::KernelSchedule>& schedules,
                         std::vector<CandidateResult>* results, MeasureObserver* observer = nullptr);
-  void run(const compiler::BuiltKernel& k);
+  // Buffers for `k` over `outputs` when it reads prepacked inputs (its pack kernels run now);
+  // null when it reads none.
+  std::shared_ptr<const KernelArgs> args_for(const compiler::BuiltKernel& k,
+                                             std::vector<runtime::NDArray>& outputs);
+  void run(const compiler::BuiltKernel& k, const KernelArgs* args);
 
   const Task& task_;
   MeasureConfig config_;
   bool prepared_ = false;
   std::shared_ptr<const compiler::BuiltKernel> reference_;
+  std::shared_ptr<const KernelArgs> reference_args_;  // over outputs_ (see args_for)
   std::string reference_schedule_;  // its schedule's stages_text()
   std::vector<runtime::NDArray> inputs_;
   std::vector<runtime::NDArray> expected_;

@@ -132,6 +132,48 @@ TEST(Prepack, AnInputReadByTwoStagesStaysPlain) {
   EXPECT_THROW(schedule::lower_prepack(task.plan, s, "B", "pack"), tessera::Error);
 }
 
+TEST(Prepack, TunersMeasureCandidatesReadingConstantInputsPrepacked) {
+  testing::Graph g = conv_graph();
+  tune::Task task = tune::Task::create(g.outputs, g.inputs, "k");
+  task.constant_inputs = {"W"};
+  tune::search::SearchSpace space(task);
+  std::mt19937_64 rng(3);
+  std::vector<schedule::KernelSchedule> packing, plain;
+  while (packing.size() < 2 || plain.empty()) {
+    schedule::KernelSchedule s = space.sample(rng);
+    (task.prepacked_inputs(s).empty() ? plain : packing).push_back(s);
+  }
+  std::vector<schedule::KernelSchedule> all = packing;
+  all.push_back(plain.front());
+  tune::MeasureConfig quick;
+  quick.rounds = 1;
+  quick.round_ms = 0.1;
+  quick.finalists = 0;
+  tune::CandidateMeasurer measurer(task, quick);
+  std::vector<tune::CandidateResult> res = measurer.measure_all(all);
+  ASSERT_EQ(res.size(), 3u);
+  for (size_t i = 0; i < res.size(); ++i) {
+    ASSERT_TRUE(res[i].ok) << res[i].error;  // verified against the reference's output
+    const bool packs = i < packing.size();
+    EXPECT_EQ(res[i].kernel->prepacks().size(), packs ? 1u : 0u);
+    EXPECT_EQ(res[i].args != nullptr, packs);
+  }
+}
+
+TEST(Prepack, ConstructModeWithConstantInputsHandsOutAPrepackedVerifiedKernel) {
+  testing::Graph g = conv_graph();
+  CompileRequest req;
+  req.tune = TuneMode::kConstruct;
+  req.constant_inputs = {1};
+  CompileResult r = compile(g.outputs, g.inputs, req);
+  bool packs = false;
+  for (const auto& st : r.report.schedule.stages) {
+    for (const std::string& p : st.pack) packs = packs || p == "W";
+  }
+  EXPECT_EQ(r.kernel->prepacks().size(), packs ? 1u : 0u) << r.report.schedule.dump();
+  expect_prepacked_matches_reference(*r.kernel, g);
+}
+
 TEST(Prepack, ConstantInputOutOfRangeIsAnError) {
   testing::Graph g = gemm_graph();
   CompileRequest req;
