@@ -1,0 +1,39 @@
+#pragma once
+// The extent-free identity of an operator: ETO's "operator type" (Def. 2, condition 1).
+//
+// Two operators have the same type when their compute DAGs are equal up to renaming and to the
+// sizes of their loops and tensors: a 768x768 and a 3072x768 matmul are one type; a matmul and a
+// batch matmul, or two convolutions with different strides, are not. The type is computed by
+// rebuilding the DAG with every tensor dimension and every iterator extent replaced by a fresh
+// symbolic size (one per occurrence, all with the same range), then hashing it structurally
+// (ir::structural_hash) and confirming a hash match by ir::structural_equal.
+//
+// Sound, not complete: constants inside bodies are kept (a stride, a padding bound, or an extent
+// written into an index such as i * 768 + j), so operators whose bodies mention their sizes
+// differ in type even when a human would call them alike. Missing a reuse pair costs search time;
+// a false pair would transfer a schedule between different computations.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ir/tensor.h"
+
+namespace tessera::tune::reuse {
+
+// The DAG of `outputs` with every dimension and extent replaced by a fresh size variable.
+// Bodies, dtypes, reducers, padding values and the DAG's sharing are kept.
+std::vector<ir::Tensor> abstract_extents(const std::vector<ir::Tensor>& outputs);
+
+// An operator type: the extent-free DAG and its hash.
+struct OperatorType {
+  uint64_t hash = 0;
+  std::shared_ptr<const std::vector<ir::Tensor>> dag;  // abstract_extents of the operator
+
+  // Hash match confirmed by structural equality (hashes of distinct DAGs may collide).
+  bool operator==(const OperatorType& other) const;
+  bool operator!=(const OperatorType& other) const { return !(*this == other); }
+};
+
+OperatorType operator_type(const std::vector<ir::Tensor>& outputs);
+
+}  // namespace tessera::tune::reuse
