@@ -22,27 +22,20 @@ int64_t extent_value(const ir::Expr& e, const Task& task) {
   return it != task.sizes.end() ? it->second : kSymbolicSizeGuess;
 }
 
-// The stage whose loop nest does the kernel's major computation (see the header).
-const schedule::Stage& anchor_stage(const schedule::StagePlan& plan) {
-  TESSERA_CHECK(!plan.stages.empty()) << "reuse: a kernel without stages has no loop nest";
-  const schedule::Stage* best = nullptr;
-  auto better = [&](const schedule::Stage& s) {
-    if (best == nullptr) return true;
-    const bool reduces = !s.op->op->reduce_axes.empty();
-    const bool best_reduces = !best->op->op->reduce_axes.empty();
-    if (reduces != best_reduces) return reduces;
-    return schedule::stage_points(s, kSymbolicSizeGuess) >
-           schedule::stage_points(*best, kSymbolicSizeGuess);
-  };
-  for (const schedule::Stage& s : plan.stages) {
-    if (better(s)) best = &s;
-  }
-  return *best;
-}
-
 bool same_extents(const ReuseOperator& a, const ReuseOperator& b) { return a.extents == b.extents; }
 
 }  // namespace
+
+int anchor_stage_index(const schedule::StagePlan& plan) {
+  TESSERA_CHECK(!plan.stages.empty()) << "reuse: a kernel without stages has no loop nest";
+  int best = 0;
+  auto reduces = [&](int i) { return !plan.stages[i].op->op->reduce_axes.empty(); };
+  auto points = [&](int i) { return schedule::stage_points(plan.stages[i], kSymbolicSizeGuess); };
+  for (int i = 1; i < static_cast<int>(plan.stages.size()); ++i) {
+    if (reduces(i) != reduces(best) ? reduces(i) : points(i) > points(best)) best = i;
+  }
+  return best;
+}
 
 double ReuseOperator::points() const { return product(extents, 0, extents.size()); }
 
@@ -57,7 +50,7 @@ ReuseOperator describe_operator(const Task& task) {
   Task reference = task;
   reference.target = reference_target();
   op.sketch_set = sketch_set_text(reference);
-  const ir::ComputeOpNode& anchor = *anchor_stage(task.plan).op->op;
+  const ir::ComputeOpNode& anchor = *task.plan.stages[anchor_stage_index(task.plan)].op->op;
   for (const ir::IterVar& iv : anchor.axes) op.extents.push_back(extent_value(iv.extent, task));
   for (const ir::IterVar& iv : anchor.reduce_axes)
     op.extents.push_back(extent_value(iv.extent, task));

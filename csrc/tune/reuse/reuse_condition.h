@@ -34,6 +34,10 @@ struct ReuseOperator {
   double reduce_points() const;
 };
 
+// Index in plan.stages of the anchor stage (see above). Throws tessera::Error for a plan without
+// stages.
+int anchor_stage_index(const schedule::StagePlan& plan);
+
 // Describes the kernel of `task` (its plan's anchor stage). Symbolic extents count as their value
 // in task.sizes when the extent is a size variable given there, else as kSymbolicSizeGuess.
 // The sketch set is computed on reference_target(), whatever task.target is.
