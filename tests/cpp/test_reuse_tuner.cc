@@ -14,8 +14,9 @@ namespace {
 
 using testing::dims;
 
-Task matmul_task(int64_t m, int64_t n, int64_t k, const std::string& name) {
-  ir::Tensor a = ir::placeholder("A", dims({m, k})), b = ir::placeholder("B", dims({k, n}));
+Task matmul_task(int64_t m, int64_t n, int64_t k, const std::string& name,
+                 const std::string& a_name = "A", const std::string& b_name = "B") {
+  ir::Tensor a = ir::placeholder(a_name, dims({m, k})), b = ir::placeholder(b_name, dims({k, n}));
   return Task::create({ops::matmul(a, b)}, {a, b}, name);
 }
 
@@ -85,9 +86,18 @@ TEST(ReuseTuner, CandidateShapesKeepTheSourceSketch) {
   EXPECT_EQ(space.check_stage(0, a), "");
 }
 
+TEST(ReuseTuner, OperandsTranslateByPosition) {
+  Task source = matmul_task(8, 8, 8, "source");
+  Task user = matmul_task(16, 8, 8, "user", "X", "W");
+  EXPECT_EQ(translate_operands({"B", "A"}, source.plan, user.plan),
+            (std::vector<std::string>{"W", "X"}));
+  EXPECT_THROW(translate_operands({"C"}, source.plan, user.plan), tessera::Error);
+}
+
 TEST(ReuseTuner, TunesAWiderMatmulFromANarrowOne) {
   Task source = matmul_task(64, 64, 64, "source");
-  Task user = matmul_task(64, 128, 64, "user");
+  // Other operand names: the source's packing must be translated to be valid here.
+  Task user = matmul_task(64, 128, 64, "user", "X", "W");
   schedule::KernelSchedule src = source.default_schedule();
   ASSERT_EQ(src.stages.size(), 1u);
   src.stages[0].tile_outer = {32, 32};
@@ -95,6 +105,7 @@ TEST(ReuseTuner, TunesAWiderMatmulFromANarrowOne) {
   src.stages[0].tile_reg = {4, 16};
   src.stages[0].tile_reduce = {16};
   src.stages[0].vector_width = 16;
+  src.stages[0].pack = {"B"};
   ASSERT_EQ(search::SearchSpace(source).check_structure(src), "");
 
   ReuseTunerOptions options;
@@ -108,7 +119,7 @@ TEST(ReuseTuner, TunesAWiderMatmulFromANarrowOne) {
   EXPECT_DOUBLE_EQ(r.ranges.tasks.hi, 8);
   EXPECT_GT(r.trials, 0);
   EXPECT_GT(r.best_ms, 0);
-  EXPECT_GE(r.task_counts_tried, 1);
+  EXPECT_GE(r.task_counts_tried, 1);  // 0 when no candidate passed the space's checks
   EXPECT_LE(r.task_counts_tried, 2);
   EXPECT_EQ(r.best.tuner, "reuse");
   EXPECT_EQ(r.best.plan, src.plan);

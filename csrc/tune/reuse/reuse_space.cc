@@ -73,6 +73,36 @@ std::vector<std::vector<int64_t>> lshape_choices(const gensor::StageSpace& sp) {
   return out;
 }
 
+namespace {
+
+// Index of the tensor named `name` in `list`, or -1.
+int position_of(const std::string& name, const std::vector<ir::Tensor>& list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i]->name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::vector<std::string> translate_operands(const std::vector<std::string>& names,
+                                            const schedule::StagePlan& from,
+                                            const schedule::StagePlan& to) {
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    const int input = position_of(name, from.inputs);
+    const int temporary = position_of(name, from.temporaries);
+    if (input >= 0 && input < static_cast<int>(to.inputs.size())) {
+      out.push_back(to.inputs[input]->name);
+    } else if (temporary >= 0 && temporary < static_cast<int>(to.temporaries.size())) {
+      out.push_back(to.temporaries[temporary]->name);
+    } else {
+      TESSERA_FAIL() << "reuse: operand " << name << " has no counterpart in the other kernel";
+    }
+  }
+  return out;
+}
+
 schedule::StageAnnotation annotation_with_shapes(const schedule::StageAnnotation& base,
                                                  const gensor::StageSpace& sp,
                                                  const std::vector<int64_t>& bshape,

@@ -10,9 +10,11 @@
 //   T in T_src * [min(1, r2), max(1, r2)]
 //   M in M_src * [min(1, r2), max(1, r2)]
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "schedule/annotation.h"
+#include "schedule/stage_plan.h"
 #include "tune/gensor/stage_space.h"
 #include "tune/reuse/reuse_condition.h"
 #include "tune/reuse/reuse_features.h"
@@ -45,6 +47,14 @@ std::vector<int64_t> task_counts(const gensor::StageSpace& sp);
 // Outer-reduce shapes with one axis split into a divisor of its extent (GetLShape's family):
 // every reduce axis unsplit first, then each axis's splits in ascending order.
 std::vector<std::vector<int64_t>> lshape_choices(const gensor::StageSpace& sp);
+
+// `names` (tensors of the kernel planned by `from`, e.g. an annotation's packed operands) as the
+// tensors at the same place in the kernel planned by `to`: kernel inputs by input position,
+// temporaries by temporary position. Operators of one kind have their operands in the same
+// places, whatever their names. Throws tessera::Error for a name that is neither.
+std::vector<std::string> translate_operands(const std::vector<std::string>& names,
+                                            const schedule::StagePlan& from,
+                                            const schedule::StagePlan& to);
 
 // The source's anchor annotation `base` with these shapes (GetS): cache tile = bshape, register
 // tile = tshape, no mid level, reduce tile = extent / trips, and the vector width the register

@@ -34,6 +34,7 @@ class ReuseSearch {
   }
 
   const gensor::StageSpace& space() const { return choices_->space; }
+  int anchor() const { return anchor_; }
   const search::StageChoices& choices() const { return *choices_; }
   int trials() const { return static_cast<int>(measured_.size()); }
 
@@ -175,16 +176,19 @@ ReuseTuneResult reuse_tune(const Task& user, const Task& source,
   TESSERA_CHECK(can_reuse(u, s)) << "reuse: " << user.name << " cannot reuse " << source.name;
   const schedule::StagePlan& source_plan = source.plan_for(source_schedule.plan);
   const int source_anchor = anchor_stage_index(source_plan);
-  const StageAnnotation& src = source_schedule.stages.at(source_anchor);
+  const StageAnnotation& src_as_tuned = source_schedule.stages.at(source_anchor);
   const gensor::StageSpace source_space =
       gensor::make_stage_space(source_plan, source_anchor, source.target);
 
   ReuseTuneResult result;
-  result.source_features = reuse_features(source_space, src);
+  result.source_features = reuse_features(source_space, src_as_tuned);
   result.ranges = feature_ranges(u, s, result.source_features);
   const FeatureRanges& ranges = result.ranges;
   ReuseSearch search(user, source_schedule, options);
-  const int anchor = anchor_stage_index(user.plan_for(source_schedule.plan));
+  const int anchor = search.anchor();
+  // The source's annotation in the user's names (packed operands by position).
+  StageAnnotation src = src_as_tuned;
+  src.pack = translate_operands(src.pack, source_plan, user.plan_for(source_schedule.plan));
 
   std::optional<KernelSchedule> best;
   const double source_panel_per_task =
