@@ -35,10 +35,16 @@ ReuseOperator describe_bmm(const BmmShape& s, const std::string& name) {
 
 OperatorType type_of(const Tensor& out) { return operator_type({out}); }
 
-std::vector<Tensor> conv(int64_t channels, int64_t size, int64_t stride) {
+// A 3x3 convolution, `pad` rows of zeros around the input (a pad stage when pad > 0).
+std::vector<Tensor> conv(int64_t channels, int64_t size, int64_t stride, int64_t pad = 1) {
   Tensor x = ir::placeholder("X", dims({1, channels, size, size}));
   Tensor w = ir::placeholder("W", dims({channels, channels, 3, 3}));
-  return {ops::conv2d(x, w, nullptr, {stride, stride}, {1, 1}), x, w};
+  return {ops::conv2d(x, w, nullptr, {stride, stride}, {pad, pad}), x, w};
+}
+
+ReuseOperator describe_conv(int64_t channels, int64_t size, const std::string& name) {
+  std::vector<Tensor> t = conv(channels, size, 1);
+  return describe_operator({t[0]}, {t[1], t[2]}, name);
 }
 
 // The five distinct batch matmuls of BERT-base at sequence 128, batch 1 (QKV/out projections,
@@ -62,9 +68,13 @@ TEST(ReuseCondition, TypeIgnoresExtentsButNotStructure) {
   EXPECT_NE(type_of(bmm({1, 128, 768, 768})[0]), type_of(bmm({1, 128, 768, 768}, true)[0]));
   Tensor a = ir::placeholder("A", dims({128, 768})), b = ir::placeholder("B", dims({768, 768}));
   EXPECT_NE(type_of(ops::matmul(a, b)), type_of(bmm({1, 128, 768, 768})[0]));
-  // A convolution's stride is a constant of its body, not an extent.
+  // A convolution's stride and padding are constants of its body, not extents; the bounds
+  // checks of its pad stage (h < H + 1) are extents in disguise.
   EXPECT_EQ(type_of(conv(8, 16, 1)[0]), type_of(conv(16, 16, 1)[0]));
+  EXPECT_EQ(type_of(conv(8, 16, 1)[0]), type_of(conv(8, 32, 1)[0]));
   EXPECT_NE(type_of(conv(8, 16, 1)[0]), type_of(conv(8, 16, 2)[0]));
+  EXPECT_NE(type_of(conv(8, 16, 1)[0]), type_of(conv(8, 16, 1, 0)[0]));
+  EXPECT_NE(type_of(conv(8, 16, 1, 1)[0]), type_of(conv(8, 16, 1, 2)[0]));
   // An epilogue is part of the DAG.
   EXPECT_NE(type_of(ops::relu(bmm({1, 8, 8, 8})[0])), type_of(bmm({1, 8, 8, 8})[0]));
 }
@@ -179,6 +189,21 @@ TEST(ReuseCondition, BertHasTwentyFourPairsWithOneHopBridges) {
     real.push_back(r);
   }
   EXPECT_EQ(pair_extents(real), pair_extents(all));
+}
+
+TEST(ReuseCondition, PaddedConvolutionsOfTwoResolutionsMeetAtABridge) {
+  // The paper's Sec. 6.2 situation: 64 channels at 56x56 against 128 channels at 28x28, both
+  // 3x3 with padding 1. Neither dominates; the bridge has 64 channels at 28x28.
+  std::vector<ReuseOperator> ops = {describe_conv(64, 56, "c56"), describe_conv(128, 28, "c28")};
+  EXPECT_EQ(ops[0].extents, (std::vector<int64_t>{1, 64, 56, 56, 64, 3, 3}));
+  ASSERT_TRUE(same_kind(ops[0], ops[1])) << ops[0].sketch_set << "vs\n" << ops[1].sketch_set;
+  EXPECT_TRUE(reuse_pairs(ops).empty());
+  std::vector<ReuseOperator> bridges = one_hop_bridges(ops);
+  ASSERT_EQ(bridges.size(), 1u);
+  EXPECT_EQ(bridges[0].extents, (std::vector<int64_t>{1, 64, 28, 28, 64, 3, 3}));
+  ops.push_back(bridges[0]);
+  EXPECT_EQ(reuse_pairs(ops).size(), 4u);
+  EXPECT_TRUE(same_kind(describe_conv(64, 28, "real bridge"), bridges[0]));
 }
 
 TEST(ReuseCondition, BridgesSkipKnownOperatorsAndOtherKinds) {

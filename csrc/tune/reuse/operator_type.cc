@@ -21,8 +21,23 @@ std::vector<ir::Expr> fresh_shape(size_t ndim) {
   return shape;
 }
 
+bool is_integer_comparison(const ir::ExprNode& e) {
+  switch (e.kind) {
+    case ir::ExprKind::kEQ:
+    case ir::ExprKind::kNE:
+    case ir::ExprKind::kLT:
+    case ir::ExprKind::kLE:
+    case ir::ExprKind::kGT:
+    case ir::ExprKind::kGE:
+      return ir::is_int(e.operands[0]->dtype);
+    default:
+      return false;
+  }
+}
+
 // Rewrites a body of the original DAG into the abstract one: iterators become the new iterators
-// (whose bounds follow the new extents) and accesses read the rebuilt tensors.
+// (whose bounds follow the new extents), accesses read the rebuilt tensors, and integer constants
+// compared directly with an index (bounds checks) become fresh sizes.
 class BodyRewriter : public ir::ExprMutator {
  public:
   BodyRewriter(const ir::VarMap& iters,
@@ -33,6 +48,12 @@ class BodyRewriter : public ir::ExprMutator {
     if (e->kind == ir::ExprKind::kVar) {
       auto it = iters_.find(e.get());
       return it == iters_.end() ? e : it->second;
+    }
+    if (is_integer_comparison(*e)) {
+      std::vector<ir::Expr> operands;
+      for (const ir::Expr& o : e->operands)
+        operands.push_back(o->kind == ir::ExprKind::kIntImm ? fresh_size() : mutate(o));
+      return ir::with_operands(e, std::move(operands));
     }
     if (e->kind == ir::ExprKind::kAccess) {
       std::vector<ir::Expr> indices;

@@ -8,10 +8,12 @@
 // symbolic size (one per occurrence, all with the same range), then hashing it structurally
 // (ir::structural_hash) and confirming a hash match by ir::structural_equal.
 //
-// Sound, not complete: constants inside bodies are kept (a stride, a padding bound, or an extent
-// written into an index such as i * 768 + j), so operators whose bodies mention their sizes
-// differ in type even when a human would call them alike. Missing a reuse pair costs search time;
-// a false pair would transfer a schedule between different computations.
+// Bounds checks are extents in disguise: an integer constant compared directly with an index
+// expression (a padded convolution's `h < H + pad`) is abstracted too. Every other constant of a
+// body is kept (a stride, a padding offset, a dilation), as is the presence of each check, so
+// operators whose bodies differ otherwise are different types. A coarse type costs no
+// correctness: the reuse tuner verifies every candidate against the user operator's own
+// reference; it only spends trials on a source that helps less.
 #include <cstdint>
 #include <memory>
 #include <vector>
