@@ -21,7 +21,7 @@ class ReuseSearch {
  public:
   ReuseSearch(const Task& user, const KernelSchedule& source_schedule,
               const ReuseTunerOptions& options)
-      : space_(user), measurer_(user, options.measure) {
+      : user_(user), space_(user), measurer_(user, options.measure) {
     const int variant = space_.variant_index(source_schedule.plan);
     TESSERA_CHECK(variant >= 0) << "reuse: " << user.name << " offers no plan "
                                 << source_schedule.plan.text() << " (sketch sets differ)";
@@ -31,6 +31,7 @@ class ReuseSearch {
     base_ = schedule::default_schedule(plan, user.target);
     base_.plan = source_schedule.plan;
     base_.tuner = "reuse";
+    base_ = user.as_run(base_);
   }
 
   const gensor::StageSpace& space() const { return choices_->space; }
@@ -42,6 +43,7 @@ class ReuseSearch {
   std::optional<KernelSchedule> candidate(const StageAnnotation& ann) const {
     KernelSchedule k = base_;
     k.stages[anchor_] = ann;
+    k = user_.as_run(std::move(k));  // serial when the task runs serial
     if (!space_.check_structure(k).empty()) return std::nullopt;
     return k;
   }
@@ -83,6 +85,7 @@ class ReuseSearch {
   }
 
  private:
+  const Task& user_;
   search::SearchSpace space_;
   CandidateMeasurer measurer_;
   int anchor_ = 0;

@@ -22,14 +22,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "schedule/tuning_policy.h"
 #include "tune/reuse/reuse_condition.h"
 
 namespace tessera::tune::reuse {
 
 // Chosen constants of the estimate.
 struct TrialEstimateParams {
-  // Trials of a full search of one operator (the root edge): the paper's Ansor budget.
-  double full_search_trials = 1000;
+  // Trials of a full search of one operator (the root edge): search mode's budget per kernel
+  // (the paper's Ansor budget is 1000).
+  double full_search_trials = schedule::tuning_policy().search_trials;
   // Alternatives to the adaptive default tried in the unroll round (reduce_unroll 1..16 in powers
   // of two, less the default).
   double unroll_alternatives = 4;
