@@ -1,0 +1,222 @@
+#include "tune/reuse/reuse_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "tune/reuse/trial_estimate.h"
+#include "tune/search/space.h"
+#include "util/check.h"
+
+namespace tessera::tune::reuse {
+
+namespace {
+
+using schedule::KernelSchedule;
+using schedule::StageAnnotation;
+
+// The search over one reuse pair: the user's space, the measurer and what was measured.
+class ReuseSearch {
+ public:
+  ReuseSearch(const Task& user, const KernelSchedule& source_schedule,
+              const ReuseTunerOptions& options)
+      : user_(user), space_(user), measurer_(user, options.measure) {
+    const int variant = space_.variant_index(source_schedule.plan);
+    TESSERA_CHECK(variant >= 0) << "reuse: " << user.name << " offers no plan "
+                                << source_schedule.plan.text() << " (sketch sets differ)";
+    const schedule::StagePlan& plan = user.plan_for(source_schedule.plan);
+    anchor_ = anchor_stage_index(plan);
+    choices_ = &space_.variant(variant).stages[anchor_];
+    base_ = schedule::default_schedule(plan, user.target);
+    base_.plan = source_schedule.plan;
+    base_.tuner = "reuse";
+    base_ = user.as_run(base_);
+  }
+
+  const gensor::StageSpace& space() const { return choices_->space; }
+  int anchor() const { return anchor_; }
+  const search::StageChoices& choices() const { return *choices_; }
+  int trials() const { return static_cast<int>(measured_.size()); }
+
+  // The schedule with `ann` as its anchor stage, when the space accepts it.
+  std::optional<KernelSchedule> candidate(const StageAnnotation& ann) const {
+    KernelSchedule k = base_;
+    k.stages[anchor_] = ann;
+    k = user_.as_run(std::move(k));  // serial when the task runs serial
+    if (!space_.check_structure(k).empty()) return std::nullopt;
+    return k;
+  }
+
+  // Measures the candidates not measured yet; returns the fastest of `cands` and `incumbent`
+  // (when given) that verified, or nullopt.
+  std::optional<KernelSchedule> best_of(const std::vector<StageAnnotation>& anns,
+                                        const std::optional<KernelSchedule>& incumbent) {
+    std::vector<KernelSchedule> cands;
+    for (const StageAnnotation& a : anns) {
+      if (std::optional<KernelSchedule> k = candidate(a)) cands.push_back(std::move(*k));
+    }
+    if (incumbent) cands.push_back(*incumbent);
+    measure(cands);
+    std::optional<KernelSchedule> best;
+    for (const KernelSchedule& k : cands) {
+      if (!best || time_of(k) < time_of(*best)) best = k;
+    }
+    if (best && !std::isfinite(time_of(*best))) return std::nullopt;
+    return best;
+  }
+
+  double time_of(const KernelSchedule& k) const { return measured_.at(search::schedule_key(k)); }
+
+  const KernelSchedule& base() const { return base_; }
+  void measure(const std::vector<KernelSchedule>& cands) {
+    std::vector<KernelSchedule> fresh;
+    for (const KernelSchedule& k : cands) {
+      const std::string key = search::schedule_key(k);
+      if (measured_.count(key)) continue;
+      measured_[key] = std::numeric_limits<double>::infinity();  // also dedupes within `cands`
+      fresh.push_back(k);
+    }
+    if (fresh.empty()) return;
+    const std::vector<CandidateResult> res = measurer_.measure_all(fresh);
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      if (res[i].ok) measured_[search::schedule_key(fresh[i])] = res[i].median_ms;
+    }
+  }
+
+ private:
+  const Task& user_;
+  search::SearchSpace space_;
+  CandidateMeasurer measurer_;
+  int anchor_ = 0;
+  const search::StageChoices* choices_ = nullptr;
+  KernelSchedule base_;
+  std::map<std::string, double> measured_;
+};
+
+// B values in range, nearest the range's centre (on a log scale) first.
+std::vector<int64_t> ordered_task_counts(const gensor::StageSpace& sp, const Range& r, int cap) {
+  std::vector<int64_t> b = values_within(task_counts(sp), r);
+  const double centre = std::sqrt(r.lo * r.hi);
+  std::stable_sort(b.begin(), b.end(), [&](int64_t x, int64_t y) {
+    return std::abs(std::log(x / centre)) < std::abs(std::log(y / centre));
+  });
+  if (cap > 0 && static_cast<int>(b.size()) > cap) b.resize(cap);
+  return b;
+}
+
+// Round 1: one candidate per register-tile count in range.
+std::vector<StageAnnotation> register_tile_round(const ReuseSearch& s, const StageAnnotation& src,
+                                                 const FeatureRanges& ranges, int64_t tasks,
+                                                 const std::vector<int64_t>& bshape,
+                                                 const std::vector<int64_t>& lshape) {
+  const double b = static_cast<double>(tasks);
+  const Range per_task = {ranges.register_tiles.lo / b, ranges.register_tiles.hi / b};
+  std::vector<StageAnnotation> out;
+  for (int64_t tiles : values_within(divisor_products(bshape), per_task)) {
+    std::optional<std::vector<int64_t>> tshape = get_tshape(s.space(), bshape, tiles);
+    if (tshape) out.push_back(annotation_with_shapes(src, s.space(), bshape, *tshape, lshape));
+  }
+  return out;
+}
+
+// Round 2: the outer-reduce shapes whose M is in range.
+std::vector<StageAnnotation> lshape_round(const ReuseSearch& s, const StageAnnotation& best,
+                                          const FeatureRanges& ranges, int64_t tasks) {
+  std::vector<StageAnnotation> out;
+  for (const std::vector<int64_t>& l : lshape_choices(s.space())) {
+    const double m =
+        static_cast<double>(tasks) * panel_bytes_per_task(s.space(), best.tile_outer, l);
+    if (ranges.panel_bytes.contains(m))
+      out.push_back(annotation_with_shapes(best, s.space(), best.tile_outer, best.tile_reg, l));
+  }
+  return out;
+}
+
+// Round 3: the other unroll depths.
+std::vector<StageAnnotation> unroll_round(const StageAnnotation& best) {
+  std::vector<StageAnnotation> out;
+  for (int64_t u = 1; u <= search::SpaceLimits{}.max_reduce_unroll; u *= 2) {
+    if (u == best.reduce_unroll) continue;
+    StageAnnotation a = best;
+    a.reduce_unroll = u;
+    out.push_back(a);
+  }
+  return out;
+}
+
+// Round 4: packing toggled per packable operand, and the narrower vector widths.
+std::vector<StageAnnotation> pack_width_round(const ReuseSearch& s, const StageAnnotation& best) {
+  std::vector<StageAnnotation> out;
+  for (const std::string& p : s.choices().packable) {
+    StageAnnotation a = best;
+    auto it = std::find(a.pack.begin(), a.pack.end(), p);
+    if (it != a.pack.end()) {
+      a.pack.erase(it);
+    } else {
+      a.pack.push_back(p);
+    }
+    out.push_back(a);
+  }
+  if (best.vector_axis >= 0) {
+    for (int w = best.vector_width / 2; w >= 1; w /= 2) {
+      StageAnnotation a = best;
+      a.vector_width = w;
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+const StageAnnotation& anchor_of(const KernelSchedule& k, int anchor) { return k.stages[anchor]; }
+
+}  // namespace
+
+ReuseTuneResult reuse_tune(const Task& user, const Task& source,
+                           const KernelSchedule& source_schedule,
+                           const ReuseTunerOptions& options) {
+  const ReuseOperator u = describe_operator(user), s = describe_operator(source);
+  TESSERA_CHECK(can_reuse(u, s)) << "reuse: " << user.name << " cannot reuse " << source.name;
+  const schedule::StagePlan& source_plan = source.plan_for(source_schedule.plan);
+  const int source_anchor = anchor_stage_index(source_plan);
+  const StageAnnotation& src_as_tuned = source_schedule.stages.at(source_anchor);
+  const gensor::StageSpace source_space =
+      gensor::make_stage_space(source_plan, source_anchor, source.target);
+
+  ReuseTuneResult result;
+  result.source_features = reuse_features(source_space, src_as_tuned);
+  result.ranges = feature_ranges(u, s, result.source_features);
+  const FeatureRanges& ranges = result.ranges;
+  ReuseSearch search(user, source_schedule, options);
+  const int anchor = search.anchor();
+  // The source's annotation in the user's names (packed operands by position).
+  StageAnnotation src = src_as_tuned;
+  src.pack = translate_operands(src.pack, source_plan, user.plan_for(source_schedule.plan));
+
+  std::optional<KernelSchedule> best;
+  const double source_panel_per_task =
+      result.source_features.panel_bytes / result.source_features.tasks;
+  for (int64_t tasks : ordered_task_counts(search.space(), ranges.tasks, options.max_task_counts)) {
+    std::optional<std::vector<int64_t>> bshape = get_bshape(search.space(), tasks);
+    if (!bshape) continue;
+    const std::vector<int64_t> lshape = get_lshape(search.space(), *bshape, source_panel_per_task);
+    std::optional<KernelSchedule> round_best = search.best_of(
+        register_tile_round(search, src, ranges, tasks, *bshape, lshape), std::nullopt);
+    if (!round_best) continue;
+    ++result.task_counts_tried;
+    round_best = search.best_of(lshape_round(search, anchor_of(*round_best, anchor), ranges, tasks),
+                                round_best);
+    round_best = search.best_of(unroll_round(anchor_of(*round_best, anchor)), round_best);
+    round_best =
+        search.best_of(pack_width_round(search, anchor_of(*round_best, anchor)), round_best);
+    if (!best || search.time_of(*round_best) < search.time_of(*best)) best = round_best;
+  }
+  if (!best) best = search.best_of({}, search.base());  // nothing in range built: the rules'
+  TESSERA_CHECK(best.has_value()) << "reuse: no schedule of " << user.name << " verified";
+  result.best = *best;
+  result.best_ms = search.time_of(*best);
+  result.trials = search.trials();
+  return result;
+}
+
+}  // namespace tessera::tune::reuse
