@@ -242,7 +242,8 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
   codegen::CompileOptions codegen;
   codegen.keep_ir = codegen.keep_asm = req.keep_source;
   std::vector<std::string> prepacked = prepacked_or_none(task, chosen.schedule);
-  if (chosen.kernel != nullptr && !req.keep_source && prepacked_names(*chosen.kernel) == prepacked) {
+  if (chosen.kernel != nullptr && !req.keep_source &&
+      prepacked_names(*chosen.kernel) == prepacked) {
     out.kernel = std::move(chosen.kernel);
   } else {
     try {

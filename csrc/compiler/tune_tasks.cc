@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "db/workload_key.h"
 #include "schedule/tuning_policy.h"
+#include "tune/reuse/reuse_condition.h"
+#include "tune/reuse/reuse_tuner.h"
+#include "tune/reuse/selector.h"
+#include "util/check.h"
 #include "util/counters.h"
 
 namespace tessera::compiler {
@@ -31,6 +36,87 @@ struct Live {
   std::unique_ptr<SearchSession> session;
 };
 
+// For each live task, the outcome index of the task whose choice it reuses under ETO's reuse
+// selection (min arborescence of the choice graph, no bridges: a bridge is no task of the
+// model), or -1 where the selection gives it a full search. Tasks without an anchor loop nest
+// (describe_operator throws) are searched.
+std::vector<int> reuse_sources(const std::vector<Live>& live, int full_search_trials) {
+  std::vector<int> source(live.size(), -1);
+  std::vector<tune::reuse::ReuseOperator> ops;
+  std::vector<size_t> live_of;  // operator -> live index
+  for (size_t i = 0; i < live.size(); ++i) {
+    try {
+      ops.push_back(tune::reuse::describe_operator(live[i].task));
+      live_of.push_back(i);
+    } catch (const std::exception&) {
+    }
+  }
+  if (ops.size() < 2) return source;
+  tune::reuse::TrialEstimateParams params;
+  params.full_search_trials = full_search_trials;
+  const tune::reuse::ReuseSelection sel =
+      tune::reuse::select_reuse(ops, tune::reuse::SelectionMethod::kArborescence, params);
+  std::vector<int> operator_of_step(sel.steps.size(), -1);
+  for (size_t k = 0; k < ops.size(); ++k)
+    operator_of_step[sel.step_of_operator[k]] = static_cast<int>(k);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const int from = sel.steps[sel.step_of_operator[k]].source;
+    if (from < 0 || operator_of_step[from] < 0) continue;
+    source[live_of[k]] = live[live_of[operator_of_step[from]]].outcome;
+  }
+  return source;
+}
+
+// Tunes `l` with the reuse tuner from the choice of task `source` (outcome index); on failure
+// the task keeps the rules' schedule (status "skipped") with the reason in its report's note.
+void tune_by_reuse(const Live& l, int source, const tune::Task& source_task,
+                   const TuneTasksRequest& req, TuneTasksResult* out) {
+  TaskOutcome& o = out->tasks[l.outcome];
+  try {
+    tune::reuse::ReuseTunerOptions options;
+    const tune::reuse::ReuseTuneResult r =
+        tune::reuse::reuse_tune(l.task, source_task, out->tasks[source].schedule, options);
+    o.status = "reuse";
+    o.reused_from = source;
+    o.schedule = r.best;
+    o.schedule.tuner = "reuse";
+    o.report.schedule = o.schedule;
+    o.report.source = "reuse";
+    o.report.tuner = "reuse";
+    o.report.trials = r.trials;
+    o.report.median_ms = r.best_ms;
+    out->reuse_trials += r.trials;
+    util::bump(util::Counter::kTuneRuns);
+    if (l.key) {
+      req.records->put(db::make_record(
+          *l.key, o.schedule.dump(), "reuse",
+          r.best_ms > 0 ? std::optional<double>(r.best_ms) : std::nullopt, std::nullopt, r.trials));
+    }
+  } catch (const std::exception& e) {
+    o.status = "skipped";
+    o.report.note = std::string("reuse from ") + out->tasks[source].name + " failed: " + e.what();
+  }
+}
+
+// Runs tune_by_reuse on every reused task once its source is tuned (a source may be reused
+// itself: the selection is a tree, so each pass makes progress).
+void tune_reused(std::vector<Live>& reused, const std::vector<int>& source,
+                 const std::map<int, const tune::Task*>& task_of, const TuneTasksRequest& req,
+                 TuneTasksResult* out) {
+  std::vector<bool> done_outcome(out->tasks.size(), true);
+  for (const Live& l : reused) done_outcome[l.outcome] = false;
+  for (size_t left = reused.size(); left > 0;) {
+    const size_t before = left;
+    for (size_t i = 0; i < reused.size(); ++i) {
+      if (done_outcome[reused[i].outcome] || !done_outcome[source[i]]) continue;
+      tune_by_reuse(reused[i], source[i], *task_of.at(source[i]), req, out);
+      done_outcome[reused[i].outcome] = true;
+      --left;
+    }
+    TESSERA_CHECK(left < before) << "reuse selection has a cycle";
+  }
+}
+
 }  // namespace
 
 int scheduler_round_trials(int total, int tasks) {
@@ -50,6 +136,11 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
     o.weight = spec.weight;
     tune::Task task = tune::Task::create(spec.outputs, spec.inputs, spec.name);
     task.parallel = runs_in_parallel(task.plan, req.threads);
+    for (int i : spec.constant_inputs) {
+      TESSERA_CHECK(i >= 0 && i < static_cast<int>(spec.inputs.size()))
+          << spec.name << ": constant input " << i << " out of range";
+      task.constant_inputs.push_back(spec.inputs[static_cast<size_t>(i)]->name);
+    }
     std::optional<db::WorkloadKey> key;
     if (req.records != nullptr) key = db::make_workload_key(spec.outputs, spec.inputs);
     std::optional<db::Record> rec = key ? req.records->best(*key) : std::nullopt;
@@ -70,6 +161,21 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
   if (live.empty()) return out;
 
   const int per_task = req.trials_per_task > 0 ? req.trials_per_task : policy.search_trials;
+  std::vector<Live> reused;        // tuned after the search, from their source's choice
+  std::vector<int> reused_source;  // the outcome index of each one's source
+  if (req.reuse) {
+    const std::vector<int> source = reuse_sources(live, per_task);
+    std::vector<Live> searched;
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (source[i] < 0) {
+        searched.push_back(std::move(live[i]));
+      } else {
+        reused.push_back(std::move(live[i]));
+        reused_source.push_back(source[i]);
+      }
+    }
+    live = std::move(searched);
+  }
   const int total = req.trials > 0 ? req.trials : per_task * static_cast<int>(live.size());
   out.round_trials = scheduler_round_trials(total, static_cast<int>(live.size()));
   std::vector<tune::search::SchedulerTask> sched_tasks;
@@ -121,6 +227,12 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
           o.report.median_ms > 0 ? std::optional<double>(o.report.median_ms) : std::nullopt,
           std::nullopt, o.report.trials));
     }
+  }
+  if (!reused.empty()) {
+    std::map<int, const tune::Task*> task_of;
+    for (const Live& l : live) task_of[l.outcome] = &l.task;
+    for (const Live& l : reused) task_of[l.outcome] = &l.task;
+    tune_reused(reused, reused_source, task_of, req, &out);
   }
   out.tune_s = seconds_since(t0);
   util::add_tune_seconds(out.tune_s);

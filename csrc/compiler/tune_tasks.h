@@ -4,8 +4,12 @@
 // them, so measurement goes where it lowers the model's latency most.
 //
 //   tasks -> drop those not worth tuning and those the records database has
-//         -> rounds of `round_trials` measurements, each given to one task by the scheduler
-//            (gradient allocation after a warm-up round per task; round-robin as the ablation)
+//         -> with reuse (ETO, tune/reuse/): the reuse pair selection (min arborescence of the
+//            optimization-choice graph) keeps a full search only for the tasks it roots; the
+//            others are tuned afterwards by the reuse tuner from their source's choice
+//         -> rounds of `round_trials` measurements, each given to one searched task by the
+//            scheduler (gradient allocation after a warm-up round per task; round-robin as the
+//            ablation)
 //         -> each task's choice (the rules' schedule unless beaten by the win margin), stored in
 //            the records database when one is given
 // The compile call then finds every tuned schedule in the records (or the caller passes it).
@@ -24,6 +28,8 @@ struct TaskSpec {
   std::vector<ir::Tensor> inputs;
   std::string name = "kernel";
   double weight = 1;  // how often the kernel runs per forward pass
+  // Positions of inputs whose values are fixed across calls (CompileRequest::constant_inputs).
+  std::vector<int> constant_inputs;
 };
 
 struct TuneTasksRequest {
@@ -36,14 +42,19 @@ struct TuneTasksRequest {
   bool fresh_model = false;  // see SearchSettings::fresh_model
   std::shared_ptr<tune::Runner> runner;
   TrialCallback on_trial;
+  // ETO: tasks whose loop nests another task's dominates (or is dominated by) reuse that task's
+  // tuned program instead of a full search of their own, as the reuse selection decides.
+  bool reuse = false;
 };
 
 struct TaskOutcome {
   std::string name;
   double weight = 1;
-  // "search" (tuned now), "records" (tuned earlier), or "skipped" (not worth tuning; the compile
-  // call gives it the rules' schedule).
+  // "search" (tuned now), "reuse" (tuned now by the reuse tuner from task `reused_from`'s
+  // choice), "records" (tuned earlier), or "skipped" (not worth tuning; the compile call gives
+  // it the rules' schedule).
   std::string status;
+  int reused_from = -1;               // index into the result's tasks (status "reuse")
   schedule::KernelSchedule schedule;  // the choice (search and records)
   CompileReport report;               // the search's candidates (status "search")
   int rounds = 0;
@@ -57,6 +68,7 @@ struct TuneTasksResult {
   std::vector<int> trials_after;
   std::vector<double> objective;
   int round_trials = 0;
+  int reuse_trials = 0;  // measurements of the reuse tuner (outside the scheduler's rounds)
   double tune_s = 0;
 };
 

@@ -20,7 +20,9 @@ namespace tessera::python {
 
 namespace {
 
-using TaskTuple = std::tuple<std::vector<PyTensor>, std::vector<PyTensor>, std::string, double>;
+// (outputs, inputs, name, weight, constant input positions)
+using TaskTuple =
+    std::tuple<std::vector<PyTensor>, std::vector<PyTensor>, std::string, double, std::vector<int>>;
 
 tune::search::Allocation allocation_from_name(const std::string& name) {
   TESSERA_CHECK(name == "gradient" || name == "round-robin")
@@ -39,6 +41,7 @@ py::dict tune_tasks_result(const compiler::TuneTasksResult& r) {
     d["schedule"] = o.schedule;
     d["report"] = o.report;
     d["rounds"] = o.rounds;
+    d["reused_from"] = o.reused_from;
     tasks.append(d);
   }
   py::dict d;
@@ -47,6 +50,7 @@ py::dict tune_tasks_result(const compiler::TuneTasksResult& r) {
   d["trials_after"] = r.trials_after;
   d["objective"] = r.objective;
   d["round_trials"] = r.round_trials;
+  d["reuse_trials"] = r.reuse_trials;
   d["tune_s"] = r.tune_s;
   return d;
 }
@@ -73,7 +77,7 @@ void bind_tune_tasks(py::module_& m) {
       [](const std::vector<TaskTuple>& tasks, int trials, int trials_per_task,
          const std::string& scheduler, uint64_t seed, db::RecordsDB* records,
          const std::string& threads, bool fresh_model, py::object on_trial,
-         const py::object& runner) {
+         const py::object& runner, bool reuse) {
         std::vector<compiler::TaskSpec> specs;
         for (const TaskTuple& t : tasks) {
           compiler::TaskSpec s;
@@ -81,6 +85,7 @@ void bind_tune_tasks(py::module_& m) {
           s.inputs = unwrap(std::get<1>(t));
           s.name = std::get<2>(t);
           s.weight = std::get<3>(t);
+          s.constant_inputs = std::get<4>(t);
           specs.push_back(std::move(s));
         }
         compiler::TuneTasksRequest req;
@@ -93,6 +98,7 @@ void bind_tune_tasks(py::module_& m) {
         req.fresh_model = fresh_model;
         req.on_trial = trial_callback(std::move(on_trial));
         req.runner = runner_from_arg(runner);
+        req.reuse = reuse;
         compiler::TuneTasksResult r;
         {
           py::gil_scoped_release release;
@@ -103,12 +109,14 @@ void bind_tune_tasks(py::module_& m) {
       py::arg("tasks"), py::arg("trials") = 0, py::arg("trials_per_task") = 0,
       py::arg("scheduler") = "gradient", py::arg("seed") = 0, py::arg("records") = nullptr,
       py::arg("threads") = "auto", py::arg("fresh_model") = false, py::arg("on_trial") = py::none(),
-      py::arg("runner") = py::none(),
+      py::arg("runner") = py::none(), py::arg("reuse") = false,
       "Search mode over many kernels under the task scheduler (compiler/tune_tasks.h). `tasks`: "
-      "(outputs, inputs, name, weight) per kernel; `trials`: measurements over all of them (0: "
-      "`trials_per_task` per kernel searched, 0: the policy's). "
-      "Returns {tasks: [{name, weight, status, schedule, report, rounds}], order, trials_after, "
-      "objective, round_trials, tune_s}; choices go to `records` when given.");
+      "(outputs, inputs, name, weight, constant input positions) per kernel; `trials`: "
+      "measurements over all of them (0: `trials_per_task` per kernel searched, 0: the "
+      "policy's); `reuse`: ETO's program reuse (kernels the reuse selection does not root are "
+      "tuned from another kernel's choice). Returns {tasks: [{name, weight, status, schedule, "
+      "report, rounds, reused_from}], order, trials_after, objective, round_trials, "
+      "reuse_trials, tune_s}; choices go to `records` when given.");
 }
 
 void bind_search_task(py::module_& m) {

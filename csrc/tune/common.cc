@@ -127,7 +127,8 @@ std::vector<std::string> Task::prepacked_inputs(const schedule::KernelSchedule& 
   return schedule::prepackable_inputs(plan_for(s.plan), s, constant_inputs);
 }
 
-compiler::BuiltKernel Task::build(const schedule::KernelSchedule& s, const std::string& name) const {
+compiler::BuiltKernel Task::build(const schedule::KernelSchedule& s,
+                                  const std::string& name) const {
   return compiler::build_cpu(plan_for(s.plan), s, name, {}, prepacked_inputs(s));
 }
 
@@ -407,7 +408,8 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
   opt.final_rounds = config_.final_rounds;
   opt.final_budget_ms = config_.final_budget_ms;
   if (config_.finalists <= 0) opt.finalists = 0;
-  const runtime::PairedTiming t = runtime::time_paired([&] { run(*ref_kernel, ref_args); }, fns, opt);
+  const runtime::PairedTiming t =
+      runtime::time_paired([&] { run(*ref_kernel, ref_args); }, fns, opt);
   if (!t.reference_ok) {
     fail(ref, t.reference_error);
     return res;

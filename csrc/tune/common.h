@@ -215,7 +215,7 @@ class CandidateMeasurer {
   bool prepared_ = false;
   std::shared_ptr<const compiler::BuiltKernel> reference_;
   std::shared_ptr<const KernelArgs> reference_args_;  // over outputs_ (see args_for)
-  std::string reference_schedule_;  // its schedule's stages_text()
+  std::string reference_schedule_;                    // its schedule's stages_text()
   std::vector<runtime::NDArray> inputs_;
   std::vector<runtime::NDArray> expected_;
   std::vector<runtime::NDArray> outputs_;

@@ -64,7 +64,7 @@ class FakeRunner : public tune::Runner {
 TaskSpec gemm(const std::string& name, int64_t m, int64_t k, int64_t n, double weight = 1) {
   ir::Tensor a = ir::placeholder("A", dims({m, k}));
   ir::Tensor b = ir::placeholder("B", dims({k, n}));
-  return TaskSpec{{ops::matmul(a, b)}, {a, b}, name, weight};
+  return TaskSpec{{ops::matmul(a, b)}, {a, b}, name, weight, {}};
 }
 
 TEST(SearchSession, ReportsEveryMeasurementAndChoosesByTheWinMargin) {
@@ -160,6 +160,47 @@ TEST(TuneTasks, GradientGivesTheHeavierTaskMoreRoundsAndStoresChoices) {
   EXPECT_EQ(r2.tasks[1].status, "records");
   EXPECT_TRUE(again->measured.empty());
   EXPECT_EQ(r2.tasks[1].schedule.stages_text(), r.tasks[1].schedule.stages_text());
+}
+
+TEST(TuneTasks, ReuseSearchesTheSelectionsRootsAndTunesTheOthersFromThem) {
+  // Three GEMMs of one kind, each one's loop nest dominated by the next: the reuse selection
+  // roots one of them; the others are tuned by the reuse tuner from a tuned choice (real builds
+  // and measurements, verified), never by the (fake) search runner, and their choices are stored.
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  db::RecordsDB records = db::RecordsDB::open(":memory:");
+  TuneTasksRequest req;
+  // A full search costs more than a reuse edge's estimated trials only with a real budget.
+  req.trials_per_task = 256;
+  req.fresh_model = true;
+  req.runner = runner;
+  req.records = &records;
+  req.reuse = true;
+  const std::vector<TaskSpec> specs = {gemm("small", 128, 256, 128), gemm("mid", 128, 256, 256),
+                                       gemm("big", 256, 256, 256)};
+  TuneTasksResult r = tune_tasks(specs, req);
+  ASSERT_EQ(r.tasks.size(), 3u);
+  int searched = 0, reused = 0;
+  for (size_t i = 0; i < r.tasks.size(); ++i) {
+    const TaskOutcome& o = r.tasks[i];
+    if (o.status == "search") {
+      ++searched;
+      EXPECT_GT(runner->measured[o.name], 0);
+      continue;
+    }
+    ASSERT_EQ(o.status, "reuse") << o.name << ": " << o.report.note;
+    ++reused;
+    EXPECT_EQ(runner->measured.count(o.name), 0u) << o.name << " was searched";
+    ASSERT_GE(o.reused_from, 0);
+    EXPECT_NE(o.reused_from, static_cast<int>(i));
+    EXPECT_GT(o.report.trials, 0);
+    EXPECT_EQ(o.schedule.tuner, "reuse");
+  }
+  EXPECT_EQ(searched, 1);
+  EXPECT_EQ(reused, 2);
+  EXPECT_GT(r.reuse_trials, 0);
+  // Stored: a second run finds every task in the records.
+  TuneTasksResult again = tune_tasks(specs, req);
+  for (const TaskOutcome& o : again.tasks) EXPECT_EQ(o.status, "records") << o.name;
 }
 
 TEST(ModelEval, SpearmanOfMonotoneReversedTiedAndConstantSeries) {

@@ -140,3 +140,19 @@ def test_repeated_kernels_of_a_graph_are_one_weighted_task(tmp_path):
     _search_compiled_matches_eager(model, x, tmp_path, trials=4)
     weights = sorted(t["weight"] for t in kernel_build.search_history[-1]["tasks"])
     assert 2.0 in weights, weights
+
+
+def test_tune_tasks_reports_reuse_and_the_reuse_option_is_validated():
+    import tessera
+    from tessera import _C
+    from tessera.backend.options import parse_options
+    assert parse_options(None, {"reuse": False}).reuse is False
+    with pytest.raises(ValueError):
+        parse_options(None, {"reuse": "yes"})
+    a = tessera.placeholder("A", [8, 8])
+    b = tessera.placeholder("B", [8, 8])
+    out = tessera.te_ops.matmul(a, b)
+    r = _C.tune_tasks([([out], [a, b], "tiny", 1.0, [1])], trials_per_task=8, reuse=True)
+    assert r["reuse_trials"] == 0
+    (task,) = r["tasks"]
+    assert task["status"] == "skipped" and task["reused_from"] == -1

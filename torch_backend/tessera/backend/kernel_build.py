@@ -30,7 +30,7 @@ from ..search_progress import SearchProgress
 from . import keys
 from . import records as records_mod
 from ..jit_cache import LruCache, default_jit_cache_bytes
-from .log import log_once
+from .log import log_once, logger
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
 from .meta import TensorMeta, dense_permutation
 from .partition import Classifier, _op_name, input_nodes
@@ -408,20 +408,41 @@ def search_specs(weighted: List[tuple], options: Any) -> Optional[dict]:
     records = records_mod.open_records(options.records_db)
     progress = SearchProgress(bar=None if options.progress else False, whole_model=True)
     try:
-        tasks = [(s.te_outputs, s.te_inputs, s.name, float(w)) for _, s, w in todo]
+        tasks = [(s.te_outputs, s.te_inputs, s.name, float(w), list(s.constant_inputs))
+                 for _, s, w in todo]
         result = _C.tune_tasks(tasks, trials_per_task=options.trials, scheduler=options.scheduler,
                                records=records.db if records is not None else None,
-                               on_trial=progress, runner=options.runner)
+                               on_trial=progress, runner=options.runner,
+                               reuse=getattr(options, "reuse", True))
     finally:
         progress.close()
     for (key, _, _), task in zip(todo, result["tasks"]):
-        if task["status"] in ("search", "records"):
+        if task["status"] in ("search", "reuse", "records"):
             _searched[key] = task["schedule"]
+    _log_reuse(result)
     search_history.append(result)
     del search_history[:-8]
     if records is not None:
         records.log_warnings()
     return result
+
+
+def _log_reuse(result: dict) -> None:
+    """One line per kernel tuned from another's program (ETO), and the measurements saved."""
+    tasks = result["tasks"]
+    reused = [t for t in tasks if t["status"] == "reuse"]
+    if not reused:
+        return
+    searched = sum(1 for t in tasks if t["status"] == "search")
+    lines = [f"tessera: search reused tuned programs for {len(reused)} of "
+             f"{len(reused) + searched} kernels ({result['reuse_trials']} reuse measurements, "
+             f"{result['trials_after'][-1] if result['trials_after'] else 0} search "
+             f"measurements)"]
+    for t in reused:
+        src = tasks[t["reused_from"]]
+        lines.append(f"  {t['name']} <- {src['name']} ({t['report'].trials} trials, "
+                     f"{t['report'].median_ms:.3f} ms)")
+    logger.info("\n".join(lines))
 
 
 def clear_cache() -> None:

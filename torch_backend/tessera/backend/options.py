@@ -62,6 +62,11 @@ class Options:
     # changed in place (its version counter moves) is packed again before the next call reads
     # it. False: kernels pack their operands on every call.
     prepack_weights: bool = True
+    # Search mode over a whole graph: ETO's program reuse. Kernels whose loop nests another
+    # kernel's dominates (or is dominated by) are tuned from that kernel's tuned program with a
+    # narrow search instead of a full one, where the reuse selection says that costs fewer
+    # measurements; the log says which kernel reused which.
+    reuse: bool = True
 
 
 _DESCRIPTIONS = {
@@ -75,6 +80,7 @@ _DESCRIPTIONS = {
     "scheduler": "'gradient' | 'round-robin' (search mode's task scheduler)",
     "runner": "None | 'workers' | 'in-process' | 'ray' | 'auto' | 'ray://host:port'",
     "prepack_weights": "bool (inference: weights packed once, repacked when changed in place)",
+    "reuse": "bool (search mode over a graph: kernels tuned from other kernels' programs)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
