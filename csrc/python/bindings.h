@@ -35,5 +35,6 @@ void bind_tune(pybind11::module_& m);
 void bind_compile(pybind11::module_& m);
 void bind_search(pybind11::module_& m);
 void bind_runner(pybind11::module_& m);
+void bind_reuse(pybind11::module_& m);
 
 }  // namespace tessera::python

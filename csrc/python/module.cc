@@ -29,4 +29,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_tune(m);
   tessera::python::bind_search(m);
   tessera::python::bind_runner(m);
+  tessera::python::bind_reuse(m);
 }
