@@ -8,6 +8,7 @@
 
 #include "db/workload_key.h"
 #include "schedule/tuning_policy.h"
+#include "tune/reuse/bridge_task.h"
 #include "tune/reuse/reuse_condition.h"
 #include "tune/reuse/reuse_tuner.h"
 #include "tune/reuse/selector.h"
@@ -36,33 +37,99 @@ struct Live {
   std::unique_ptr<SearchSession> session;
 };
 
-// For each live task, the outcome index of the task whose choice it reuses under ETO's reuse
-// selection (min arborescence of the choice graph, no bridges: a bridge is no task of the
-// model), or -1 where the selection gives it a full search. Tasks without an anchor loop nest
-// (describe_operator throws) are searched.
-std::vector<int> reuse_sources(const std::vector<Live>& live, int full_search_trials) {
-  std::vector<int> source(live.size(), -1);
+// Live tasks for the bridges `sel` uses, each built from two operators of its kind whose
+// position-wise minimum it is (empty when some bridge cannot be built: the caller selects
+// without bridges then).
+std::optional<std::vector<tune::Task>> bridge_tasks(
+    const tune::reuse::ReuseSelection& sel, const std::vector<tune::reuse::ReuseOperator>& ops,
+    const std::vector<const tune::Task*>& tasks) {
+  std::vector<tune::Task> out;
+  for (const tune::reuse::TuningStep& st : sel.steps) {
+    if (!st.bridge) continue;
+    std::optional<tune::Task> built;
+    for (size_t i = 0; i < ops.size() && !built; ++i) {
+      for (size_t j = i + 1; j < ops.size() && !built; ++j) {
+        if (!tune::reuse::same_kind(ops[i], ops[j]) ||
+            tune::reuse::bridge_operator(ops[i], ops[j]).extents != st.extents) {
+          continue;
+        }
+        built = tune::reuse::bridge_task(*tasks[i], *tasks[j], st.name);
+      }
+    }
+    if (!built) return std::nullopt;
+    out.push_back(std::move(*built));
+  }
+  return out;
+}
+
+// ETO's reuse selection over the live tasks (greedy Steiner tree with one-hop bridges, or the
+// min arborescence without them when a bridge cannot be built). Bridges join `live` as tasks
+// of their own (outcomes marked `bridge`, after the model's tasks), weighted by the tasks that
+// reuse through them so the scheduler tunes them. Returns, per live task, the outcome index of
+// the task whose choice it reuses, or -1 where the selection gives it a full search. Tasks
+// without an anchor loop nest (describe_operator throws) are searched.
+std::vector<int> plan_reuse(std::vector<Live>& live, int full_search_trials,
+                            const TuneTasksRequest& req, TuneTasksResult* out) {
   std::vector<tune::reuse::ReuseOperator> ops;
+  std::vector<const tune::Task*> tasks;
   std::vector<size_t> live_of;  // operator -> live index
   for (size_t i = 0; i < live.size(); ++i) {
     try {
       ops.push_back(tune::reuse::describe_operator(live[i].task));
+      tasks.push_back(&live[i].task);
       live_of.push_back(i);
     } catch (const std::exception&) {
     }
   }
+  std::vector<int> source(live.size(), -1);
   if (ops.size() < 2) return source;
   tune::reuse::TrialEstimateParams params;
   params.full_search_trials = full_search_trials;
-  const tune::reuse::ReuseSelection sel =
-      tune::reuse::select_reuse(ops, tune::reuse::SelectionMethod::kArborescence, params);
-  std::vector<int> operator_of_step(sel.steps.size(), -1);
-  for (size_t k = 0; k < ops.size(); ++k)
-    operator_of_step[sel.step_of_operator[k]] = static_cast<int>(k);
+  tune::reuse::ReuseSelection sel =
+      tune::reuse::select_reuse(ops, tune::reuse::SelectionMethod::kGreedyBridges, params);
+  std::optional<std::vector<tune::Task>> bridges = bridge_tasks(sel, ops, tasks);
+  if (!bridges) {
+    sel = tune::reuse::select_reuse(ops, tune::reuse::SelectionMethod::kArborescence, params);
+    bridges.emplace();
+  }
+  // Outcome index of every step: the model's tasks', then one new outcome per bridge.
+  std::vector<int> outcome_of_step(sel.steps.size(), -1);
   for (size_t k = 0; k < ops.size(); ++k) {
-    const int from = sel.steps[sel.step_of_operator[k]].source;
-    if (from < 0 || operator_of_step[from] < 0) continue;
-    source[live_of[k]] = live[live_of[operator_of_step[from]]].outcome;
+    outcome_of_step[sel.step_of_operator[k]] = live[live_of[k]].outcome;
+  }
+  size_t next_bridge = 0;
+  for (size_t s = 0; s < sel.steps.size(); ++s) {
+    if (!sel.steps[s].bridge) continue;
+    TaskOutcome o;
+    o.name = sel.steps[s].name;
+    o.weight = 0;
+    o.bridge = true;
+    o.status = "search";
+    o.report.name = o.name;
+    tune::Task t = std::move((*bridges)[next_bridge++]);
+    t.parallel = runs_in_parallel(t.plan, req.threads);
+    o.report.parallel = t.parallel;
+    outcome_of_step[s] = static_cast<int>(out->tasks.size());
+    live.push_back(Live{outcome_of_step[s], std::move(t), std::nullopt, nullptr});
+    source.push_back(-1);
+    out->tasks.push_back(std::move(o));
+  }
+  std::vector<int> step_of_outcome(out->tasks.size(), -1);
+  for (size_t s = 0; s < sel.steps.size(); ++s)
+    step_of_outcome[outcome_of_step[s]] = static_cast<int>(s);
+  for (size_t i = 0; i < live.size(); ++i) {
+    const int step = step_of_outcome[live[i].outcome];
+    if (step < 0 || sel.steps[step].source < 0) continue;
+    source[i] = outcome_of_step[sel.steps[step].source];
+  }
+  // A bridge weighs what the model's tasks reusing through it weigh.
+  for (const Live& l : live) {
+    const double w = out->tasks[l.outcome].weight;
+    if (out->tasks[l.outcome].bridge) continue;
+    for (int s = step_of_outcome[l.outcome]; s >= 0; s = sel.steps[s].source) {
+      TaskOutcome& o = out->tasks[outcome_of_step[s]];
+      if (o.bridge) o.weight += w;
+    }
   }
   return source;
 }
@@ -164,7 +231,7 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
   std::vector<Live> reused;        // tuned after the search, from their source's choice
   std::vector<int> reused_source;  // the outcome index of each one's source
   if (req.reuse) {
-    const std::vector<int> source = reuse_sources(live, per_task);
+    const std::vector<int> source = plan_reuse(live, per_task, req, &out);
     std::vector<Live> searched;
     for (size_t i = 0; i < live.size(); ++i) {
       if (source[i] < 0) {

@@ -4,8 +4,9 @@
 // them, so measurement goes where it lowers the model's latency most.
 //
 //   tasks -> drop those not worth tuning and those the records database has
-//         -> with reuse (ETO, tune/reuse/): the reuse pair selection (min arborescence of the
-//            optimization-choice graph) keeps a full search only for the tasks it roots; the
+//         -> with reuse (ETO, tune/reuse/): the reuse pair selection (a greedy directed Steiner
+//            tree over the optimization-choice graph with one-hop bridge operators, which join
+//            as tasks of their own) keeps a full search only for the tasks it roots; the
 //            others are tuned afterwards by the reuse tuner from their source's choice
 //         -> rounds of `round_trials` measurements, each given to one searched task by the
 //            scheduler (gradient allocation after a warm-up round per task; round-robin as the
@@ -54,7 +55,10 @@ struct TaskOutcome {
   // choice), "records" (tuned earlier), or "skipped" (not worth tuning; the compile call gives
   // it the rules' schedule).
   std::string status;
-  int reused_from = -1;               // index into the result's tasks (status "reuse")
+  int reused_from = -1;  // index into the result's tasks (status "reuse")
+  // A bridge operator (ETO): not one of the given tasks but tuned so that they can reuse its
+  // program; listed after them. Its weight is that of the tasks reusing through it.
+  bool bridge = false;
   schedule::KernelSchedule schedule;  // the choice (search and records)
   CompileReport report;               // the search's candidates (status "search")
   int rounds = 0;

@@ -203,6 +203,45 @@ TEST(TuneTasks, ReuseSearchesTheSelectionsRootsAndTunesTheOthersFromThem) {
   for (const TaskOutcome& o : again.tasks) EXPECT_EQ(o.status, "records") << o.name;
 }
 
+TEST(TuneTasks, ReuseTunesABridgeSoThatIncomparableTasksShareOneSearch) {
+  // [M, N, K] = [256, 128, 256] and [128, 256, 256]: neither dominates the other, so without a
+  // bridge both need a full search; through their bridge [128, 128, 256] one search serves both.
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  TuneTasksRequest req;
+  req.trials_per_task = 256;
+  req.fresh_model = true;
+  req.runner = runner;
+  req.reuse = true;
+  TuneTasksResult r = tune_tasks({gemm("tall", 256, 256, 128), gemm("wide", 128, 256, 256)}, req);
+  ASSERT_EQ(r.tasks.size(), 3u);
+  ASSERT_TRUE(r.tasks[2].bridge);
+  EXPECT_FALSE(r.tasks[0].bridge || r.tasks[1].bridge);
+  int searches = 0, through_bridge = 0;
+  double weight_through_bridge = 0;
+  for (size_t i = 0; i < r.tasks.size(); ++i) {
+    const TaskOutcome& o = r.tasks[i];
+    if (o.status == "search") {
+      ++searches;
+      EXPECT_GT(runner->measured[o.name], 0);
+      continue;
+    }
+    ASSERT_EQ(o.status, "reuse") << o.name << ": " << o.report.note;
+    EXPECT_EQ(runner->measured.count(o.name), 0u);
+    if (o.bridge) continue;
+    // Does its chain of sources pass through the bridge?
+    for (int s = o.reused_from; s >= 0; s = r.tasks[s].reused_from) {
+      if (s == 2) {
+        ++through_bridge;
+        weight_through_bridge += o.weight;
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(searches, 1);
+  EXPECT_GE(through_bridge, 1);
+  EXPECT_DOUBLE_EQ(r.tasks[2].weight, weight_through_bridge);
+}
+
 TEST(ModelEval, SpearmanOfMonotoneReversedTiedAndConstantSeries) {
   using tune::search::spearman;
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 400}), 1.0);
