@@ -12,6 +12,7 @@
 #include "tune/reuse/reuse_condition.h"
 #include "tune/reuse/reuse_tuner.h"
 #include "tune/reuse/selector.h"
+#include "tune/reuse/stored_sources.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -134,35 +135,72 @@ std::vector<int> plan_reuse(std::vector<Live>& live, int full_search_trials,
   return source;
 }
 
-// Tunes `l` with the reuse tuner from the choice of task `source` (outcome index); on failure
-// the task keeps the rules' schedule (status "skipped") with the reason in its report's note.
+// Tunes `l` with the reuse tuner from `schedule`, the choice for `source_task` (named
+// `source_name`; `source` is its outcome index, -1 for a program from the records database).
+// On success the outcome says "reuse" and the choice is stored; on failure it is left as it was
+// and the reason is returned.
+std::optional<std::string> reuse_into(const Live& l, const tune::Task& source_task,
+                                      const schedule::KernelSchedule& schedule,
+                                      const std::string& source_name, int source,
+                                      const TuneTasksRequest& req, TuneTasksResult* out) {
+  TaskOutcome& o = out->tasks[l.outcome];
+  tune::reuse::ReuseTuneResult r;
+  try {
+    r = tune::reuse::reuse_tune(l.task, source_task, schedule, tune::reuse::ReuseTunerOptions{});
+  } catch (const std::exception& e) {
+    return std::string("reuse from ") + source_name + " failed: " + e.what();
+  }
+  o.status = "reuse";
+  o.reused_from = source;
+  o.reused_from_name = source_name;
+  o.schedule = r.best;
+  o.schedule.tuner = "reuse";
+  o.report.schedule = o.schedule;
+  o.report.source = "reuse";
+  o.report.tuner = "reuse";
+  o.report.trials = r.trials;
+  o.report.median_ms = r.best_ms;
+  out->reuse_trials += r.trials;
+  util::bump(util::Counter::kTuneRuns);
+  if (l.key) {
+    req.records->put(db::make_record(
+        *l.key, o.schedule.dump(), "reuse",
+        r.best_ms > 0 ? std::optional<double>(r.best_ms) : std::nullopt, std::nullopt, r.trials));
+  }
+  return std::nullopt;
+}
+
+// Tunes `l` from the choice of task `source` (outcome index); on failure the task keeps the
+// rules' schedule (status "skipped") with the reason in its report's note.
 void tune_by_reuse(const Live& l, int source, const tune::Task& source_task,
                    const TuneTasksRequest& req, TuneTasksResult* out) {
-  TaskOutcome& o = out->tasks[l.outcome];
-  try {
-    tune::reuse::ReuseTunerOptions options;
-    const tune::reuse::ReuseTuneResult r =
-        tune::reuse::reuse_tune(l.task, source_task, out->tasks[source].schedule, options);
-    o.status = "reuse";
-    o.reused_from = source;
-    o.schedule = r.best;
-    o.schedule.tuner = "reuse";
-    o.report.schedule = o.schedule;
-    o.report.source = "reuse";
-    o.report.tuner = "reuse";
-    o.report.trials = r.trials;
-    o.report.median_ms = r.best_ms;
-    out->reuse_trials += r.trials;
-    util::bump(util::Counter::kTuneRuns);
-    if (l.key) {
-      req.records->put(db::make_record(
-          *l.key, o.schedule.dump(), "reuse",
-          r.best_ms > 0 ? std::optional<double>(r.best_ms) : std::nullopt, std::nullopt, r.trials));
-    }
-  } catch (const std::exception& e) {
-    o.status = "skipped";
-    o.report.note = std::string("reuse from ") + out->tasks[source].name + " failed: " + e.what();
+  const std::optional<std::string> failed = reuse_into(l, source_task, out->tasks[source].schedule,
+                                                       out->tasks[source].name, source, req, out);
+  if (failed) {
+    out->tasks[l.outcome].status = "skipped";
+    out->tasks[l.outcome].report.note = *failed;
   }
+}
+
+// ETO across models and processes: live tasks that can reuse a program tuned earlier (the
+// records database's) are tuned from the nearest one and leave `live`; a failed reuse leaves
+// the task to be searched.
+void reuse_stored(std::vector<Live>& live, const TuneTasksRequest& req, TuneTasksResult* out) {
+  const std::vector<tune::reuse::StoredSource> sources =
+      tune::reuse::stored_sources(*req.records, db::host_target());
+  if (sources.empty()) return;
+  std::vector<Live> rest;
+  for (Live& l : live) {
+    const tune::reuse::StoredSource* src = nullptr;
+    try {
+      src = tune::reuse::nearest_source(tune::reuse::describe_operator(l.task), sources);
+    } catch (const std::exception&) {  // no anchor loop nest: searched
+    }
+    if (src == nullptr || reuse_into(l, src->task, src->schedule, src->name, -1, req, out)) {
+      rest.push_back(std::move(l));
+    }
+  }
+  live = std::move(rest);
 }
 
 // Runs tune_by_reuse on every reused task once its source is tuned (a source may be reused
@@ -181,6 +219,63 @@ void tune_reused(std::vector<Live>& reused, const std::vector<int>& source,
       --left;
     }
     TESSERA_CHECK(left < before) << "reuse selection has a cycle";
+  }
+}
+
+// Search mode over `live` under the task scheduler, `total` measurements in all; every choice
+// goes to the outcome and to the records database.
+void search_under_scheduler(std::vector<Live>& live, int total, const TuneTasksRequest& req,
+                            TuneTasksResult* out) {
+  out->round_trials = scheduler_round_trials(total, static_cast<int>(live.size()));
+  std::vector<tune::search::SchedulerTask> sched_tasks;
+  for (Live& l : live) {
+    TaskOutcome& o = out->tasks[l.outcome];
+    SearchSettings s;
+    s.name = o.name;
+    s.trials = total;  // the scheduler's rounds are the budget
+    s.per_round = out->round_trials;
+    s.seed = req.seed;
+    s.fresh_model = req.fresh_model;
+    s.runner = req.runner;
+    s.on_trial = req.on_trial;
+    s.log = req.records;  // measurements logged, a killed search resumed
+    s.key = l.key;
+    l.session = std::make_unique<SearchSession>(l.task, std::move(s), &o.report);
+    tune::search::SchedulerTask st;
+    st.name = o.name;
+    st.weight = o.weight;
+    st.flops = l.task.flops();
+    sched_tasks.push_back(st);
+  }
+  tune::search::SchedulerOptions so;
+  so.strategy = req.strategy;
+  so.rounds = std::max(1, total / out->round_trials);
+  so.seed = req.seed;
+  int measured = 0;
+  const tune::search::SchedulerResult sr =
+      tune::search::schedule_tasks(sched_tasks, so, [&](int i) {
+        measured += live[i].session->round();
+        out->trials_after.push_back(measured);
+        return live[i].session->best_ms();
+      });
+  out->objective = sr.objective;
+  for (int i : sr.order) out->order.push_back(live[i].outcome);
+
+  for (size_t i = 0; i < live.size(); ++i) {
+    Live& l = live[i];
+    TaskOutcome& o = out->tasks[l.outcome];
+    o.rounds = sr.rounds_per_task[i];
+    Tuned t = l.session->finish();
+    o.schedule = t.schedule;
+    o.report.schedule = t.schedule;
+    o.report.source = t.schedule.tuner == "default" ? "rules" : t.schedule.tuner;
+    util::bump(util::Counter::kTuneRuns);
+    if (l.key) {
+      req.records->put(db::make_record(
+          *l.key, t.schedule.dump(), t.schedule.tuner,
+          o.report.median_ms > 0 ? std::optional<double>(o.report.median_ms) : std::nullopt,
+          std::nullopt, o.report.trials));
+    }
   }
 }
 
@@ -230,6 +325,7 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
   const int per_task = req.trials_per_task > 0 ? req.trials_per_task : policy.search_trials;
   std::vector<Live> reused;        // tuned after the search, from their source's choice
   std::vector<int> reused_source;  // the outcome index of each one's source
+  if (req.reuse && req.records != nullptr) reuse_stored(live, req, &out);
   if (req.reuse) {
     const std::vector<int> source = plan_reuse(live, per_task, req, &out);
     std::vector<Live> searched;
@@ -244,57 +340,7 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
     live = std::move(searched);
   }
   const int total = req.trials > 0 ? req.trials : per_task * static_cast<int>(live.size());
-  out.round_trials = scheduler_round_trials(total, static_cast<int>(live.size()));
-  std::vector<tune::search::SchedulerTask> sched_tasks;
-  for (Live& l : live) {
-    TaskOutcome& o = out.tasks[l.outcome];
-    SearchSettings s;
-    s.name = o.name;
-    s.trials = total;  // the scheduler's rounds are the budget
-    s.per_round = out.round_trials;
-    s.seed = req.seed;
-    s.fresh_model = req.fresh_model;
-    s.runner = req.runner;
-    s.on_trial = req.on_trial;
-    s.log = req.records;  // measurements logged, a killed search resumed
-    s.key = l.key;
-    l.session = std::make_unique<SearchSession>(l.task, std::move(s), &o.report);
-    tune::search::SchedulerTask st;
-    st.name = o.name;
-    st.weight = o.weight;
-    st.flops = l.task.flops();
-    sched_tasks.push_back(st);
-  }
-  tune::search::SchedulerOptions so;
-  so.strategy = req.strategy;
-  so.rounds = std::max(1, total / out.round_trials);
-  so.seed = req.seed;
-  int measured = 0;
-  const tune::search::SchedulerResult sr =
-      tune::search::schedule_tasks(sched_tasks, so, [&](int i) {
-        measured += live[i].session->round();
-        out.trials_after.push_back(measured);
-        return live[i].session->best_ms();
-      });
-  out.objective = sr.objective;
-  for (int i : sr.order) out.order.push_back(live[i].outcome);
-
-  for (size_t i = 0; i < live.size(); ++i) {
-    Live& l = live[i];
-    TaskOutcome& o = out.tasks[l.outcome];
-    o.rounds = sr.rounds_per_task[i];
-    Tuned t = l.session->finish();
-    o.schedule = t.schedule;
-    o.report.schedule = t.schedule;
-    o.report.source = t.schedule.tuner == "default" ? "rules" : t.schedule.tuner;
-    util::bump(util::Counter::kTuneRuns);
-    if (l.key) {
-      req.records->put(db::make_record(
-          *l.key, t.schedule.dump(), t.schedule.tuner,
-          o.report.median_ms > 0 ? std::optional<double>(o.report.median_ms) : std::nullopt,
-          std::nullopt, o.report.trials));
-    }
-  }
+  if (!live.empty()) search_under_scheduler(live, total, req, &out);
   if (!reused.empty()) {
     std::map<int, const tune::Task*> task_of;
     for (const Live& l : live) task_of[l.outcome] = &l.task;

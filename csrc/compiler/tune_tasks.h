@@ -7,7 +7,9 @@
 //         -> with reuse (ETO, tune/reuse/): the reuse pair selection (a greedy directed Steiner
 //            tree over the optimization-choice graph with one-hop bridge operators, which join
 //            as tasks of their own) keeps a full search only for the tasks it roots; the
-//            others are tuned afterwards by the reuse tuner from their source's choice
+//            others are tuned afterwards by the reuse tuner from their source's choice; first,
+//            tasks that can reuse a program stored in the records database (another model,
+//            an earlier process) are tuned from the nearest one
 //         -> rounds of `round_trials` measurements, each given to one searched task by the
 //            scheduler (gradient allocation after a warm-up round per task; round-robin as the
 //            ablation)
@@ -55,7 +57,8 @@ struct TaskOutcome {
   // choice), "records" (tuned earlier), or "skipped" (not worth tuning; the compile call gives
   // it the rules' schedule).
   std::string status;
-  int reused_from = -1;  // index into the result's tasks (status "reuse")
+  int reused_from = -1;          // index into the result's tasks (status "reuse")
+  std::string reused_from_name;  // that task's name, or "records:<hash>" for a stored program
   // A bridge operator (ETO): not one of the given tasks but tuned so that they can reuse its
   // program; listed after them. Its weight is that of the tasks reusing through it.
   bool bridge = false;

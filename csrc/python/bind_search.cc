@@ -43,6 +43,7 @@ py::dict tune_tasks_result(const compiler::TuneTasksResult& r) {
     d["rounds"] = o.rounds;
     d["reused_from"] = o.reused_from;
     d["bridge"] = o.bridge;
+    d["reused_from_name"] = o.reused_from_name;
     tasks.append(d);
   }
   py::dict d;
@@ -116,7 +117,8 @@ void bind_tune_tasks(py::module_& m) {
       "measurements over all of them (0: `trials_per_task` per kernel searched, 0: the "
       "policy's); `reuse`: ETO's program reuse (kernels the reuse selection does not root are "
       "tuned from another kernel's choice). Returns {tasks: [{name, weight, status, schedule, "
-      "report, rounds, reused_from, bridge}] (bridge operators after the given tasks), order, "
+      "report, rounds, reused_from, reused_from_name, bridge}] (bridge operators after the given "
+      "tasks), order, "
       "trials_after, objective, round_trials, "
       "reuse_trials, tune_s}; choices go to `records` when given.");
 }

@@ -242,6 +242,33 @@ TEST(TuneTasks, ReuseTunesABridgeSoThatIncomparableTasksShareOneSearch) {
   EXPECT_DOUBLE_EQ(r.tasks[2].weight, weight_through_bridge);
 }
 
+TEST(TuneTasks, ReuseTakesProgramsStoredByAnotherModelFromTheRecords) {
+  // A "base" model tuned first stores its choices; a "large" model whose kernels dominate the
+  // base's is then tuned from those records (another model, as if in another process): no full
+  // search at all.
+  db::RecordsDB records = db::RecordsDB::open(":memory:");
+  TuneTasksRequest req;
+  req.trials_per_task = 16;
+  req.fresh_model = true;
+  req.records = &records;
+  req.reuse = true;
+  req.runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  tune_tasks({gemm("base_a", 128, 256, 128), gemm("base_b", 128, 128, 256)}, req);
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  req.runner = runner;
+  TuneTasksResult r =
+      tune_tasks({gemm("large_a", 256, 256, 128), gemm("large_b", 128, 256, 256)}, req);
+  ASSERT_EQ(r.tasks.size(), 2u);
+  for (const TaskOutcome& o : r.tasks) {
+    ASSERT_EQ(o.status, "reuse") << o.name << ": " << o.report.note;
+    EXPECT_EQ(o.reused_from, -1);
+    EXPECT_EQ(o.reused_from_name.rfind("records:", 0), 0u) << o.reused_from_name;
+    EXPECT_GT(o.report.trials, 0);
+  }
+  EXPECT_TRUE(runner->measured.empty());
+  EXPECT_GT(r.reuse_trials, 0);
+}
+
 TEST(ModelEval, SpearmanOfMonotoneReversedTiedAndConstantSeries) {
   using tune::search::spearman;
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 400}), 1.0);

@@ -428,7 +428,8 @@ def search_specs(weighted: List[tuple], options: Any) -> Optional[dict]:
 
 
 def _log_reuse(result: dict) -> None:
-    """One line per kernel tuned from another's program (ETO), and the measurements saved."""
+    """One line per kernel tuned from another's program (ETO: another kernel of the graph, a
+    bridge operator, or a program stored by an earlier compile, "records:<hash>")."""
     tasks = result["tasks"]
     reused = [t for t in tasks if t["status"] == "reuse"]
     if not reused:
@@ -439,8 +440,7 @@ def _log_reuse(result: dict) -> None:
              f"{result['trials_after'][-1] if result['trials_after'] else 0} search "
              f"measurements)"]
     for t in reused:
-        src = tasks[t["reused_from"]]
-        lines.append(f"  {t['name']} <- {src['name']} ({t['report'].trials} trials, "
+        lines.append(f"  {t['name']} <- {t['reused_from_name']} ({t['report'].trials} trials, "
                      f"{t['report'].median_ms:.3f} ms)")
     logger.info("\n".join(lines))
 
