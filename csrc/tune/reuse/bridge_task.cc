@@ -4,24 +4,11 @@
 #include <unordered_map>
 
 #include "ir/functor.h"
+#include "tune/reuse/operator_type.h"
 
 namespace tessera::tune::reuse {
 
 namespace {
-
-bool is_integer_comparison(const ir::ExprNode& e) {
-  switch (e.kind) {
-    case ir::ExprKind::kEQ:
-    case ir::ExprKind::kNE:
-    case ir::ExprKind::kLT:
-    case ir::ExprKind::kLE:
-    case ir::ExprKind::kGT:
-    case ir::ExprKind::kGE:
-      return ir::is_int(e.operands[0]->dtype);
-    default:
-      return false;
-  }
-}
 
 // Walks the DAGs of a and b in lockstep and builds the bridge. Any mismatch sets `failed`;
 // the partial result is then discarded.

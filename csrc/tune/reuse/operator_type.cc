@@ -21,20 +21,6 @@ std::vector<ir::Expr> fresh_shape(size_t ndim) {
   return shape;
 }
 
-bool is_integer_comparison(const ir::ExprNode& e) {
-  switch (e.kind) {
-    case ir::ExprKind::kEQ:
-    case ir::ExprKind::kNE:
-    case ir::ExprKind::kLT:
-    case ir::ExprKind::kLE:
-    case ir::ExprKind::kGT:
-    case ir::ExprKind::kGE:
-      return ir::is_int(e.operands[0]->dtype);
-    default:
-      return false;
-  }
-}
-
 // Rewrites a body of the original DAG into the abstract one: iterators become the new iterators
 // (whose bounds follow the new extents), accesses read the rebuilt tensors, and integer constants
 // compared directly with an index (bounds checks) become fresh sizes.
@@ -95,6 +81,20 @@ ir::Tensor abstract_compute(const ir::Tensor& t,
 }
 
 }  // namespace
+
+bool is_integer_comparison(const ir::ExprNode& e) {
+  switch (e.kind) {
+    case ir::ExprKind::kEQ:
+    case ir::ExprKind::kNE:
+    case ir::ExprKind::kLT:
+    case ir::ExprKind::kLE:
+    case ir::ExprKind::kGT:
+    case ir::ExprKind::kGE:
+      return ir::is_int(e.operands[0]->dtype);
+    default:
+      return false;
+  }
+}
 
 std::vector<ir::Tensor> abstract_extents(const std::vector<ir::Tensor>& outputs) {
   const ir::TensorDAG dag = ir::collect_dag(outputs);

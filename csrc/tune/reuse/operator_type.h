@@ -22,6 +22,9 @@
 
 namespace tessera::tune::reuse {
 
+// A comparison of integers (EQ, NE, LT, LE, GT, GE): with a constant operand, a bounds check.
+bool is_integer_comparison(const ir::ExprNode& e);
+
 // The DAG of `outputs` with every dimension and extent replaced by a fresh size variable.
 // Bodies, dtypes, reducers, padding values and the DAG's sharing are kept.
 std::vector<ir::Tensor> abstract_extents(const std::vector<ir::Tensor>& outputs);

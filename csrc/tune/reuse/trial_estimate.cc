@@ -5,6 +5,7 @@
 #include <set>
 
 #include "util/check.h"
+#include "util/divisors.h"
 
 namespace tessera::tune::reuse {
 
@@ -13,21 +14,11 @@ namespace {
 // max/min of two positive ratios: the span of the interval they bound.
 double span_of(double a, double b) { return std::max(a, b) / std::min(a, b); }
 
-std::vector<int64_t> divisors(int64_t x) {
-  std::vector<int64_t> d;
-  for (int64_t k = 1; k * k <= x; ++k) {
-    if (x % k != 0) continue;
-    d.push_back(k);
-    if (k * k != x) d.push_back(x / k);
-  }
-  return d;
-}
-
 // Outer-reduce trip counts of LShapes that split one reduce axis (1 included).
 std::vector<int64_t> lshape_values(const ReuseOperator& op) {
   std::set<int64_t> v = {1};
   for (size_t i = static_cast<size_t>(op.num_spatial); i < op.extents.size(); ++i) {
-    for (int64_t d : divisors(op.extents[i])) v.insert(d);
+    for (int64_t d : util::divisors(op.extents[i])) v.insert(d);
   }
   return {v.begin(), v.end()};
 }
@@ -40,7 +31,7 @@ std::vector<int64_t> divisor_products(const std::vector<int64_t>& extents) {
     TESSERA_CHECK(e >= 1) << "reuse: extent " << e << " < 1";
     std::set<int64_t> next;
     for (int64_t p : products) {
-      for (int64_t d : divisors(e)) next.insert(p * d);
+      for (int64_t d : util::divisors(e)) next.insert(p * d);
     }
     products = std::move(next);
   }

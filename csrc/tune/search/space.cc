@@ -7,6 +7,7 @@
 #include "schedule/default_schedule.h"
 #include "schedule/lower.h"
 #include "util/check.h"
+#include "util/divisors.h"
 
 namespace tessera::tune::search {
 
@@ -103,18 +104,6 @@ std::vector<int64_t> register_choices(const StageChoices& c, int a) {
 
 // Cache tile along axis a not split in the parallel loop: the whole axis in register tiles.
 int64_t full_tile(int64_t extent, int64_t reg) { return gensor::round_up(extent, reg); }
-
-// Divisors of x (x >= 1), ascending.
-std::vector<int64_t> divisors(int64_t x) {
-  std::vector<int64_t> d;
-  for (int64_t k = 1; k * k <= x; ++k) {
-    if (x % k != 0) continue;
-    d.push_back(k);
-    if (k * k != x) d.push_back(x / k);
-  }
-  std::sort(d.begin(), d.end());
-  return d;
-}
 
 // A tiled stage's tiles along one spatial axis as the sizes of its four levels, outside in:
 // cache tiles (S0, a count that covers the extent), mid tiles per cache tile (S1), register
@@ -341,7 +330,8 @@ StageAnnotation SearchSpace::sample_tiling(const StageChoices& c, std::mt19937_6
   if (n > 0 && coin(rng, kMidLevelOdds)) {
     ann.tile_mid.resize(n);
     for (int a = 0; a < n; ++a) {
-      ann.tile_mid[a] = ann.tile_reg[a] * pick(divisors(ann.tile_outer[a] / ann.tile_reg[a]), rng);
+      ann.tile_mid[a] =
+          ann.tile_reg[a] * pick(util::divisors(ann.tile_outer[a] / ann.tile_reg[a]), rng);
     }
     normalize_mid(ann);
   }
