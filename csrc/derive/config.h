@@ -1,0 +1,26 @@
+#pragma once
+// The chosen constants of the derivation optimizer (EinNet), each with its meaning. Defaults
+// follow the paper where it gives a value; the others are named here so that no rule or search
+// step carries a bare number.
+#include <cstdint>
+
+namespace tessera::derive {
+
+struct DeriveConstants {
+  // A scope whose FLOPs per element of the tensors it reads and writes stay below this is
+  // memory-bound: it becomes an eOperator that Tessera compiles itself (EinNet 5, "4 in our
+  // evaluation").
+  static constexpr double kEOperatorIntensity = 4.0;
+  // Iterators per group tried in every order when flattening a group for operator matching;
+  // larger groups are refused (720 orders at 6).
+  static constexpr int kMaxGroupPermutation = 6;
+  // Boundary relaxing as enumerated by the search extends a summation iterator by one point at
+  // its upper end, and only while its extent is odd (an even extent can then be halved, as in
+  // conv5x5 -> conv6x6 -> conv3x3); explicit calls accept any amount.
+  static constexpr int64_t kRelaxStep = 1;
+  // Variable substitution refuses an index whose bounding box would exceed this many times the
+  // extent of the iterator it replaces (guards against substitutions that blow a scope up).
+  static constexpr int64_t kMaxSubstitutionGrowth = 4;
+};
+
+}  // namespace tessera::derive

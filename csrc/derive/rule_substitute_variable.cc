@@ -1,0 +1,109 @@
+// Variable substitution with an inferred bijection (EinNet 4.1).
+#include <sstream>
+
+#include "derive/config.h"
+#include "derive/index_analysis.h"
+#include "derive/rules_intra.h"
+#include "ir/printer.h"
+
+namespace tessera::derive {
+
+using ir::Expr;
+using ir::IterVar;
+using ir::Tensor;
+
+namespace {
+
+int axis_position(const ir::ComputeOpNode& op, const ir::ExprNode* v) {
+  for (size_t i = 0; i < op.axes.size(); ++i) {
+    if (op.axes[i].var.get() == v) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The affine form when it is over >= 2 traversal iterators of `op` and nothing else.
+std::optional<AffineIndex> traversal_affine(const ir::ComputeOpNode& op, const Expr& index) {
+  auto aff = affine_index(index);
+  if (!aff || aff->terms.size() < 2) return std::nullopt;
+  for (const auto& [v, c] : aff->terms) {
+    if (axis_position(op, v.get()) < 0) return std::nullopt;
+  }
+  return aff;
+}
+
+// sum of the terms of `aff` other than `skip`, plus its constant, over the mapped variables.
+Expr affine_rest(const AffineIndex& aff, const ir::ExprNode* skip, const ir::VarMap& vmap) {
+  Expr e = ir::int_imm(aff.constant);
+  for (const auto& [v, c] : aff.terms) {
+    if (v.get() == skip) continue;
+    e = e + ir::int_imm(c) * vmap.at(v.get());
+  }
+  return e;
+}
+
+}  // namespace
+
+std::optional<State> substitute_variable(const State& s, const Tensor& scope, const Expr& index,
+                                         int axis) {
+  if (scope->is_placeholder() || !has_const_extents(scope)) return std::nullopt;
+  const ir::ComputeOpNode& op = *scope->op;
+  if (axis < 0 || static_cast<size_t>(axis) >= op.axes.size()) return std::nullopt;
+  auto aff = traversal_affine(op, index);
+  if (!aff) return std::nullopt;
+  const ir::ExprNode* v = op.axes[axis].var.get();
+  const int64_t c = aff->coef(v);
+  if (c != 1 && c != -1) return std::nullopt;  // Phi is a bijection only for a unit coefficient
+  const ir::ConstIntBound b = index_bound(index);
+  if (b.lo == ir::kNoLowerBound || b.hi == ir::kNoUpperBound) return std::nullopt;
+  const int64_t extent = b.hi - b.lo + 1;
+  if (extent > DeriveConstants::kMaxSubstitutionGrowth * const_extent(op.axes[axis])) {
+    return std::nullopt;
+  }
+  // New scope S'[.., t, ..] = f(Phi^-1): v = c * (t + lo - rest), since c*c = 1.
+  ir::VarMap sub_map;
+  std::vector<IterVar> y = fresh_copies(op.axes, &sub_map);
+  const IterVar t = fresh_iter("t_" + op.axes[axis].var->name, extent);
+  y[axis] = t;
+  std::vector<IterVar> red = fresh_copies(op.reduce_axes, &sub_map);
+  sub_map[v] = ir::int_imm(c) * (t.var + ir::int_imm(b.lo) - affine_rest(*aff, v, sub_map));
+  Tensor sub = make_scope(scope->name + "_sub", y, red, op.reduce,
+                          substitute_body(op.body, sub_map), "derived");
+  // Gather: L_x S'[Phi(x)], Phi(x) = x with position `axis` holding index(x) - lo.
+  ir::VarMap gather_map;
+  std::vector<IterVar> x = fresh_copies(op.axes, &gather_map);
+  std::vector<Expr> phi = iter_exprs(x);
+  phi[axis] = ir::simplify(ir::substitute(index, gather_map) - ir::int_imm(b.lo));
+  Tensor gather = make_scope(scope->name, x, {}, ir::ReduceKind::kNone, ir::access(sub, phi),
+                             "derived", scope->pad_value);
+  std::ostringstream rule;
+  rule << "substitute_variable(" << scope->name << ": " << op.axes[axis].var->name << " -> "
+       << ir::to_string(index) << ")";
+  return replace_scope(s, scope, {gather, {}}, rule.str());
+}
+
+std::vector<State> variable_substitutions(const State& s) {
+  std::vector<State> out;
+  for (const Tensor& scope : scopes(s)) {
+    const ir::ComputeOpNode& op = *scope->op;
+    std::vector<Expr> seen;  // each distinct index once per scope
+    for (const Expr& a : accesses(op.body)) {
+      for (const Expr& index : a->operands) {
+        auto aff = traversal_affine(op, index);
+        if (!aff) continue;
+        bool dup = false;
+        for (const Expr& e : seen) dup |= ir::can_prove(ir::eq(e, index));
+        if (dup) continue;
+        seen.push_back(index);
+        for (const auto& [v, c] : aff->terms) {
+          if (c != 1 && c != -1) continue;
+          if (auto next = substitute_variable(s, scope, index, axis_position(op, v.get()))) {
+            out.push_back(std::move(*next));
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::derive
