@@ -11,9 +11,9 @@ struct DeriveConstants {
   // memory-bound: it becomes an eOperator that Tessera compiles itself (EinNet 5, "4 in our
   // evaluation").
   static constexpr double kEOperatorIntensity = 4.0;
-  // Iterators per group tried in every order when flattening a group for operator matching;
-  // larger groups are refused (720 orders at 6).
-  static constexpr int kMaxGroupPermutation = 6;
+  // Distance of a scope that does not have an operator's shape at all (not a product of two
+  // reads under a sum, for matmul-like operators): larger than any count of mismatches.
+  static constexpr int kNoMatchDistance = 1000;
   // Boundary relaxing as enumerated by the search extends a summation iterator by one point at
   // its upper end, and only while its extent is odd (an even extent can then be halved, as in
   // conv5x5 -> conv6x6 -> conv3x3); explicit calls accept any amount.

@@ -1,0 +1,104 @@
+#pragma once
+// Expression instantiation (EinNet 5): operator matching through the iterator mapping table,
+// eOperator classification by arithmetic intensity, and weight-only (compile-time) scopes.
+//
+// Iterator mapping table (paper Table 2) for a scope reading I0 and I1 and writing O: an
+// iterator's group is which of (I0, I1, O) its indices mention. Matmul-like operators are
+// matched by grouping (Y/Y/Y batch, Y/N/Y m, N/Y/Y n, Y/Y/N k), then flattening each group:
+// in every tensor a group indexes, its iterators must form one strided block (coefficients of
+// the flattened index with coef[i] = coef[i+1] * extent[i+1]); the block's stride is the
+// operator attribute (lda, ldb, transposition).
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "derive/state.h"
+
+namespace tessera::derive {
+
+enum class OperatorKind { kElementwise, kMatmul, kBatchMatmul, kConv2d };
+const char* operator_kind_name(OperatorKind k);
+// The predefined operators the search derives towards, in the table's order.
+const std::vector<OperatorKind>& table_operators();
+
+// Placeholders whose values are known at compile time (model weights).
+struct DeriveContext {
+  std::set<const ir::TensorNode*> weights;
+  bool is_weight(const ir::Tensor& t) const { return weights.count(t.get()) != 0; }
+};
+
+// How one tensor is read by a matched matmul-like operator.
+struct OperandLayout {
+  ir::Tensor tensor;
+  ir::Expr access;               // the read in the scope body (for the output: null)
+  std::vector<int64_t> strides;  // flattened stride per role, in the operator's role order
+  int64_t offset = 0;            // flattened index at the zero point
+  // Some group is not one strided block in this tensor: a layout eOperator must rewrite it
+  // first (free when the tensor is a weight: folded at compile time).
+  bool needs_layout = false;
+  // Some index may fall outside the tensor's shape (reads padding): not a plain view.
+  int padded_dims = 0;
+};
+
+struct OperatorMatch {
+  OperatorKind kind = OperatorKind::kMatmul;
+  ir::Tensor scope;
+  // Matmul-like: iterators per role, in flattening order (outermost first). Iterators of
+  // extent 1 are left out (they index 0 everywhere).
+  std::vector<ir::IterVar> batch, m, n, k;
+  int64_t B = 1, M = 1, N = 1, K = 1;
+  OperandLayout a, b, out;  // a = I0 [batch, m, k], b = I1 [batch, k, n], out [batch, m, n]
+  // The output is an intermediate whose traversal order the instantiation may permute.
+  bool out_layout_free = false;
+  // Conv2d (NCHW x OIHW): stride, padding, dilation per spatial dim.
+  std::vector<int64_t> stride, padding, dilation;
+  // Iterators whose group the operator does not have (mismatches, EinNet's distance).
+  int mismatched = 0;
+};
+
+// Matches `scope` against `kind`. The result always describes the best tensor mapping found;
+// `distance` is 0 when the scope is the operator (up to weight layouts), else the number of
+// mismatched iterators plus padded index dimensions and layout eOperators on activations.
+struct MatchOutcome {
+  std::optional<OperatorMatch> match;  // set when the expression has the operator's shape
+  int distance = 0;
+};
+MatchOutcome match_operator(const State& s, const ir::Tensor& scope, OperatorKind kind,
+                            const DeriveContext& ctx);
+
+// FLOPs (float arithmetic per point, plus one combine per summation point), elements read and
+// written (whole tensors), and their ratio.
+struct ScopeCost {
+  double flops = 0;
+  double elements = 0;
+  double intensity() const { return elements > 0 ? flops / elements : 0; }
+};
+ScopeCost scope_cost(const ir::Tensor& scope);
+// Memory-bound by EinNet's rule (intensity < DeriveConstants::kEOperatorIntensity).
+bool is_eoperator(const ir::Tensor& scope);
+
+// True when `t` is a weight or a scope that reads only weights (transitively): computable at
+// compile time.
+bool is_weight_only(const ir::Tensor& t, const DeriveContext& ctx);
+
+// How each scope of a state would run.
+enum class ScopeRole { kOperator, kEOperator, kCompileTime };
+const char* scope_role_name(ScopeRole r);
+struct ScopeChoice {
+  ir::Tensor scope;
+  ScopeRole role = ScopeRole::kEOperator;
+  std::optional<OperatorMatch> match;  // for kOperator
+  ScopeCost cost;
+};
+// Per scope, producers first: compile-time when weight-only; else an operator when one of the
+// table's operators matches at distance 0 and the scope is not memory-bound; else an eOperator.
+std::vector<ScopeChoice> instantiate(const State& s, const DeriveContext& ctx);
+
+// A program computing the matched scope's values with Tessera's own operator: operands
+// gathered into [batch, m, k] / [batch, k, n] views (layout eOperators, weights folded at
+// compile time), ops::matmul or ops::batch_matmul, and a view back to the scope's shape.
+// Matmul-like kinds only; evaluating it checks the match numerically.
+ir::Tensor lower_match(const OperatorMatch& m);
+
+}  // namespace tessera::derive

@@ -1,0 +1,173 @@
+// Operator matching through the iterator mapping table, eOperator classification, weight-only
+// scopes, and lowering of a match to Tessera's matmul (checked numerically).
+#include <gtest/gtest.h>
+
+#include "derive/matching.h"
+#include "derive/rules_intra.h"
+#include "derive_test_util.h"
+
+namespace tessera {
+namespace {
+
+using derive::DeriveContext;
+using derive::OperatorKind;
+using derive::State;
+using derivetest::dims;
+using derivetest::kTolerance;
+using derivetest::state_error;
+using ir::Expr;
+using ir::Tensor;
+using ir::Var;
+
+derive::MatchOutcome match(const State& s, const Tensor& t, OperatorKind k,
+                           const DeriveContext& ctx = {}) {
+  return derive::match_operator(s, t, k, ctx);
+}
+
+// Replaces the state's (single) output by the lowering of its match and checks the values.
+void expect_lowering_equal(const State& s, const derive::OperatorMatch& m) {
+  const State lowered{{derive::lower_match(m)}, {}};
+  EXPECT_LE(state_error(lowered, s), kTolerance) << derive::to_string(lowered);
+}
+
+TEST(DeriveMatching, MatmulInAnyLayout) {
+  Tensor a = ir::placeholder("A", dims({6, 5}));
+  Tensor b = ir::placeholder("B", dims({7, 5}));  // stored [N, K]: B transposed
+  Tensor c = ir::reduce("c", dims({6, 7}), dims({5}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& v, const std::vector<Var>& k) {
+                          return ir::access(a, {v[0], k[0]}) * ir::access(b, {v[1], k[0]});
+                        });
+  const State s{{c}, {}};
+  auto mo = match(s, c, OperatorKind::kMatmul);
+  ASSERT_TRUE(mo.match);
+  EXPECT_EQ(mo.distance, 0);
+  const derive::OperatorMatch& m = *mo.match;
+  EXPECT_EQ(m.M * m.N * m.K, 6 * 7 * 5);
+  // A is [m, k] row-major: strides (5, 1); B is read as [k, n] with strides (1, 5).
+  EXPECT_EQ(m.a.tensor->name == "A" ? m.a.strides : m.b.strides, (std::vector<int64_t>{5, 1}));
+  EXPECT_EQ(m.a.tensor->name == "B" ? m.a.strides : m.b.strides, (std::vector<int64_t>{1, 5}));
+  expect_lowering_equal(s, m);
+  EXPECT_FALSE(match(s, c, OperatorKind::kConv2d).match);
+  EXPECT_GT(match(s, c, OperatorKind::kElementwise).distance, 0);
+}
+
+TEST(DeriveMatching, BatchMatmulWithFlattenedGroups) {
+  // Z[b, i, j, q] = sum(k1, k2) X[b, i, j, k1, k2] * Y[b, k1, k2, q]: m = (i, j), k = (k1, k2).
+  Tensor x = ir::placeholder("X", dims({3, 2, 4, 2, 3}));
+  Tensor y = ir::placeholder("Y", dims({3, 2, 3, 5}));
+  Tensor z = ir::reduce("z", dims({3, 2, 4, 5}), dims({2, 3}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& v, const std::vector<Var>& k) {
+                          return ir::access(x, {v[0], v[1], v[2], k[0], k[1]}) *
+                                 ir::access(y, {v[0], k[0], k[1], v[3]});
+                        });
+  const State s{{z}, {}};
+  auto mm = match(s, z, OperatorKind::kMatmul);
+  EXPECT_GT(mm.distance, 0);  // b indexes both inputs and the output: no plain matmul
+  auto bmm = match(s, z, OperatorKind::kBatchMatmul);
+  ASSERT_TRUE(bmm.match);
+  EXPECT_EQ(bmm.distance, 0);
+  EXPECT_EQ(bmm.match->B, 3);
+  EXPECT_EQ(bmm.match->M * bmm.match->N, 8 * 5);
+  EXPECT_EQ(bmm.match->K, 6);
+  expect_lowering_equal(s, *bmm.match);
+}
+
+TEST(DeriveMatching, NonBlockActivationNeedsLayout) {
+  // X[k, i, j] read as m = (j, i): the m group is not one strided block in X, nor in the output.
+  Tensor x = ir::placeholder("X", dims({4, 3, 5}));
+  Tensor w = ir::placeholder("W", dims({4, 6}));
+  Tensor o = ir::reduce("o", dims({3, 6, 5}), dims({4}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& v, const std::vector<Var>& k) {
+                          return ir::access(x, {k[0], v[0], v[2]}) * ir::access(w, {k[0], v[1]});
+                        });
+  const State s{{o}, {}};
+  auto mo = match(s, o, OperatorKind::kMatmul);
+  ASSERT_TRUE(mo.match);
+  EXPECT_GT(mo.distance, 0);
+  // Values still agree through the layout eOperators of the lowering.
+  expect_lowering_equal(s, *mo.match);
+}
+
+TEST(DeriveMatching, ConvWithAttributes) {
+  Tensor x = ir::placeholder("X", dims({1, 3, 9, 9}));
+  Tensor k = ir::placeholder("K", dims({4, 3, 3, 3}));
+  Tensor c = derivetest::conv2d(x, k, 2, 1, 2);
+  const State s{{c}, {}};
+  auto mo = match(s, c, OperatorKind::kConv2d);
+  ASSERT_TRUE(mo.match);
+  EXPECT_EQ(mo.match->stride, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(mo.match->padding, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(mo.match->dilation, (std::vector<int64_t>{2, 2}));
+  // As a matmul: k = (c, r, s) is not a block in X and X is read in its padding.
+  EXPECT_GT(match(s, c, OperatorKind::kMatmul).distance, 0);
+}
+
+TEST(DeriveMatching, ElementwiseAndEOperators) {
+  Tensor a = ir::placeholder("A", dims({4, 5}));
+  Tensor b = ir::placeholder("B", dims({4, 5}));
+  Tensor e = ir::compute("e", dims({4, 5}), [&](const std::vector<Var>& v) {
+    return ir::relu(ir::access(a, {v[0], v[1]})) + ir::access(b, {v[0], v[1]});
+  });
+  const State s{{e}, {}};
+  auto mo = match(s, e, OperatorKind::kElementwise);
+  ASSERT_TRUE(mo.match);
+  EXPECT_EQ(mo.distance, 0);
+  EXPECT_TRUE(derive::is_eoperator(e));  // 2 flops per point over 3 elements per point
+  const auto choices = derive::instantiate(s, {});
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_EQ(choices[0].role, derive::ScopeRole::kEOperator);
+  // A transposed read is not elementwise.
+  Tensor t = ir::compute("t", dims({5, 4}), [&](const std::vector<Var>& v) {
+    return ir::access(a, {v[1], v[0]});
+  });
+  EXPECT_GT(match(State{{t}, {}}, t, OperatorKind::kElementwise).distance, 0);
+}
+
+TEST(DeriveMatching, ArithmeticIntensityThreshold) {
+  // Matmul 32x32x32: 2*32^3 flops over 3*32^2 elements = 21 flops/element: an operator.
+  Tensor a = ir::placeholder("A", dims({32, 32}));
+  Tensor b = ir::placeholder("B", dims({32, 32}));
+  Tensor c = ir::reduce("c", dims({32, 32}), dims({32}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& v, const std::vector<Var>& k) {
+                          return ir::access(a, {v[0], k[0]}) * ir::access(b, {k[0], v[1]});
+                        });
+  EXPECT_NEAR(derive::scope_cost(c).intensity(), 2.0 * 32 * 32 * 32 / (3 * 32 * 32), 1e-9);
+  EXPECT_FALSE(derive::is_eoperator(c));
+  // K = 1: 2 flops per output over about 3 elements per output: memory-bound.
+  Tensor a1 = ir::placeholder("A1", dims({32, 1}));
+  Tensor b1 = ir::placeholder("B1", dims({1, 32}));
+  Tensor outer = ir::reduce("outer", dims({32, 32}), dims({1}), ir::ReduceKind::kSum,
+                            [&](const std::vector<Var>& v, const std::vector<Var>& k) {
+                              return ir::access(a1, {v[0], k[0]}) * ir::access(b1, {k[0], v[1]});
+                            });
+  EXPECT_TRUE(derive::is_eoperator(outer));
+  const auto choices = derive::instantiate(State{{c}, {}}, {});
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_EQ(choices[0].role, derive::ScopeRole::kOperator);
+  EXPECT_EQ(choices[0].match->kind, OperatorKind::kMatmul);
+}
+
+TEST(DeriveMatching, WeightOnlyScopesAreCompileTime) {
+  Tensor x = ir::placeholder("X", dims({8, 6}));
+  Tensor w = ir::placeholder("W", dims({7, 6}));
+  Tensor wt = ir::compute("wt", dims({6, 7}), [&](const std::vector<Var>& v) {
+    return ir::access(w, {v[1], v[0]});
+  });
+  Tensor y = ir::reduce("y", dims({8, 7}), dims({6}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& v, const std::vector<Var>& k) {
+                          return ir::access(x, {v[0], k[0]}) * ir::access(wt, {k[0], v[1]});
+                        });
+  DeriveContext ctx;
+  ctx.weights = {w.get()};
+  EXPECT_TRUE(derive::is_weight_only(w, ctx));
+  EXPECT_TRUE(derive::is_weight_only(wt, ctx));
+  EXPECT_FALSE(derive::is_weight_only(y, ctx));
+  EXPECT_FALSE(derive::is_weight_only(wt, DeriveContext{}));
+  const auto choices = derive::instantiate(State{{y}, {}}, ctx);
+  ASSERT_EQ(choices.size(), 2u);
+  EXPECT_EQ(choices[0].role, derive::ScopeRole::kCompileTime);
+  EXPECT_EQ(choices[1].role, derive::ScopeRole::kOperator);
+}
+
+}  // namespace
+}  // namespace tessera
