@@ -1,0 +1,64 @@
+#pragma once
+// The distance-guided derivation search (EinNet 6.1-6.2): explorative derivation applies every
+// intra-expression rule to every state up to a depth; converging derivation then drives each
+// explored state towards each target operator, taking only rule applications that reduce the
+// expression distance; fingerprints drop states already seen. A state that reaches distance 0
+// is post-optimized (reduction-free eOperators folded into their consumers by traversal
+// merging while the match holds) and instantiated into operators, eOperators and
+// compile-time scopes.
+#include <cstddef>
+#include <vector>
+
+#include "derive/matching.h"
+#include "derive/state.h"
+
+namespace tessera::derive {
+
+struct SearchConfig {
+  int explorative_depth = 3;  // MaxDepth of the explorative stage
+  int converging_depth = 8;   // most rule applications of one converging walk
+  bool use_fingerprints = true;
+  bool converge = true;  // false: explorative derivation only (matches found on the way)
+  std::vector<OperatorKind> targets = {OperatorKind::kMatmul, OperatorKind::kBatchMatmul,
+                                       OperatorKind::kConv2d};
+  size_t max_states = 200000;  // budget on kept states over both stages
+  double time_limit_s = 60.0;
+};
+
+struct SearchStats {
+  size_t generated = 0;   // successor states produced by rule applications
+  size_t explored = 0;    // distinct states kept (explorative and converging)
+  size_t pruned = 0;      // successors dropped as duplicates by fingerprint
+  size_t collisions = 0;  // fingerprint matches that equality rejected
+  size_t converged = 0;   // walks that reached distance 0
+  double seconds = 0;
+  bool budget_hit = false;
+  double pruned_share() const {
+    return generated ? static_cast<double>(pruned) / static_cast<double>(generated) : 0.0;
+  }
+};
+
+// One derived program: its state, how each scope runs, and the operator it converged to.
+struct Derivation {
+  State state;
+  OperatorKind target = OperatorKind::kMatmul;
+  std::vector<ScopeChoice> choices;
+};
+
+struct SearchResult {
+  std::vector<Derivation> derivations;  // distinct programs, in the order found
+  SearchStats stats;
+};
+
+// Distance of a state to an operator: the smallest match distance over its scopes that are
+// neither compile-time nor memory-bound (DeriveConstants::kNoMatchDistance when none is).
+int state_distance(const State& s, OperatorKind target, const DeriveContext& ctx);
+
+SearchResult derive_programs(const State& initial, const DeriveContext& ctx,
+                             const SearchConfig& config = {});
+
+// Folds reduction-free eOperators into their consumers while the state stays at distance 0
+// for `target` (EinNet's fusion of memory-bound operators).
+State post_optimize(const State& s, OperatorKind target, const DeriveContext& ctx);
+
+}  // namespace tessera::derive
