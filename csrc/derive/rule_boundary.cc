@@ -41,21 +41,6 @@ bool reads_inside_dim(const State& s, const Tensor& scope, int axis) {
   return true;
 }
 
-// The scope with iterator `axis` over a new extent, the old iterator replaced by new - shift.
-Tensor reshape_iterator(const Tensor& scope, bool reduce_axis, int axis, int64_t extent,
-                        int64_t shift) {
-  const ir::ComputeOpNode& op = *scope->op;
-  ir::VarMap vmap;
-  std::vector<IterVar> axes = fresh_copies(op.axes, &vmap);
-  std::vector<IterVar> red = fresh_copies(op.reduce_axes, &vmap);
-  IterVar& target = reduce_axis ? red[axis] : axes[axis];
-  const IterVar& old = reduce_axis ? op.reduce_axes[axis] : op.axes[axis];
-  target = fresh_iter(old.var->name, extent);
-  vmap[old.var.get()] = target.var - ir::int_imm(shift);
-  return make_scope(scope->name, axes, red, op.reduce, substitute_body(op.body, vmap), "derived",
-                    scope->pad_value);
-}
-
 // Reads of a reshaped traversal iterator move by `shift`.
 Reindex shift_dim(int axis, int64_t shift) {
   return [axis, shift](const std::vector<Expr>& idx) {
@@ -86,12 +71,12 @@ std::optional<State> relax_boundary(const State& s, const Tensor& scope, bool re
         !body_zero_on(scope, *iv, extent, extent + high - 1)) {
       return std::nullopt;
     }
-    Tensor relaxed = reshape_iterator(scope, true, axis, extent + low + high, low);
+    Tensor relaxed = shift_iterator(scope, true, axis, extent + low + high, low);
     return replace_scope(s, scope, {relaxed, {}},
                          describe("relax_boundary", scope, *iv, low, high));
   }
   if (is_output(s, scope) || !reads_inside_dim(s, scope, axis)) return std::nullopt;
-  Tensor relaxed = reshape_iterator(scope, false, axis, extent + low + high, low);
+  Tensor relaxed = shift_iterator(scope, false, axis, extent + low + high, low);
   return replace_scope(s, scope, {relaxed, shift_dim(axis, low)},
                        describe("relax_boundary", scope, *iv, low, high));
 }
@@ -126,7 +111,7 @@ std::optional<State> tighten_boundary(const State& s, const Tensor& scope, bool 
   if (!body_zero_on(scope, *iv, 0, lo - 1) || !body_zero_on(scope, *iv, hi + 1, extent - 1)) {
     return std::nullopt;
   }
-  Tensor tight = reshape_iterator(scope, reduce_axis, axis, hi - lo + 1, -lo);
+  Tensor tight = shift_iterator(scope, reduce_axis, axis, hi - lo + 1, -lo);
   Reindex reindex = reduce_axis ? Reindex() : shift_dim(axis, -lo);
   return replace_scope(s, scope, {tight, reindex},
                        describe("tighten_boundary", scope, *iv, lo, hi));

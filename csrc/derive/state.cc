@@ -154,6 +154,20 @@ bool has_const_extents(const Tensor& scope) {
   return true;
 }
 
+Tensor shift_iterator(const Tensor& scope, bool reduce_axis, int axis, int64_t extent,
+                      int64_t shift, const std::string& name) {
+  const ir::ComputeOpNode& op = *scope->op;
+  ir::VarMap vmap;
+  std::vector<ir::IterVar> axes = fresh_copies(op.axes, &vmap);
+  std::vector<ir::IterVar> red = fresh_copies(op.reduce_axes, &vmap);
+  ir::IterVar& target = reduce_axis ? red[axis] : axes[axis];
+  const ir::IterVar& old = reduce_axis ? op.reduce_axes[axis] : op.axes[axis];
+  target = fresh_iter(old.var->name, extent);
+  vmap[old.var.get()] = target.var - ir::int_imm(shift);
+  return make_scope(name.empty() ? scope->name : name, axes, red, op.reduce,
+                    substitute_body(op.body, vmap), "derived", scope->pad_value);
+}
+
 ir::IterVar fresh_iter(const std::string& name, int64_t extent) {
   return ir::make_iter_var(name, ir::int_imm(extent));
 }

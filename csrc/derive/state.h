@@ -70,6 +70,12 @@ std::vector<ir::Expr> iter_exprs(const std::vector<ir::IterVar>& ivs);
 // True when every traversal and summation extent of the scope is a constant.
 bool has_const_extents(const ir::Tensor& scope);
 
+// A copy of `scope` (fresh iterators, same name unless `name` is given) whose traversal (or,
+// with `reduce_axis`, summation) iterator `axis` runs over [0, extent) and stands for
+// old = new - shift in the body.
+ir::Tensor shift_iterator(const ir::Tensor& scope, bool reduce_axis, int axis, int64_t extent,
+                          int64_t shift, const std::string& name = "");
+
 // Fresh iterator with the given constant extent (bounds [0, extent-1] for the simplifier).
 ir::IterVar fresh_iter(const std::string& name, int64_t extent);
 // Constant extent of an iterator; nullopt-like -1 when symbolic.
