@@ -18,9 +18,6 @@ struct DeriveConstants {
   // its upper end, and only while its extent is odd (an even extent can then be halved, as in
   // conv5x5 -> conv6x6 -> conv3x3); explicit calls accept any amount.
   static constexpr int64_t kRelaxStep = 1;
-  // Variable substitution refuses an index whose bounding box would exceed this many times the
-  // extent of the iterator it replaces (guards against substitutions that blow a scope up).
-  static constexpr int64_t kMaxSubstitutionGrowth = 4;
 };
 
 }  // namespace tessera::derive

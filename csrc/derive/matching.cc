@@ -230,11 +230,11 @@ MatchOutcome match_contraction_mapping(const State& s, const Tensor& scope, cons
   } else if (m.out_layout_free) {
     m.out.strides = {m.N, 1};
   }
-  auto activation_layout = [&](const OperandLayout& o) {
-    return o.needs_layout && !is_weight_only(o.tensor, ctx) ? 1 : 0;
-  };
-  res.distance = m.mismatched + m.a.padded_dims + m.b.padded_dims + activation_layout(m.a) +
-                 activation_layout(m.b) + (m.out.needs_layout ? 1 : 0);
+  // EinNet's distance counts mismatched iterators; padded reads count too (tightening fixes
+  // them). Operands that are not one strided block are not counted: the instantiation builds
+  // them with layout eOperators (folded at compile time for weights), whose cost is the
+  // measurement's business.
+  res.distance = m.mismatched + m.a.padded_dims + m.b.padded_dims;
   res.match = m;
   return res;
 }

@@ -57,9 +57,10 @@ struct OperatorMatch {
   int mismatched = 0;
 };
 
-// Matches `scope` against `kind`. The result always describes the best tensor mapping found;
-// `distance` is 0 when the scope is the operator (up to weight layouts), else the number of
-// mismatched iterators plus padded index dimensions and layout eOperators on activations.
+// Matches `scope` against `kind`. The result describes the best tensor mapping found;
+// `distance` is 0 when the scope is the operator up to operand layouts (which layout
+// eOperators provide), else the number of mismatched iterators plus index dimensions that may
+// read padding.
 struct MatchOutcome {
   std::optional<OperatorMatch> match;  // set when the expression has the operator's shape
   int distance = 0;

@@ -1,9 +1,9 @@
 // Variable substitution with an inferred bijection (EinNet 4.1).
 #include <sstream>
 
-#include "derive/config.h"
 #include "derive/index_analysis.h"
 #include "derive/rules_intra.h"
+#include "ir/linear_form.h"
 #include "ir/printer.h"
 
 namespace tessera::derive {
@@ -41,6 +41,25 @@ Expr affine_rest(const AffineIndex& aff, const ir::ExprNode* skip, const ir::Var
   return e;
 }
 
+// Replaces access indices equal to `index` (after simplification) by `replacement`.
+class ReplaceIndex : public ir::ExprMutator {
+ public:
+  ReplaceIndex(Expr index, Expr replacement)
+      : index_(std::move(index)), replacement_(std::move(replacement)) {}
+  Expr mutate(const Expr& e) override {
+    Expr m = mutate_children(e);
+    if (m->kind != ir::ExprKind::kAccess) return m;
+    std::vector<Expr> idx = m->operands;
+    for (Expr& i : idx) {
+      if (ir::expr_equal(ir::simplify(i), index_)) i = replacement_;
+    }
+    return ir::access(m->tensor, idx);
+  }
+
+ private:
+  Expr index_, replacement_;
+};
+
 }  // namespace
 
 std::optional<State> substitute_variable(const State& s, const Tensor& scope, const Expr& index,
@@ -52,22 +71,28 @@ std::optional<State> substitute_variable(const State& s, const Tensor& scope, co
   if (!aff) return std::nullopt;
   const ir::ExprNode* v = op.axes[axis].var.get();
   const int64_t c = aff->coef(v);
-  if (c != 1 && c != -1) return std::nullopt;  // Phi is a bijection only for a unit coefficient
+  if (c == 0) return std::nullopt;
   const ir::ConstIntBound b = index_bound(index);
   if (b.lo == ir::kNoLowerBound || b.hi == ir::kNoUpperBound) return std::nullopt;
-  const int64_t extent = b.hi - b.lo + 1;
-  if (extent > DeriveConstants::kMaxSubstitutionGrowth * const_extent(op.axes[axis])) {
-    return std::nullopt;
-  }
-  // New scope S'[.., t, ..] = f(Phi^-1): v = c * (t + lo - rest), since c*c = 1.
+  // New scope S' over y = x with v replaced by t in [0, hi - lo].
   ir::VarMap sub_map;
   std::vector<IterVar> y = fresh_copies(op.axes, &sub_map);
-  const IterVar t = fresh_iter("t_" + op.axes[axis].var->name, extent);
+  const IterVar t = fresh_iter("t_" + op.axes[axis].var->name, b.hi - b.lo + 1);
+  const Expr fresh_v = sub_map.at(v);
   y[axis] = t;
   std::vector<IterVar> red = fresh_copies(op.reduce_axes, &sub_map);
-  sub_map[v] = ir::int_imm(c) * (t.var + ir::int_imm(b.lo) - affine_rest(*aff, v, sub_map));
-  Tensor sub = make_scope(scope->name + "_sub", y, red, op.reduce,
-                          substitute_body(op.body, sub_map), "derived");
+  // Reads at the index itself read at t + lo.
+  Expr body = ReplaceIndex(ir::simplify(ir::substitute(index, sub_map)), t.var + ir::int_imm(b.lo))
+                  .mutate(substitute_body(op.body, sub_map));
+  if (ir::uses_var(body, fresh_v)) {
+    // v is still used elsewhere: Phi^-1 gives v = c * (t + lo - rest), a bijection when
+    // c = +-1 (c * c = 1). Otherwise Phi is only injective and v cannot be recovered.
+    if (c != 1 && c != -1) return std::nullopt;
+    ir::VarMap inverse{{fresh_v.get(), ir::int_imm(c) * (t.var + ir::int_imm(b.lo) -
+                                                         affine_rest(*aff, v, sub_map))}};
+    body = substitute_body(body, inverse);
+  }
+  Tensor sub = make_scope(scope->name + "_sub", y, red, op.reduce, body, "derived");
   // Gather: L_x S'[Phi(x)], Phi(x) = x with position `axis` holding index(x) - lo.
   ir::VarMap gather_map;
   std::vector<IterVar> x = fresh_copies(op.axes, &gather_map);
@@ -95,7 +120,6 @@ std::vector<State> variable_substitutions(const State& s) {
         if (dup) continue;
         seen.push_back(index);
         for (const auto& [v, c] : aff->terms) {
-          if (c != 1 && c != -1) continue;
           if (auto next = substitute_variable(s, scope, index, axis_position(op, v.get()))) {
             out.push_back(std::move(*next));
           }

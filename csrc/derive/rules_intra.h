@@ -21,15 +21,18 @@ std::optional<State> split_summation(const State& s, const ir::Tensor& scope,
 std::vector<State> summation_splittings(const State& s);
 
 // Variable substitution with the bijection inferred from an index: for an affine `index` over
-// at least two traversal iterators of `scope` in which traversal iterator `axis` has
-// coefficient +-1, Phi replaces that iterator by t = index - min(index) (the others stay).
-// The new scope iterates t over the bounding box of the index (EinNet's [r, H+r) relaxed to a
-// constant range, "the most strict plan"); the replaced scope becomes the gather
-// L_x S'[Phi(x)], which traversal merging can then fold into its consumers.
+// at least two traversal iterators of `scope`, Phi replaces traversal iterator `axis` (call it
+// v) by t = index - min(index), the others staying. The new scope S' iterates t over the
+// bounding box of the index (EinNet's [r, H+r) relaxed to a constant range, "the most strict
+// plan"); reads at the index itself become reads at t + min(index), and where v is still used
+// elsewhere it is recovered as v = Phi^-1(t), which needs v's coefficient to be +-1. When v
+// appears only through the index, any non-zero coefficient is legal: Phi is injective and S'
+// is defined on the whole box (e.g. a dilated band m + D*w becomes a dense j). The replaced
+// scope becomes the gather L_x S'[Phi(x)], which traversal merging can fold into consumers.
 std::optional<State> substitute_variable(const State& s, const ir::Tensor& scope,
                                          const ir::Expr& index, int axis);
 // Candidates: every affine index of an access in a scope body over >= 2 traversal iterators,
-// with every +-1-coefficient iterator of it.
+// with every iterator of it.
 std::vector<State> variable_substitutions(const State& s);
 
 // Traversal merging: inlines a reduction-free `producer` into `consumer` (Phi = the read's

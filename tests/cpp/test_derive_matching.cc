@@ -72,8 +72,9 @@ TEST(DeriveMatching, BatchMatmulWithFlattenedGroups) {
   expect_lowering_equal(s, *bmm.match);
 }
 
-TEST(DeriveMatching, NonBlockActivationNeedsLayout) {
-  // X[k, i, j] read as m = (j, i): the m group is not one strided block in X, nor in the output.
+TEST(DeriveMatching, NonBlockLayoutsAreReported) {
+  // o[i, f, j] = sum(k) X[k, i, j] W[k, f]: m = (i, j) is one block in X (strides 5, 1) but not
+  // in the output o (strides 30, 1): the match holds, the output needs a layout eOperator.
   Tensor x = ir::placeholder("X", dims({4, 3, 5}));
   Tensor w = ir::placeholder("W", dims({4, 6}));
   Tensor o = ir::reduce("o", dims({3, 6, 5}), dims({4}), ir::ReduceKind::kSum,
@@ -83,9 +84,33 @@ TEST(DeriveMatching, NonBlockActivationNeedsLayout) {
   const State s{{o}, {}};
   auto mo = match(s, o, OperatorKind::kMatmul);
   ASSERT_TRUE(mo.match);
-  EXPECT_GT(mo.distance, 0);
-  // Values still agree through the layout eOperators of the lowering.
-  expect_lowering_equal(s, *mo.match);
+  EXPECT_EQ(mo.distance, 0);
+  const derive::OperatorMatch& m = *mo.match;
+  const derive::OperandLayout& xs = m.a.tensor->name == "X" ? m.a : m.b;
+  EXPECT_FALSE(xs.needs_layout);
+  EXPECT_TRUE(m.out.needs_layout);
+  EXPECT_FALSE(m.out_layout_free);  // a program output keeps its layout
+  expect_lowering_equal(s, m);
+  // As an intermediate, the output's layout is free.
+  Tensor relu = ir::compute("relu", dims({3, 6, 5}), [&](const std::vector<Var>& v) {
+    return ir::relu(ir::access(o, {v[0], v[1], v[2]}));
+  });
+  auto inner = match(State{{relu}, {}}, o, OperatorKind::kMatmul);
+  ASSERT_TRUE(inner.match);
+  EXPECT_TRUE(inner.match->out_layout_free);
+  EXPECT_FALSE(inner.match->out.needs_layout);
+  // Z[i, k, j] read with m = (i, j): k lies between i and j, no single stride covers m.
+  Tensor z = ir::placeholder("Z", dims({3, 4, 5}));
+  Tensor y = ir::reduce("y", dims({3, 5, 6}), dims({4}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& v, const std::vector<Var>& k) {
+                          return ir::access(z, {v[0], k[0], v[1]}) * ir::access(w, {k[0], v[2]});
+                        });
+  const State ys{{y}, {}};
+  auto my = match(ys, y, OperatorKind::kMatmul);
+  ASSERT_TRUE(my.match);
+  EXPECT_EQ(my.distance, 0);
+  EXPECT_TRUE((my.match->a.tensor->name == "Z" ? my.match->a : my.match->b).needs_layout);
+  expect_lowering_equal(ys, *my.match);
 }
 
 TEST(DeriveMatching, ConvWithAttributes) {

@@ -92,17 +92,28 @@ TEST(DeriveRulesIntra, VariableSubstitutionRefusesIllegal) {
   }
   EXPECT_FALSE(derive::substitute_variable(conv, out, mixed, 2));
   EXPECT_TRUE(derive::variable_substitutions(conv).empty());
-  // 2*h + w: h has coefficient 2, so (h, w) -> (2h + w, w) is not onto a box; w is fine.
+  // g[h, w] = A[2h + w] * B[h]: h has coefficient 2 and is used outside the index, so it cannot
+  // be recovered from t = 2h + w; substituting w is a bijection.
   Tensor a = ir::placeholder("A", dims({20}));
+  Tensor bh = ir::placeholder("B", dims({4}));
   Tensor g = ir::compute("g", dims({4, 3}), [&](const std::vector<Var>& v) {
-    return ir::access(a, {v[0] * 2 + v[1]});
+    return ir::access(a, {v[0] * 2 + v[1]}) * ir::access(bh, {v[0]});
   });
   const State gs{{g}, {}};
-  const Expr idx = g->op->body->operands[0];
+  const Expr idx = derive::accesses_of(g->op->body, a)[0]->operands[0];
   EXPECT_FALSE(derive::substitute_variable(gs, g, idx, 0));
   auto ok = derive::substitute_variable(gs, g, idx, 1);
   ASSERT_TRUE(ok.has_value());
   EXPECT_LE(state_error(*ok, gs), kTolerance);
+  // Without the read of B, h appears only through the index: Phi is injective and the new
+  // scope is defined on the whole box t in [0, 9).
+  Tensor d = ir::compute("d", dims({4, 3}), [&](const std::vector<Var>& v) {
+    return ir::access(a, {v[0] * 2 + v[1]});
+  });
+  const State ds{{d}, {}};
+  auto dense = derive::substitute_variable(ds, d, d->op->body->operands[0], 0);
+  ASSERT_TRUE(dense.has_value());
+  EXPECT_LE(state_error(*dense, ds), kTolerance);
   // An index that is not affine.
   Tensor m = ir::compute("m", dims({4, 3}),
                          [&](const std::vector<Var>& v) { return ir::access(a, {v[0] * v[1]}); });
