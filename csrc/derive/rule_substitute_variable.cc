@@ -41,6 +41,15 @@ Expr affine_rest(const AffineIndex& aff, const ir::ExprNode* skip, const ir::Var
   return e;
 }
 
+bool all_reads_in_bounds(const State& s, const Tensor& scope) {
+  for (const Tensor& c : consumers(s, scope)) {
+    for (const Expr& r : accesses_of(c->op->body, scope)) {
+      if (!reads_in_bounds(r)) return false;
+    }
+  }
+  return true;
+}
+
 // Replaces access indices equal to `index` (after simplification) by `replacement`.
 class ReplaceIndex : public ir::ExprMutator {
  public:
@@ -92,17 +101,32 @@ std::optional<State> substitute_variable(const State& s, const Tensor& scope, co
                                                          affine_rest(*aff, v, sub_map))}};
     body = substitute_body(body, inverse);
   }
-  Tensor sub = make_scope(scope->name + "_sub", y, red, op.reduce, body, "derived");
-  // Gather: L_x S'[Phi(x)], Phi(x) = x with position `axis` holding index(x) - lo.
+  Tensor sub =
+      make_scope(scope->name + "_sub", y, red, op.reduce, body, "derived", scope->pad_value);
+  std::ostringstream rule;
+  rule << "substitute_variable(" << scope->name << ": " << op.axes[axis].var->name << " -> "
+       << ir::to_string(index) << ")";
+  // The replaced scope is read as S'[Phi(x)]. In the paper that read is part of the consumer's
+  // expression, so consumers read S' at Phi of their indices directly; that needs their reads
+  // inside the old shape (Phi of a point outside it may land inside the box). Otherwise, and
+  // for outputs, the read stays a gather scope L_x S'[Phi(x)].
+  if (!is_output(s, scope) && all_reads_in_bounds(s, scope)) {
+    const std::vector<IterVar> axes = op.axes;
+    Reindex phi_of = [axes, axis, index, lo = b.lo](const std::vector<Expr>& idx) {
+      ir::VarMap at;
+      for (size_t d = 0; d < axes.size(); ++d) at[axes[d].var.get()] = idx[d];
+      std::vector<Expr> out = idx;
+      out[axis] = ir::substitute(index, at) - ir::int_imm(lo);
+      return out;
+    };
+    return replace_scope(s, scope, {sub, phi_of}, rule.str());
+  }
   ir::VarMap gather_map;
   std::vector<IterVar> x = fresh_copies(op.axes, &gather_map);
   std::vector<Expr> phi = iter_exprs(x);
   phi[axis] = ir::simplify(ir::substitute(index, gather_map) - ir::int_imm(b.lo));
   Tensor gather = make_scope(scope->name, x, {}, ir::ReduceKind::kNone, ir::access(sub, phi),
                              "derived", scope->pad_value);
-  std::ostringstream rule;
-  rule << "substitute_variable(" << scope->name << ": " << op.axes[axis].var->name << " -> "
-       << ir::to_string(index) << ")";
   return replace_scope(s, scope, {gather, {}}, rule.str());
 }
 

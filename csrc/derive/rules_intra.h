@@ -28,7 +28,9 @@ std::vector<State> summation_splittings(const State& s);
 // elsewhere it is recovered as v = Phi^-1(t), which needs v's coefficient to be +-1. When v
 // appears only through the index, any non-zero coefficient is legal: Phi is injective and S'
 // is defined on the whole box (e.g. a dilated band m + D*w becomes a dense j). The replaced
-// scope becomes the gather L_x S'[Phi(x)], which traversal merging can fold into consumers.
+// scope is read as S'[Phi(x)]: consumers read S' at Phi of their indices when all their reads
+// lie inside the replaced scope's shape; otherwise (and for outputs) a gather scope
+// L_x S'[Phi(x)] replaces it, which traversal merging can fold later.
 std::optional<State> substitute_variable(const State& s, const ir::Tensor& scope,
                                          const ir::Expr& index, int axis);
 // Candidates: every affine index of an access in a scope body over >= 2 traversal iterators,

@@ -155,7 +155,7 @@ TEST_P(DeriveG2bmm, FullSizeLongformer) {
   report(dilation == 2 ? "g2bmm d2" : "g2bmm d4", r, seconds);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dilation, DeriveG2bmm, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Derive, DeriveG2bmm, ::testing::Values(2, 4));
 
 }  // namespace
 }  // namespace tessera

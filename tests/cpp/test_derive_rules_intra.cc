@@ -120,22 +120,43 @@ TEST(DeriveRulesIntra, VariableSubstitutionRefusesIllegal) {
   EXPECT_FALSE(derive::substitute_variable(State{{m}, {}}, m, m->op->body->operands[0], 0));
 }
 
-TEST(DeriveRulesIntra, TraversalMergingFoldsTheGather) {
+TEST(DeriveRulesIntra, SubstitutionReadsThroughPhi) {
+  // The conv's outer sum reads the substituted scope at Phi: conv_in_sub[n, f, h + r, w, r, s].
   const State conv = conv_state(1, 3, 5, 5, 4, 3, 1);
   const State split = split_conv(conv);
   auto sub =
       derive::substitute_variable(split, scope_named(split, "conv_in"), inner_row_index(split), 2);
   ASSERT_TRUE(sub);
-  // The gather conv_in[n, f, h, w, r, s] = conv_in_sub[n, f, h + r, w, r, s] (no summation).
-  Tensor gather = scope_named(*sub, "conv_in");
-  ASSERT_EQ(gather->op->reduce, ir::ReduceKind::kNone);
-  auto merged = derive::merge_traversal(*sub, sub->outputs[0], gather);
+  EXPECT_EQ(derive::scopes(*sub).size(), 2u);  // no gather scope of its own
+  // Substituting in an output keeps the output's shape through a gather scope.
+  Tensor a = ir::placeholder("A", dims({12}));
+  Tensor g = ir::compute("g", dims({4, 3}), [&](const std::vector<Var>& v) {
+    return ir::access(a, {v[0] + v[1]}) * ir::float_imm(2.0);
+  });
+  const State gs{{g}, {}};
+  auto out = derive::substitute_variable(gs, g, g->op->body->operands[0]->operands[0], 0);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(derive::scopes(*out).size(), 2u);
+  EXPECT_EQ(out->outputs[0]->op->reduce, ir::ReduceKind::kNone);
+  EXPECT_LE(state_error(*out, gs), kTolerance);
+}
+
+TEST(DeriveRulesIntra, TraversalMergingInlinesAGather) {
+  // c[i] = sum(j) p[i, j] * B[j] with p[i, j] = A[i + j]: c = sum(j) A[i + j] * B[j].
+  Tensor a = ir::placeholder("A", dims({7}));
+  Tensor b = ir::placeholder("B", dims({3}));
+  Tensor p = ir::compute("p", dims({5, 3}),
+                         [&](const std::vector<Var>& v) { return ir::access(a, {v[0] + v[1]}); });
+  Tensor c = ir::reduce("c", dims({5}), dims({3}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& v, const std::vector<Var>& r) {
+                          return ir::access(p, {v[0], r[0]}) * ir::access(b, {r[0]});
+                        });
+  const State s{{c}, {}};
+  auto merged = derive::merge_traversal(s, c, p);
   ASSERT_TRUE(merged);
-  EXPECT_EQ(derive::scopes(*merged).size(), 2u);
-  EXPECT_LE(state_error(*merged, conv), kTolerance) << derive::to_string(*merged);
-  for (const State& s : derive::traversal_mergings(*sub)) {
-    EXPECT_LE(state_error(s, conv), kTolerance);
-  }
+  EXPECT_EQ(derive::scopes(*merged).size(), 1u);
+  EXPECT_LE(state_error(*merged, s), kTolerance) << derive::to_string(*merged);
+  EXPECT_EQ(derive::traversal_mergings(s).size(), 1u);
 }
 
 TEST(DeriveRulesIntra, TraversalMergingRefusesIllegal) {
