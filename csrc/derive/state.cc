@@ -94,6 +94,27 @@ State replace_scopes(const State& s, const std::map<const TensorNode*, Replaceme
   return out;
 }
 
+State map_bodies(const State& s, const std::function<Expr(const Tensor&, const Expr&)>& rewrite,
+                 const std::string& rule) {
+  const std::map<const TensorNode*, Replacement> none;
+  std::unordered_map<const TensorNode*, Tensor> rebuilt;
+  for (const Tensor& t : scopes(s)) {
+    RetargetAccesses retarget(none, rebuilt);
+    Expr body = rewrite(t, retarget.mutate(t->op->body));
+    if (!body.same_as(t->op->body)) {
+      rebuilt[t.get()] = rebuild_scope(t, t->op->axes, t->op->reduce_axes, body);
+    }
+  }
+  State out;
+  out.trace = s.trace;
+  out.trace.push_back(rule);
+  for (const Tensor& o : s.outputs) {
+    auto b = rebuilt.find(o.get());
+    out.outputs.push_back(b != rebuilt.end() ? b->second : o);
+  }
+  return out;
+}
+
 State replace_scope(const State& s, const Tensor& old, Replacement repl, const std::string& rule) {
   return replace_scopes(s, {{old.get(), std::move(repl)}}, rule);
 }

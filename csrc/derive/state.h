@@ -50,6 +50,12 @@ State replace_scopes(const State& s, const std::map<const ir::TensorNode*, Repla
 State replace_scope(const State& s, const ir::Tensor& old, Replacement repl,
                     const std::string& rule);
 
+// A new state in which every scope's body is `rewrite(scope, body)` (reads retargeted to the
+// rewritten producers first). Shapes must not change.
+State map_bodies(const State& s,
+                 const std::function<ir::Expr(const ir::Tensor&, const ir::Expr&)>& rewrite,
+                 const std::string& rule);
+
 // A copy of `t` whose op has `body` (and the given iterators) instead; name, dtype and
 // pad_value are kept.
 ir::Tensor rebuild_scope(const ir::Tensor& t, std::vector<ir::IterVar> axes,
