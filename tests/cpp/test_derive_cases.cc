@@ -121,6 +121,30 @@ TEST(DeriveCases, TransposedConvFullSize) {
   report("convT 448->256", r, seconds);
 }
 
+TEST(DeriveCases, Conv5x5BecomesMatmulPlusOffsetReduce) {
+  // Small instance, checked numerically: K = C, N = F * 25.
+  const State small = derivetest::conv_state(1, 4, 6, 6, 3, 5, 2);
+  const derive::SearchResult r = derive::derive_programs(small, weights_named(small, "K"));
+  const Derivation* d = find_operator_plus_eoperator(r, OperatorKind::kMatmul, 4);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(operator_of(*d).M * operator_of(*d).N, 36 * 3 * 25);
+  expect_derived_and_lowered_equal(*d, small);
+}
+
+TEST(DeriveCases, Conv5x5FullSize) {
+  // [1, 32, 224, 224] -> 32: matmul 50176 x 32 . 32 x 800 plus a 25-offset reduce.
+  const State s = derivetest::conv_state(1, 32, 224, 224, 32, 5, 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  const derive::SearchResult r = derive::derive_programs(s, weights_named(s, "K"));
+  const double seconds = seconds_since(t0);
+  EXPECT_LE(seconds, 60.0);
+  const Derivation* d = find_operator_plus_eoperator(r, OperatorKind::kMatmul, 32);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(std::min(operator_of(*d).M, operator_of(*d).N), 800);
+  EXPECT_EQ(std::max(operator_of(*d).M, operator_of(*d).N), 224 * 224);
+  report("conv5x5 32ch 224", r, seconds);
+}
+
 class DeriveG2bmm : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(DeriveG2bmm, BecomesDenseBatchMatmulPlusBandGather) {
