@@ -3,6 +3,7 @@
 #include <set>
 #include <sstream>
 
+#include "derive/config.h"
 #include "derive/rules_intra.h"
 
 namespace tessera::derive {
@@ -67,7 +68,7 @@ std::vector<State> summation_splittings(const State& s) {
   std::vector<State> out;
   for (const Tensor& scope : scopes(s)) {
     const size_t n = scope->op->reduce_axes.size();
-    if (n < 2) continue;
+    if (n < 2 || n > DeriveConstants::kMaxSplitSummationIterators) continue;
     // Every non-empty proper subset as the outer summation.
     for (uint32_t mask = 1; mask + 1 < (1u << n); ++mask) {
       std::vector<int> outer;

@@ -4,6 +4,7 @@
 
 #include "derive/config.h"
 #include "derive/fingerprint.h"
+#include "derive/rules_inter.h"
 #include "derive/rules_intra.h"
 
 namespace tessera::derive {
@@ -149,6 +150,30 @@ class Search {
 SearchResult derive_programs(const State& initial, const DeriveContext& ctx,
                              const SearchConfig& config) {
   return Search(ctx, config).run(initial);
+}
+
+SearchResult optimize_program(const State& program, const DeriveContext& ctx,
+                              const SearchConfig& config) {
+  std::vector<State> variants{program};
+  for (auto* rule : {&expression_mergings, &expression_fusions}) {
+    for (State& v : rule(program)) variants.push_back(std::move(v));
+  }
+  SearchResult all;
+  StateSet seen;
+  for (const State& v : variants) {
+    SearchResult r = derive_programs(v, ctx, config);
+    all.stats.generated += r.stats.generated;
+    all.stats.explored += r.stats.explored;
+    all.stats.pruned += r.stats.pruned;
+    all.stats.collisions += r.stats.collisions;
+    all.stats.converged += r.stats.converged;
+    all.stats.seconds += r.stats.seconds;
+    all.stats.budget_hit |= r.stats.budget_hit;
+    for (Derivation& d : r.derivations) {
+      if (seen.insert(d.state)) all.derivations.push_back(std::move(d));
+    }
+  }
+  return all;
 }
 
 }  // namespace tessera::derive

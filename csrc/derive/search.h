@@ -60,6 +60,13 @@ int state_distance(const State& s, OperatorKind target, const DeriveContext& ctx
 SearchResult derive_programs(const State& initial, const DeriveContext& ctx,
                              const SearchConfig& config = {});
 
+// EinNet's Algorithm 1 for one subprogram: the inter-expression rules (expression merging and
+// fusion) applied to the program, then the distance-guided search from the program and from
+// each of those variants; the derivations of all, without repeats. Stats add up over the
+// searches.
+SearchResult optimize_program(const State& program, const DeriveContext& ctx,
+                              const SearchConfig& config = {});
+
 // Folds reduction-free eOperators into their consumers while the state stays at distance 0
 // for `target` (EinNet's fusion of memory-bound operators).
 State post_optimize(const State& s, OperatorKind target, const DeriveContext& ctx);

@@ -206,3 +206,41 @@ TEST(DeriveSearch, DepthAblation) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(DeriveSearch, OptimizeProgramMergesMatmulsSharingAnInput) {
+  // Y1 = A B1, Y2 = A B2: the inter-expression rules offer one matmul over [B1 B2].
+  Tensor a = ir::placeholder("A", derivetest::dims({16, 12}));
+  Tensor b1 = ir::placeholder("B1", derivetest::dims({12, 10}));
+  Tensor b2 = ir::placeholder("B2", derivetest::dims({12, 14}));
+  auto mm = [&](const std::string& name, const Tensor& b) {
+    return ir::reduce(name, derivetest::dims({16, b->shape[1]->int_value}), derivetest::dims({12}),
+                      ir::ReduceKind::kSum,
+                      [&](const std::vector<ir::Var>& v, const std::vector<ir::Var>& r) {
+                        return ir::access(a, {v[0], r[0]}) * ir::access(b, {r[0], v[1]});
+                      });
+  };
+  const State s{{mm("y1", b1), mm("y2", b2)}, {}};
+  DeriveContext ctx;
+  ctx.weights = {b1.get(), b2.get()};
+  const derive::SearchResult r = derive::optimize_program(s, ctx);
+  bool merged = false, separate = false;
+  for (const Derivation& d : r.derivations) {
+    int matmuls = 0;
+    for (const auto& c : d.choices) {
+      if (c.role == ScopeRole::kOperator && c.match->kind == OperatorKind::kMatmul) {
+        ++matmuls;
+        merged |= c.match->N == 24;
+      }
+    }
+    separate |= matmuls == 2;
+    EXPECT_LE(state_error(d.state, s), kTolerance) << derive::to_string(d.state);
+  }
+  EXPECT_TRUE(merged);
+  EXPECT_TRUE(separate);
+}
+
+}  // namespace
+}  // namespace tessera
