@@ -5,7 +5,7 @@
 // and becomes a constant input of the program.
 #include <map>
 
-#include "derive/matching.h"
+#include "derive/instantiate.h"
 #include "derive/state.h"
 #include "runtime/ndarray.h"
 

@@ -1,14 +1,10 @@
 #include "derive/matching.h"
 
 #include <algorithm>
-#include <array>
 #include <unordered_map>
 
 #include "derive/config.h"
 #include "derive/index_analysis.h"
-#include "ir/functor.h"
-#include "ops/linalg.h"
-#include "util/check.h"
 
 namespace tessera::derive {
 
@@ -35,18 +31,6 @@ const std::vector<OperatorKind>& table_operators() {
   static const std::vector<OperatorKind> kAll = {OperatorKind::kElementwise, OperatorKind::kMatmul,
                                                  OperatorKind::kBatchMatmul, OperatorKind::kConv2d};
   return kAll;
-}
-
-const char* scope_role_name(ScopeRole r) {
-  switch (r) {
-    case ScopeRole::kOperator:
-      return "operator";
-    case ScopeRole::kEOperator:
-      return "eOperator";
-    case ScopeRole::kCompileTime:
-      return "compile-time";
-  }
-  return "?";
 }
 
 namespace {
@@ -133,12 +117,6 @@ std::vector<std::vector<IterVar>> candidate_orders(const std::vector<IterVar>& g
   }
   if (out.empty()) out.push_back(group);
   return out;
-}
-
-int64_t extent_product(const std::vector<IterVar>& ivs) {
-  int64_t p = 1;
-  for (const IterVar& iv : ivs) p *= const_extent(iv);
-  return p;
 }
 
 struct RoleSpec {
@@ -335,139 +313,4 @@ MatchOutcome match_operator(const State& s, const Tensor& scope, OperatorKind ki
   }
   return {};
 }
-
-ScopeCost scope_cost(const Tensor& scope) {
-  const ir::ComputeOpNode& op = *scope->op;
-  double points = 1;
-  for (const IterVar& iv : op.axes) points *= static_cast<double>(const_extent(iv));
-  for (const IterVar& iv : op.reduce_axes) points *= static_cast<double>(const_extent(iv));
-  int ops = op.reduce == ir::ReduceKind::kNone ? 0 : 1;
-  ir::visit_expr(op.body, [&](const Expr& e) {
-    if (!ir::is_float(e->dtype)) return;
-    if (ir::is_binary(e->kind) || e->kind == ExprKind::kCall) ++ops;
-  });
-  ScopeCost c;
-  c.flops = points * ops;
-  auto numel = [](const Tensor& t) {
-    double n = 1;
-    for (int64_t d : const_shape(t)) n *= static_cast<double>(d);
-    return n;
-  };
-  c.elements = numel(scope);
-  for (const Tensor& in : ir::direct_inputs(scope)) c.elements += numel(in);
-  return c;
-}
-
-bool is_eoperator(const Tensor& scope) {
-  return scope_cost(scope).intensity() < DeriveConstants::kEOperatorIntensity;
-}
-
-bool is_weight_only(const Tensor& t, const DeriveContext& ctx) {
-  if (t->is_placeholder()) return ctx.is_weight(t);
-  for (const Tensor& in : ir::direct_inputs(t)) {
-    if (!is_weight_only(in, ctx)) return false;
-  }
-  return true;
-}
-
-std::vector<ScopeChoice> instantiate(const State& s, const DeriveContext& ctx) {
-  std::vector<ScopeChoice> out;
-  for (const Tensor& scope : scopes(s)) {
-    ScopeChoice c;
-    c.scope = scope;
-    c.cost = scope_cost(scope);
-    if (is_weight_only(scope, ctx)) {
-      c.role = ScopeRole::kCompileTime;
-    } else if (c.cost.intensity() >= DeriveConstants::kEOperatorIntensity) {
-      for (OperatorKind k : table_operators()) {
-        MatchOutcome mo = match_operator(s, scope, k, ctx);
-        if (mo.match && mo.distance == 0) {
-          c.role = ScopeRole::kOperator;
-          c.match = mo.match;
-          break;
-        }
-      }
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
-namespace {
-
-// Iterators of a role from its flat index q: i_j = (q / prod(extents after j)) % extent_j.
-void unflatten(const std::vector<IterVar>& order, const Expr& q, ir::VarMap* vmap) {
-  int64_t inner = 1;
-  for (size_t j = order.size(); j-- > 0;) {
-    Expr v = inner == 1 ? q : ir::floordiv(q, ir::int_imm(inner));
-    if (j > 0) v = ir::floormod(v, ir::int_imm(const_extent(order[j])));
-    (*vmap)[order[j].var.get()] = v;
-    inner *= const_extent(order[j]);
-  }
-}
-
-// Flat index of a role from its iterators (as mapped by `vmap`).
-Expr flatten(const std::vector<IterVar>& order, const ir::VarMap& vmap) {
-  Expr e = ir::int_imm(0);
-  for (const IterVar& iv : order) {
-    e = e * ir::int_imm(const_extent(iv)) + vmap.at(iv.var.get());
-  }
-  return ir::simplify(e);
-}
-
-// Iterators of the scope that belong to no role (extent 1) read index 0.
-void zero_unit_iterators(const Tensor& scope, ir::VarMap* vmap) {
-  for (const auto* ivs : {&scope->op->axes, &scope->op->reduce_axes}) {
-    for (const IterVar& iv : *ivs) {
-      if (const_extent(iv) == 1) (*vmap)[iv.var.get()] = ir::int_imm(0);
-    }
-  }
-}
-
-// [batch?, r1, r2] view of a read: the read with its iterators recovered from flat indices.
-Tensor operand_view(const std::string& name, const Expr& read, bool batched,
-                    const std::vector<IterVar>& batch, const std::vector<IterVar>& r1,
-                    const std::vector<IterVar>& r2, const Tensor& scope) {
-  std::vector<Expr> shape;
-  if (batched) shape.push_back(ir::int_imm(extent_product(batch)));
-  shape.push_back(ir::int_imm(extent_product(r1)));
-  shape.push_back(ir::int_imm(extent_product(r2)));
-  return ir::compute(
-      name, shape,
-      [&](const std::vector<ir::Var>& q) {
-        ir::VarMap vmap;
-        zero_unit_iterators(scope, &vmap);
-        const size_t o = batched ? 1 : 0;
-        if (batched) unflatten(batch, q[0], &vmap);
-        unflatten(r1, q[o], &vmap);
-        unflatten(r2, q[o + 1], &vmap);
-        return substitute_body(read, vmap);
-      },
-      "layout");
-}
-
-}  // namespace
-
-Tensor lower_match(const OperatorMatch& m) {
-  TESSERA_CHECK(m.kind == OperatorKind::kMatmul || m.kind == OperatorKind::kBatchMatmul)
-      << "derive: lower_match handles matmul-like matches, not " << operator_kind_name(m.kind);
-  TESSERA_CHECK(m.mismatched == 0 && m.a.padded_dims == 0 && m.b.padded_dims == 0)
-      << "derive: lower_match needs a match at distance 0";
-  const bool batched = m.kind == OperatorKind::kBatchMatmul;
-  const Tensor& scope = m.scope;
-  Tensor a = operand_view(scope->name + "_A", m.a.access, batched, m.batch, m.m, m.k, scope);
-  Tensor b = operand_view(scope->name + "_B", m.b.access, batched, m.batch, m.k, m.n, scope);
-  Tensor c = batched ? ops::batch_matmul(a, b, false, false, scope->name + "_bmm")
-                     : ops::matmul(a, b, false, false, scope->name + "_mm");
-  ir::VarMap vmap;
-  std::vector<IterVar> axes = fresh_copies(scope->op->axes, &vmap);
-  zero_unit_iterators(scope, &vmap);
-  std::vector<Expr> idx;
-  if (batched) idx.push_back(flatten(m.batch, vmap));
-  idx.push_back(flatten(m.m, vmap));
-  idx.push_back(flatten(m.n, vmap));
-  return make_scope(scope->name, axes, {}, ir::ReduceKind::kNone, ir::access(c, idx), "layout",
-                    scope->pad_value);
-}
-
 }  // namespace tessera::derive

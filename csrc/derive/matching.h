@@ -1,6 +1,5 @@
 #pragma once
-// Expression instantiation (EinNet 5): operator matching through the iterator mapping table,
-// eOperator classification by arithmetic intensity, and weight-only (compile-time) scopes.
+// Operator matching (EinNet 5.1) through the iterator mapping table.
 //
 // Iterator mapping table (paper Table 2) for a scope reading I0 and I1 and writing O: an
 // iterator's group is which of (I0, I1, O) its indices mention. Matmul-like operators are
@@ -67,39 +66,5 @@ struct MatchOutcome {
 };
 MatchOutcome match_operator(const State& s, const ir::Tensor& scope, OperatorKind kind,
                             const DeriveContext& ctx);
-
-// FLOPs (float arithmetic per point, plus one combine per summation point), elements read and
-// written (whole tensors), and their ratio.
-struct ScopeCost {
-  double flops = 0;
-  double elements = 0;
-  double intensity() const { return elements > 0 ? flops / elements : 0; }
-};
-ScopeCost scope_cost(const ir::Tensor& scope);
-// Memory-bound by EinNet's rule (intensity < DeriveConstants::kEOperatorIntensity).
-bool is_eoperator(const ir::Tensor& scope);
-
-// True when `t` is a weight or a scope that reads only weights (transitively): computable at
-// compile time.
-bool is_weight_only(const ir::Tensor& t, const DeriveContext& ctx);
-
-// How each scope of a state would run.
-enum class ScopeRole { kOperator, kEOperator, kCompileTime };
-const char* scope_role_name(ScopeRole r);
-struct ScopeChoice {
-  ir::Tensor scope;
-  ScopeRole role = ScopeRole::kEOperator;
-  std::optional<OperatorMatch> match;  // for kOperator
-  ScopeCost cost;
-};
-// Per scope, producers first: compile-time when weight-only; else an operator when one of the
-// table's operators matches at distance 0 and the scope is not memory-bound; else an eOperator.
-std::vector<ScopeChoice> instantiate(const State& s, const DeriveContext& ctx);
-
-// A program computing the matched scope's values with Tessera's own operator: operands
-// gathered into [batch, m, k] / [batch, k, n] views (layout eOperators, weights folded at
-// compile time), ops::matmul or ops::batch_matmul, and a view back to the scope's shape.
-// Matmul-like kinds only; evaluating it checks the match numerically.
-ir::Tensor lower_match(const OperatorMatch& m);
 
 }  // namespace tessera::derive

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "derive/matching.h"
+#include "derive/instantiate.h"
 #include "derive/state.h"
 
 namespace tessera::derive {

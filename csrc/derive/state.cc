@@ -197,6 +197,12 @@ int64_t const_extent(const ir::IterVar& iv) {
   return iv.extent->is_const_int() ? iv.extent->int_value : -1;
 }
 
+int64_t extent_product(const std::vector<ir::IterVar>& ivs) {
+  int64_t p = 1;
+  for (const ir::IterVar& iv : ivs) p *= const_extent(iv);
+  return p;
+}
+
 std::vector<int64_t> const_shape(const Tensor& t) {
   std::vector<int64_t> out;
   for (const Expr& d : t->shape) {

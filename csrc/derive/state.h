@@ -84,8 +84,10 @@ ir::Tensor shift_iterator(const ir::Tensor& scope, bool reduce_axis, int axis, i
 
 // Fresh iterator with the given constant extent (bounds [0, extent-1] for the simplifier).
 ir::IterVar fresh_iter(const std::string& name, int64_t extent);
-// Constant extent of an iterator; nullopt-like -1 when symbolic.
+// Constant extent of an iterator; -1 when symbolic.
 int64_t const_extent(const ir::IterVar& iv);
+// Product of the constant extents of iterators (1 for none).
+int64_t extent_product(const std::vector<ir::IterVar>& ivs);
 // Constant shape of a tensor (throws for symbolic dims: derivation works on concrete shapes).
 std::vector<int64_t> const_shape(const ir::Tensor& t);
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "derive/lower.h"
 #include "derive/search.h"
 #include "derive_test_util.h"
 #include "naive_ops.h"

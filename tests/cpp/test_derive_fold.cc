@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "derive/fold.h"
+#include "derive/lower.h"
 #include "derive/rules_inter.h"
 #include "derive/search.h"
 #include "derive_test_util.h"

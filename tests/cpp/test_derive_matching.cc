@@ -2,7 +2,8 @@
 // scopes, and lowering of a match to Tessera's matmul (checked numerically).
 #include <gtest/gtest.h>
 
-#include "derive/matching.h"
+#include "derive/instantiate.h"
+#include "derive/lower.h"
 #include "derive/rules_intra.h"
 #include "derive_test_util.h"
 

@@ -2,7 +2,7 @@
 // the originals on random inputs; illegal applications are refused.
 #include <gtest/gtest.h>
 
-#include "derive/matching.h"
+#include "derive/instantiate.h"
 #include "derive/rules_inter.h"
 #include "derive/rules_intra.h"
 #include "derive_test_util.h"

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "derive/fingerprint.h"
+#include "derive/lower.h"
 #include "derive/rules_intra.h"
 #include "derive/search.h"
 #include "derive_test_util.h"
