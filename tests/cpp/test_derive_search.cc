@@ -245,3 +245,33 @@ TEST(DeriveSearch, OptimizeProgramMergesMatmulsSharingAnInput) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(DeriveSearch, FingerprintIgnoresSummationOrderAndNames) {
+  // One conv over the same inputs written with summation order (c, r, s) and (s, c, r) and
+  // other iterator names: one program. Another padding is another program.
+  Tensor x = ir::placeholder("X", derivetest::dims({1, 3, 5, 5}));
+  Tensor k = ir::placeholder("K", derivetest::dims({4, 3, 3, 3}));
+  const State a{{derivetest::conv2d(x, k, 1, 1, 1)}, {}};
+  Tensor permuted = ir::reduce(
+      "other", derivetest::dims({1, 4, 5, 5}), derivetest::dims({3, 3, 3}), ir::ReduceKind::kSum,
+      [&](const std::vector<ir::Var>& v, const std::vector<ir::Var>& r) {
+        // r[0] = s, r[1] = c, r[2] = r
+        return ir::access(x, {v[0], r[1], v[2] + r[2] - 1, v[3] + r[0] - 1}) *
+               ir::access(k, {v[1], r[1], r[2], r[0]});
+      });
+  const State b{{permuted}, {}};
+  EXPECT_EQ(derive::fingerprint(a), derive::fingerprint(b));
+  EXPECT_TRUE(derive::same_program(a, b));
+  const State c{{derivetest::conv2d(x, k, 1, 0, 1)}, {}};
+  EXPECT_FALSE(derive::same_program(a, c));
+  derive::StateSet set;
+  EXPECT_TRUE(set.insert(a));
+  EXPECT_FALSE(set.insert(b));
+  EXPECT_TRUE(set.insert(c));
+}
+
+}  // namespace
+}  // namespace tessera
