@@ -91,8 +91,8 @@ std::vector<Expr> expr_dims(const std::vector<int64_t>& d) {
 // The matched operator as Tessera builds it, over fresh placeholders.
 State operator_program(const OperatorMatch& m) {
   if (m.kind == OperatorKind::kConv2d) {
-    Tensor x = ir::placeholder("X", expr_dims(const_shape(m.a.tensor)));
-    Tensor w = ir::placeholder("W", expr_dims(const_shape(m.b.tensor)));
+    Tensor x = ir::placeholder("X", expr_dims(m.conv.x_shape));
+    Tensor w = ir::placeholder("W", expr_dims(m.conv.w_shape));
     return State{{ops::conv2d(x, w, nullptr, {m.stride[0], m.stride[1]},
                               {m.padding[0], m.padding[1]}, {m.dilation[0], m.dilation[1]})},
                  {}};
@@ -152,8 +152,8 @@ std::string operator_key(const OperatorMatch& m) {
     for (const auto* v : {&m.stride, &m.padding, &m.dilation}) {
       for (int64_t x : *v) os << " " << x;
     }
-    for (const Tensor& t : {m.a.tensor, m.b.tensor}) {
-      for (int64_t d : const_shape(t)) os << " " << d;
+    for (const auto* shape : {&m.conv.x_shape, &m.conv.w_shape}) {
+      for (int64_t d : *shape) os << " " << d;
     }
   }
   return os.str();

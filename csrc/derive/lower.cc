@@ -1,6 +1,7 @@
 #include "derive/lower.h"
 
 #include "ir/simplify.h"
+#include "ops/conv.h"
 #include "ops/linalg.h"
 #include "util/check.h"
 
@@ -65,9 +66,46 @@ Tensor operand_view(const std::string& name, const Expr& read, bool batched,
 
 }  // namespace
 
+namespace {
+
+// ops::conv2d over X as stored and W'[F, C, R, S] = the kernel read with the output-channel
+// group recovered from F's flat index (a layout eOperator, compile-time for weights).
+Tensor lower_conv(const OperatorMatch& m) {
+  const Tensor& scope = m.scope;
+  const ConvRoles& r = m.conv;
+  std::vector<Expr> wshape;
+  for (int64_t d : r.w_shape) wshape.push_back(ir::int_imm(d));
+  Tensor w = ir::compute(
+      scope->name + "_W", wshape,
+      [&](const std::vector<ir::Var>& q) {
+        ir::VarMap vmap;
+        zero_unit_iterators(scope, &vmap);
+        unflatten(r.f, q[0], &vmap);
+        unflatten(r.c, q[1], &vmap);
+        unflatten(r.r, q[2], &vmap);
+        unflatten(r.s, q[3], &vmap);
+        return substitute_body(m.b.access, vmap);
+      },
+      "layout");
+  Tensor y =
+      ops::conv2d(m.a.tensor, w, nullptr, {m.stride[0], m.stride[1]}, {m.padding[0], m.padding[1]},
+                  {m.dilation[0], m.dilation[1]}, 1, scope->name + "_conv");
+  ir::VarMap vmap;
+  std::vector<IterVar> axes = fresh_copies(scope->op->axes, &vmap);
+  zero_unit_iterators(scope, &vmap);
+  std::vector<Expr> idx = {flatten(r.n, vmap), flatten(r.f, vmap), flatten(r.oh, vmap),
+                           flatten(r.ow, vmap)};
+  return make_scope(scope->name, axes, {}, ir::ReduceKind::kNone, ir::access(y, idx), "layout",
+                    scope->pad_value);
+}
+
+}  // namespace
+
 Tensor lower_match(const OperatorMatch& m) {
+  if (m.kind == OperatorKind::kConv2d) return lower_conv(m);
   TESSERA_CHECK(m.kind == OperatorKind::kMatmul || m.kind == OperatorKind::kBatchMatmul)
-      << "derive: lower_match handles matmul-like matches, not " << operator_kind_name(m.kind);
+      << "derive: lower_match handles matmul-like and conv2d matches, not "
+      << operator_kind_name(m.kind);
   TESSERA_CHECK(m.mismatched == 0 && m.a.padded_dims == 0 && m.b.padded_dims == 0)
       << "derive: lower_match needs a match at distance 0";
   const bool batched = m.kind == OperatorKind::kBatchMatmul;

@@ -1,10 +1,12 @@
 #include "derive/matching.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "derive/config.h"
 #include "derive/index_analysis.h"
+#include "ir/functor.h"
 
 namespace tessera::derive {
 
@@ -228,51 +230,204 @@ MatchOutcome match_contraction(const State& s, const Tensor& scope, OperatorKind
   return y.distance < x.distance ? y : x;
 }
 
-// out[n, f, oh, ow] = sum(c, r, s) X[n, c, oh*st + r*dil - pad, ..] * K[f, c, r, s].
-bool conv_pattern(const Tensor& scope, const Expr& x, const Expr& k, OperatorMatch* m) {
-  const ir::ComputeOpNode& op = *scope->op;
-  if (op.axes.size() != 4 || op.reduce_axes.size() != 3 || x->operands.size() != 4 ||
-      k->operands.size() != 4) {
-    return false;
-  }
-  auto is_var = [](const Expr& e, const IterVar& iv) { return e.same_as(iv.var); };
-  const auto& ax = op.axes;
-  const auto& rd = op.reduce_axes;
-  if (!is_var(k->operands[0], ax[1]) || !is_var(k->operands[1], rd[0]) ||
-      !is_var(k->operands[2], rd[1]) || !is_var(k->operands[3], rd[2])) {
-    return false;
-  }
-  if (!is_var(x->operands[0], ax[0]) || !is_var(x->operands[1], rd[0])) return false;
-  for (int d = 0; d < 2; ++d) {
-    auto aff = affine_index(x->operands[2 + d]);
-    if (!aff || aff->terms.size() != 2) return false;
-    const int64_t st = aff->coef(ax[2 + d].var.get()), dil = aff->coef(rd[1 + d].var.get());
-    if (st <= 0 || dil <= 0) return false;
-    m->stride.push_back(st);
-    m->dilation.push_back(dil);
-    m->padding.push_back(-aff->constant);
-  }
-  m->a = OperandLayout{x->tensor, x, {}, 0, false, 0};
-  m->b = OperandLayout{k->tensor, k, {}, 0, false, 0};
-  return true;
-}
+// Conv2d through the iterator mapping table: groups by (X, K, O), then the attributes from X's
+// index: X[n, c, oh*st + r*dil - pad, ow*st + s*dil - pad] with n, c, r, s optional (extent
+// 1). `form` counts what keeps the expression from being ops::conv2d on X as stored: index
+// dims of another form, iterators of a right group that X does not place, output extents that
+// are not the convolution's.
+class ConvMatcher {
+ public:
+  ConvMatcher(const State& s, const Tensor& scope, const Expr& x, const Expr& k)
+      : s_(s), scope_(scope), x_(x), k_(k) {}
 
-MatchOutcome match_conv(const Tensor& scope) {
-  MatchOutcome res;
-  res.distance = DeriveConstants::kNoMatchDistance;
-  auto reads = product_reads(scope);
-  if (!reads) return res;
-  OperatorMatch m;
-  m.kind = OperatorKind::kConv2d;
-  m.scope = scope;
-  if (conv_pattern(scope, reads->first, reads->second, &m) ||
-      conv_pattern(scope, reads->second, reads->first, &m)) {
-    res.match = m;
-    res.distance = 0;
-  } else {
-    res.distance = 1;  // a product under a sum that is not in conv2d's form
+  MatchOutcome run() {
+    MatchOutcome res;
+    res.distance = DeriveConstants::kNoMatchDistance;
+    if (x_->operands.size() != 4 || !has_const_extents(scope_)) return res;
+    classify();
+    place_batch_and_channel();
+    place_spatial(2, &m_.conv.oh, &m_.conv.r);
+    place_spatial(3, &m_.conv.ow, &m_.conv.s);
+    form_ += static_cast<int>(xo_.size() + xk_.size());  // in the right group, not placed
+    check_extents();
+    res.distance = mismatched_ + form_;
+    if (res.distance == 0) {
+      finish();
+      res.match = m_;
+    }
+    return res;
   }
-  return res;
+
+ private:
+  bool in(const Expr& read, const IterVar& iv) const {
+    for (const Expr& i : read->operands) {
+      if (ir::uses_var(i, iv.var)) return true;
+    }
+    return false;
+  }
+  // An iterator of the scope with extent 1 (left out of every group: it is always 0).
+  bool is_unit(const ir::ExprNode* v) const {
+    for (const auto* ivs : {&scope_->op->axes, &scope_->op->reduce_axes}) {
+      for (const IterVar& iv : *ivs) {
+        if (iv.var.get() == v) return const_extent(iv) == 1;
+      }
+    }
+    return false;
+  }
+  bool is_axis(const IterVar& iv) const {
+    for (const IterVar& a : scope_->op->axes) {
+      if (a.var.same_as(iv.var)) return true;
+    }
+    return false;
+  }
+  // Moves iterator `v` from one group list to another; false when it is not in `from`.
+  static bool move_to(std::vector<IterVar>* from, const ir::ExprNode* v, std::vector<IterVar>* to) {
+    for (auto it = from->begin(); it != from->end(); ++it) {
+      if (it->var.get() == v) {
+        to->push_back(*it);
+        from->erase(it);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void classify() {
+    std::vector<IterVar> all = scope_->op->axes;
+    all.insert(all.end(), scope_->op->reduce_axes.begin(), scope_->op->reduce_axes.end());
+    for (const IterVar& iv : all) {
+      if (const_extent(iv) == 1) continue;
+      const bool ix = in(x_, iv), ik = in(k_, iv), io = is_axis(iv);
+      if (ix && !ik && io) {
+        xo_.push_back(iv);
+      } else if (!ix && ik && io) {
+        m_.conv.f.push_back(iv);
+      } else if (ix && ik && !io) {
+        xk_.push_back(iv);
+      } else {
+        ++mismatched_;
+      }
+    }
+  }
+
+  // X dims 0 and 1: one iterator of coefficient 1 (n from X/O, c from X/K) or the constant 0.
+  void place_single(size_t dim, std::vector<IterVar>* from, std::vector<IterVar>* to) {
+    auto aff = affine_index(x_->operands[dim]);
+    if (!aff || aff->constant != 0 || aff->terms.size() > 1) {
+      ++form_;
+      return;
+    }
+    if (aff->terms.empty()) return;
+    const auto& [v, c] = aff->terms[0];
+    if (is_unit(v.get())) return;  // extent 1: the index is 0
+    if (c != 1 || !move_to(from, v.get(), to)) ++form_;
+  }
+
+  void place_batch_and_channel() {
+    place_single(0, &xo_, &m_.conv.n);
+    place_single(1, &xk_, &m_.conv.c);
+  }
+
+  // X dim d = st * o + dil * r - pad with o from X/O and r from X/K (r optional).
+  void place_spatial(size_t d, std::vector<IterVar>* o, std::vector<IterVar>* r) {
+    auto aff = affine_index(x_->operands[d]);
+    if (!aff) {
+      ++form_;
+      return;
+    }
+    int64_t st = 0, dil = 1;
+    for (const auto& [v, c] : aff->terms) {
+      if (is_unit(v.get())) continue;
+      if (c > 0 && o->empty() && move_to(&xo_, v.get(), o)) {
+        st = c;
+      } else if (c > 0 && r->empty() && move_to(&xk_, v.get(), r)) {
+        dil = c;
+      } else {
+        ++form_;
+      }
+    }
+    if (o->empty() || aff->constant > 0) ++form_;  // no output iterator, or negative padding
+    m_.stride.push_back(st);
+    m_.dilation.push_back(dil);
+    m_.padding.push_back(-aff->constant);
+  }
+
+  // The output extents must be the convolution's over X as stored, and X's batch and channel
+  // dims the iterators' extents.
+  void check_extents() {
+    if (form_ > 0) return;
+    const std::vector<int64_t> xs = const_shape(x_->tensor);
+    if (xs[0] != extent_product(m_.conv.n)) ++form_;
+    if (xs[1] != extent_product(m_.conv.c)) ++form_;
+    const std::vector<IterVar>* outs[2] = {&m_.conv.oh, &m_.conv.ow};
+    const std::vector<IterVar>* ks[2] = {&m_.conv.r, &m_.conv.s};
+    for (int d = 0; d < 2; ++d) {
+      const int64_t span = m_.dilation[d] * (extent_product(*ks[d]) - 1) + 1;
+      const int64_t expect = (xs[2 + d] + 2 * m_.padding[d] - span) / m_.stride[d] + 1;
+      if (extent_product(*outs[d]) != expect) ++form_;
+    }
+  }
+
+  void finish() {
+    m_.kind = OperatorKind::kConv2d;
+    m_.scope = scope_;
+    m_.out_layout_free = !is_output(s_, scope_);
+    // Output channels flattened in the order of their coefficients in the kernel read.
+    if (auto fk = flatten_read(k_)) {
+      std::stable_sort(m_.conv.f.begin(), m_.conv.f.end(), [&](const IterVar& a, const IterVar& b) {
+        return std::abs(coef_of(fk->coef, a.var.get())) > std::abs(coef_of(fk->coef, b.var.get()));
+      });
+    }
+    const ConvRoles& r = m_.conv;
+    m_.conv.x_shape = const_shape(x_->tensor);
+    m_.conv.w_shape = {extent_product(r.f), extent_product(r.c), extent_product(r.r),
+                       extent_product(r.s)};
+    m_.a = OperandLayout{x_->tensor, x_, {}, 0, false, 0};
+    m_.b = OperandLayout{k_->tensor, k_, {}, 0, !reads_exactly(k_, {r.f, r.c, r.r, r.s}), 0};
+    m_.out = OperandLayout{scope_, Expr(), {}, 0, false, 0};
+    if (!m_.out_layout_free) {
+      std::vector<Expr> axes = iter_exprs(scope_->op->axes);
+      m_.out.needs_layout = !exact_dims(axes, {r.n, r.f, r.oh, r.ow});
+    }
+  }
+
+  // The index list is the given single iterators in order (an empty role: 0 or an iterator of
+  // extent 1).
+  bool exact_dims(const std::vector<Expr>& idx, const std::vector<std::vector<IterVar>>& roles) {
+    if (idx.size() != roles.size()) return false;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (roles[d].size() > 1) return false;
+      const bool zero = idx[d]->is_const_int(0) || (idx[d]->is_var() && is_unit(idx[d].get()));
+      if (roles[d].empty() ? !zero : !idx[d].same_as(roles[d][0].var)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  bool reads_exactly(const Expr& read, const std::vector<std::vector<IterVar>>& roles) {
+    return exact_dims(read->operands, roles);
+  }
+
+  const State& s_;
+  const Tensor& scope_;
+  const Expr& x_;
+  const Expr& k_;
+  OperatorMatch m_;
+  std::vector<IterVar> xo_, xk_;  // iterators of groups X/O and X/K not placed yet
+  int mismatched_ = 0;
+  int form_ = 0;
+};
+
+MatchOutcome match_conv(const State& s, const Tensor& scope) {
+  auto reads = product_reads(scope);
+  if (!reads) {
+    MatchOutcome none;
+    none.distance = DeriveConstants::kNoMatchDistance;
+    return none;
+  }
+  MatchOutcome x = ConvMatcher(s, scope, reads->first, reads->second).run();
+  MatchOutcome y = ConvMatcher(s, scope, reads->second, reads->first).run();
+  return y.distance < x.distance ? y : x;
 }
 
 MatchOutcome match_elementwise(const Tensor& scope) {
@@ -309,7 +464,7 @@ MatchOutcome match_operator(const State& s, const Tensor& scope, OperatorKind ki
     case OperatorKind::kBatchMatmul:
       return match_contraction(s, scope, kind, ctx);
     case OperatorKind::kConv2d:
-      return match_conv(scope);
+      return match_conv(s, scope);
   }
   return {};
 }

@@ -40,6 +40,17 @@ struct OperandLayout {
   int padded_dims = 0;
 };
 
+// Conv2d roles (the conv row of Table 2): n, oh, ow index X and O; the output channels (any
+// number of iterators, flattened into one channel dimension) index K and O; c, r, s index X
+// and K. Iterators of extent 1 are left out.
+struct ConvRoles {
+  std::vector<ir::IterVar> n, f, c;  // batch (<= 1), output channels, input channel (<= 1)
+  std::vector<ir::IterVar> oh, ow;   // output rows, columns (1 each)
+  std::vector<ir::IterVar> r, s;     // kernel rows, columns (<= 1 each)
+  std::vector<int64_t> x_shape;      // ops::conv2d's input: X as stored, [N, C, H, W]
+  std::vector<int64_t> w_shape;      // ops::conv2d's weight W'[F, C, R, S] (a layout of K)
+};
+
 struct OperatorMatch {
   OperatorKind kind = OperatorKind::kMatmul;
   ir::Tensor scope;
@@ -50,8 +61,11 @@ struct OperatorMatch {
   OperandLayout a, b, out;  // a = I0 [batch, m, k], b = I1 [batch, k, n], out [batch, m, n]
   // The output is an intermediate whose traversal order the instantiation may permute.
   bool out_layout_free = false;
-  // Conv2d (NCHW x OIHW): stride, padding, dilation per spatial dim.
+  // Conv2d (NCHW x OIHW): stride, padding, dilation per spatial dim, and the roles. `b` is the
+  // kernel read; it needs a layout (folded at compile time for weights) unless it reads
+  // K[f, c, r, s] exactly.
   std::vector<int64_t> stride, padding, dilation;
+  ConvRoles conv;
   // Iterators whose group the operator does not have (mismatches, EinNet's distance).
   int mismatched = 0;
 };

@@ -124,8 +124,47 @@ TEST(DeriveMatching, ConvWithAttributes) {
   EXPECT_EQ(mo.match->stride, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(mo.match->padding, (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(mo.match->dilation, (std::vector<int64_t>{2, 2}));
+  EXPECT_FALSE(mo.match->b.needs_layout);  // K is read as K[f, c, r, s]
+  expect_lowering_equal(s, *mo.match);
   // As a matmul: k = (c, r, s) is not a block in X and X is read in its padding.
   EXPECT_GT(match(s, c, OperatorKind::kMatmul).distance, 0);
+}
+
+TEST(DeriveMatching, ConvWithAnOutputChannelGroup) {
+  // O[n, f, a, h, w] = sum(c, r, s) X[n, c, h + r - 1, w + s - 1] * K[a, f, c, r, s]: output
+  // channels (f, a) flattened, K gathered into OIHW (a layout eOperator).
+  Tensor x = ir::placeholder("X", dims({2, 3, 6, 6}));
+  Tensor k = ir::placeholder("K", dims({2, 4, 3, 3, 3}));
+  Tensor o = ir::reduce(
+      "o", dims({2, 4, 2, 6, 6}), dims({3, 3, 3}), ir::ReduceKind::kSum,
+      [&](const std::vector<Var>& v, const std::vector<Var>& r) {
+        Expr ih = v[3] + r[1] - 1, iw = v[4] + r[2] - 1;
+        return ir::access(x, {v[0], r[0], ih, iw}) * ir::access(k, {v[2], v[1], r[0], r[1], r[2]});
+      });
+  const State s{{o}, {}};
+  auto mo = match(s, o, OperatorKind::kConv2d);
+  ASSERT_TRUE(mo.match);
+  EXPECT_EQ(mo.distance, 0);
+  EXPECT_EQ(mo.match->conv.w_shape, (std::vector<int64_t>{8, 3, 3, 3}));
+  EXPECT_TRUE(mo.match->b.needs_layout);
+  expect_lowering_equal(s, *mo.match);
+  // Channels last (X[n, h, w, c]) is not ops::conv2d's layout.
+  Tensor xl = ir::placeholder("XL", dims({2, 6, 6, 3}));
+  Tensor ol = ir::reduce(
+      "ol", dims({2, 4, 6, 6}), dims({3, 3, 3}), ir::ReduceKind::kSum,
+      [&](const std::vector<Var>& v, const std::vector<Var>& r) {
+        Expr ih = v[2] + r[1] - 1, iw = v[3] + r[2] - 1;
+        return ir::access(xl, {v[0], ih, iw, r[0]}) * ir::access(k, {0, v[1], r[0], r[1], r[2]});
+      });
+  EXPECT_GT(match(State{{ol}, {}}, ol, OperatorKind::kConv2d).distance, 0);
+  // An output extent that is not the convolution's (a row more than X gives).
+  Tensor big = ir::reduce(
+      "big", dims({2, 4, 7, 6}), dims({3, 3, 3}), ir::ReduceKind::kSum,
+      [&](const std::vector<Var>& v, const std::vector<Var>& r) {
+        Expr ih = v[2] + r[1] - 1, iw = v[3] + r[2] - 1;
+        return ir::access(x, {v[0], r[0], ih, iw}) * ir::access(k, {0, v[1], r[0], r[1], r[2]});
+      });
+  EXPECT_GT(match(State{{big}, {}}, big, OperatorKind::kConv2d).distance, 0);
 }
 
 TEST(DeriveMatching, ElementwiseAndEOperators) {
