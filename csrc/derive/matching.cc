@@ -246,8 +246,8 @@ class ConvMatcher {
     if (x_->operands.size() != 4 || !has_const_extents(scope_)) return res;
     classify();
     place_batch_and_channel();
-    place_spatial(2, &m_.conv.oh, &m_.conv.r);
-    place_spatial(3, &m_.conv.ow, &m_.conv.s);
+    spatial_ok_[0] = place_spatial(2, &m_.conv.oh, &m_.conv.r);
+    spatial_ok_[1] = place_spatial(3, &m_.conv.ow, &m_.conv.s);
     form_ += static_cast<int>(xo_.size() + xk_.size());  // in the right group, not placed
     check_extents();
     res.distance = mismatched_ + form_;
@@ -328,40 +328,45 @@ class ConvMatcher {
     place_single(1, &xk_, &m_.conv.c);
   }
 
-  // X dim d = st * o + dil * r - pad with o from X/O and r from X/K (r optional).
-  void place_spatial(size_t d, std::vector<IterVar>* o, std::vector<IterVar>* r) {
+  // X dim d = st * o + dil * r - pad with o from X/O and r from X/K (r optional). Returns
+  // whether the dim has that form (each failure counts once in `form_`).
+  bool place_spatial(size_t d, std::vector<IterVar>* o, std::vector<IterVar>* r) {
+    m_.stride.push_back(1);
+    m_.dilation.push_back(1);
+    m_.padding.push_back(0);
     auto aff = affine_index(x_->operands[d]);
     if (!aff) {
       ++form_;
-      return;
+      return false;
     }
-    int64_t st = 0, dil = 1;
+    bool ok = aff->constant <= 0;  // padding >= 0
     for (const auto& [v, c] : aff->terms) {
       if (is_unit(v.get())) continue;
       if (c > 0 && o->empty() && move_to(&xo_, v.get(), o)) {
-        st = c;
+        m_.stride.back() = c;
       } else if (c > 0 && r->empty() && move_to(&xk_, v.get(), r)) {
-        dil = c;
+        m_.dilation.back() = c;
       } else {
-        ++form_;
+        ok = false;
       }
     }
-    if (o->empty() || aff->constant > 0) ++form_;  // no output iterator, or negative padding
-    m_.stride.push_back(st);
-    m_.dilation.push_back(dil);
-    m_.padding.push_back(-aff->constant);
+    ok = ok && !o->empty();
+    m_.padding.back() = -aff->constant;
+    if (!ok) ++form_;
+    return ok;
   }
 
-  // The output extents must be the convolution's over X as stored, and X's batch and channel
-  // dims the iterators' extents.
+  // X's batch and channel dims must be the iterators' extents, and the output extents of the
+  // well-formed spatial dims the convolution's over X as stored (one count per dim, so that
+  // tightening a dim to its convolution extent lowers the distance).
   void check_extents() {
-    if (form_ > 0) return;
     const std::vector<int64_t> xs = const_shape(x_->tensor);
     if (xs[0] != extent_product(m_.conv.n)) ++form_;
     if (xs[1] != extent_product(m_.conv.c)) ++form_;
     const std::vector<IterVar>* outs[2] = {&m_.conv.oh, &m_.conv.ow};
     const std::vector<IterVar>* ks[2] = {&m_.conv.r, &m_.conv.s};
     for (int d = 0; d < 2; ++d) {
+      if (!spatial_ok_[d]) continue;
       const int64_t span = m_.dilation[d] * (extent_product(*ks[d]) - 1) + 1;
       const int64_t expect = (xs[2 + d] + 2 * m_.padding[d] - span) / m_.stride[d] + 1;
       if (extent_product(*outs[d]) != expect) ++form_;
@@ -416,6 +421,7 @@ class ConvMatcher {
   std::vector<IterVar> xo_, xk_;  // iterators of groups X/O and X/K not placed yet
   int mismatched_ = 0;
   int form_ = 0;
+  bool spatial_ok_[2] = {false, false};
 };
 
 MatchOutcome match_conv(const State& s, const Tensor& scope) {

@@ -130,23 +130,93 @@ std::optional<State> substitute_variable(const State& s, const Tensor& scope, co
   return replace_scope(s, scope, {gather, {}}, rule.str());
 }
 
+std::optional<State> split_summation_iterator(const State& s, const Tensor& scope, int axis,
+                                              int64_t inner) {
+  if (scope->is_placeholder() || !has_const_extents(scope)) return std::nullopt;
+  const ir::ComputeOpNode& op = *scope->op;
+  if (axis < 0 || static_cast<size_t>(axis) >= op.reduce_axes.size()) return std::nullopt;
+  const IterVar& r = op.reduce_axes[axis];
+  const int64_t extent = const_extent(r);
+  if (inner <= 1 || inner >= extent || extent % inner != 0) return std::nullopt;
+  ir::VarMap vmap;
+  std::vector<IterVar> axes = fresh_copies(op.axes, &vmap);
+  std::vector<IterVar> red = fresh_copies(op.reduce_axes, &vmap);
+  const IterVar a = fresh_iter(r.var->name + "_o", extent / inner);
+  const IterVar b = fresh_iter(r.var->name + "_i", inner);
+  red[axis] = a;
+  red.insert(red.begin() + axis + 1, b);
+  vmap[r.var.get()] = a.var * ir::int_imm(inner) + b.var;
+  Tensor split = make_scope(scope->name, axes, red, op.reduce, substitute_body(op.body, vmap),
+                            "derived", scope->pad_value);
+  std::ostringstream rule;
+  rule << "split_summation_iterator(" << scope->name << "." << r.var->name << " by " << inner
+       << ")";
+  return replace_scope(s, scope, {split, {}}, rule.str());
+}
+
+namespace {
+
+// The part of an affine index over traversal iterators of `op`, when it has >= 2 of them.
+std::optional<Expr> traversal_part(const ir::ComputeOpNode& op, const Expr& index) {
+  auto aff = affine_index(index);
+  if (!aff) return std::nullopt;
+  Expr part = ir::int_imm(0);
+  int count = 0;
+  bool all = true;
+  for (const auto& [v, c] : aff->terms) {
+    if (axis_position(op, v.get()) < 0) {
+      all = false;
+      continue;
+    }
+    part = part + ir::int_imm(c) * v;
+    ++count;
+  }
+  if (count < 2) return std::nullopt;
+  return all ? index : ir::simplify(part);
+}
+
+// Summation iterators that share an index with a traversal iterator (kernel offsets).
+bool is_offset(const ir::ComputeOpNode& op, const IterVar& r) {
+  for (const Expr& a : accesses(op.body)) {
+    for (const Expr& index : a->operands) {
+      if (!ir::uses_var(index, r.var)) continue;
+      for (const IterVar& x : op.axes) {
+        if (ir::uses_var(index, x.var)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<State> variable_substitutions(const State& s) {
   std::vector<State> out;
   for (const Tensor& scope : scopes(s)) {
     const ir::ComputeOpNode& op = *scope->op;
     std::vector<Expr> seen;  // each distinct index once per scope
     for (const Expr& a : accesses(op.body)) {
-      for (const Expr& index : a->operands) {
-        auto aff = traversal_affine(op, index);
-        if (!aff) continue;
+      for (const Expr& operand : a->operands) {
+        auto index = traversal_part(op, operand);
+        if (!index) continue;
         bool dup = false;
-        for (const Expr& e : seen) dup |= ir::can_prove(ir::eq(e, index));
+        for (const Expr& e : seen) dup |= ir::can_prove(ir::eq(e, *index));
         if (dup) continue;
-        seen.push_back(index);
-        for (const auto& [v, c] : aff->terms) {
-          if (auto next = substitute_variable(s, scope, index, axis_position(op, v.get()))) {
+        seen.push_back(*index);
+        const AffineIndex aff = *affine_index(*index);
+        for (const auto& [v, c] : aff.terms) {
+          if (auto next = substitute_variable(s, scope, *index, axis_position(op, v.get()))) {
             out.push_back(std::move(*next));
           }
+        }
+      }
+    }
+    for (size_t r = 0; r < op.reduce_axes.size(); ++r) {
+      if (!is_offset(op, op.reduce_axes[r])) continue;
+      const int64_t extent = const_extent(op.reduce_axes[r]);
+      for (int64_t inner = 2; inner < extent; ++inner) {
+        if (auto next = split_summation_iterator(s, scope, static_cast<int>(r), inner)) {
+          out.push_back(std::move(*next));
         }
       }
     }

@@ -33,9 +33,18 @@ std::vector<State> summation_splittings(const State& s);
 // L_x S'[Phi(x)] replaces it, which traversal merging can fold later.
 std::optional<State> substitute_variable(const State& s, const ir::Tensor& scope,
                                          const ir::Expr& index, int axis);
-// Candidates: every affine index of an access in a scope body over >= 2 traversal iterators,
-// with every iterator of it.
+// Candidates: every affine index of an access in a scope body with >= 2 traversal iterators
+// (its traversal part when summation iterators appear too), with every traversal iterator of
+// it; and every split of a summation iterator that shares an index with a traversal iterator
+// (a kernel offset) by each proper divisor of its extent.
 std::vector<State> variable_substitutions(const State& s);
+
+// Variable substitution on a summation iterator: r in [0, E) becomes (a, b) in
+// [0, E / inner) x [0, inner) with r = a * inner + b, a bijection of the summation space, so
+// legal for any reduction; `inner` must divide E with 1 < inner < E. (A relaxed 6-tap kernel
+// offset becomes two 3-tap halves: conv5x5 -> conv6x6 -> four conv3x3.)
+std::optional<State> split_summation_iterator(const State& s, const ir::Tensor& scope, int axis,
+                                              int64_t inner);
 
 // Traversal merging: inlines a reduction-free `producer` into `consumer` (Phi = the read's
 // indices). Legal when every read of the producer in the consumer lies provably inside the

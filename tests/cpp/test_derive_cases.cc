@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "derive/lower.h"
+#include "derive/rules_intra.h"
 #include "derive/search.h"
 #include "derive_test_util.h"
 #include "naive_ops.h"
@@ -181,6 +182,64 @@ TEST_P(DeriveG2bmm, FullSizeLongformer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Derive, DeriveG2bmm, ::testing::Values(2, 4));
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Conv5x5 -> conv6x6 (relaxed kernel) -> the taps split into halves of 3 -> the halves' sums as
+// traversal iterators: five explorative rules (EinNet Figure 6).
+State conv5x5_opened(const State& conv) {
+  State s = conv;
+  for (int axis : {1, 2}) {  // relax r and s to 6 taps
+    s = *derive::relax_boundary(s, s.outputs[0], true, axis, 0, 1);
+  }
+  s = *derive::split_summation_iterator(s, s.outputs[0], 1, 3);  // (c, r_o, r_i, s)
+  s = *derive::split_summation_iterator(s, s.outputs[0], 3, 3);  // (c, r_o, r_i, s_o, s_i)
+  return *derive::split_summation(s, s.outputs[0], {1, 3});      // outer sum over (r_o, s_o)
+}
+
+const Derivation* find_conv3x3(const derive::SearchResult& r, int64_t out_channels) {
+  for (const Derivation& d : r.derivations) {
+    for (const auto& c : d.choices) {
+      if (c.role == ScopeRole::kOperator && c.match->kind == OperatorKind::kConv2d &&
+          c.match->conv.w_shape[0] == out_channels && c.match->conv.w_shape[2] == 3 &&
+          c.match->conv.w_shape[3] == 3) {
+        return &d;
+      }
+    }
+  }
+  return nullptr;
+}
+
+TEST(DeriveCases, Conv5x5BecomesConv3x3WithFourTimesTheChannels) {
+  const State conv = derivetest::conv_state(1, 3, 8, 8, 2, 5, 2);
+  const State opened = conv5x5_opened(conv);
+  EXPECT_LE(state_error(opened, conv), kTolerance) << derive::to_string(opened);
+  derive::SearchConfig cfg;
+  cfg.explorative_depth = 0;  // converging only, from the opened program
+  cfg.targets = {OperatorKind::kConv2d};
+  const derive::SearchResult r = derive::derive_programs(opened, weights_named(conv, "K"), cfg);
+  const Derivation* d = find_conv3x3(r, 4 * 2);
+  ASSERT_NE(d, nullptr) << r.derivations.size() << " derivations";
+  expect_derived_and_lowered_equal(*d, conv);
+}
+
+TEST(DeriveCases, Conv5x5ToConv3x3Automatically) {
+  // The same from the conv itself: the five opening rules are explorative (depth 5).
+  const State conv = derivetest::conv_state(1, 32, 224, 224, 32, 5, 2);
+  derive::SearchConfig cfg;
+  cfg.explorative_depth = 5;
+  cfg.targets = {OperatorKind::kConv2d};
+  const auto t0 = std::chrono::steady_clock::now();
+  const derive::SearchResult r = derive::derive_programs(conv, weights_named(conv, "K"), cfg);
+  const double seconds = seconds_since(t0);
+  report("conv5x5 -> conv3x3", r, seconds);
+  EXPECT_LE(seconds, 60.0);
+  EXPECT_NE(find_conv3x3(r, 4 * 32), nullptr);
+}
 
 }  // namespace
 }  // namespace tessera
