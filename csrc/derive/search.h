@@ -15,9 +15,11 @@
 namespace tessera::derive {
 
 struct SearchConfig {
-  // MaxDepth of the explorative stage. With converging derivation every issue case (conv3x3,
-  // transposed conv, G2BMM) reaches its target from depth 1; 2 adds the alternatives one more
-  // rule opens at a small cost, while the states kept grow about 5x per level beyond.
+  // MaxDepth of the explorative stage. With converging derivation, conv -> matmul +
+  // offset-reduce, transposed conv -> matmul + gather and G2BMM -> dense batch matmul are
+  // reached from depth 1; 2 adds the alternatives one more rule opens at a small cost, while
+  // the states kept grow about 5x per level beyond. Conv5x5 -> conv3x3 needs 5 (its five
+  // opening rules reduce no distance); ask for it when the target kernel pays for it.
   int explorative_depth = 2;
   int converging_depth = 8;  // most rule applications of one converging walk
   bool use_fingerprints = true;
