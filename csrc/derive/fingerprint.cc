@@ -16,15 +16,14 @@ bool same_program(const State& a, const State& b) {
   return ir::structural_equal(a.outputs, b.outputs);
 }
 
-bool StateSet::insert(const State& s) {
-  std::vector<State>& bucket = buckets_[fingerprint(s)];
-  for (const State& other : bucket) {
-    if (same_program(s, other)) return false;
+std::pair<bool, size_t> StateSet::insert_or_find(const State& s) {
+  std::vector<std::pair<State, size_t>>& bucket = buckets_[fingerprint(s)];
+  for (const auto& [other, id] : bucket) {
+    if (same_program(s, other)) return {false, id};
   }
   if (!bucket.empty()) ++collisions_;
-  bucket.push_back(s);
-  ++size_;
-  return true;
+  bucket.push_back({s, size_});
+  return {true, size_++};
 }
 
 }  // namespace tessera::derive

@@ -6,6 +6,7 @@
 // inputs swapped would hash alike).
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "derive/state.h"
@@ -20,13 +21,16 @@ bool same_program(const State& a, const State& b);
 class StateSet {
  public:
   // Adds `s` unless an equal state is present; returns whether it was added.
-  bool insert(const State& s);
+  bool insert(const State& s) { return insert_or_find(s).first; }
+  // Adds `s` unless an equal state is present; returns whether it was added and the id of the
+  // state kept for it (ids count insertions from 0).
+  std::pair<bool, size_t> insert_or_find(const State& s);
   size_t size() const { return size_; }
   // Hash matches that equality rejected (distinct states with one fingerprint).
   size_t collisions() const { return collisions_; }
 
  private:
-  std::unordered_map<uint64_t, std::vector<State>> buckets_;
+  std::unordered_map<uint64_t, std::vector<std::pair<State, size_t>>> buckets_;
   size_t size_ = 0;
   size_t collisions_ = 0;
 };

@@ -85,22 +85,50 @@ class Search {
   }
 
   // Breadth-first to the explorative depth; returns every kept state, the initial one first.
+  // paths[id] counts the rule paths reaching state `id` (what a search without fingerprints
+  // would expand separately).
   std::vector<State> explore(const State& initial) {
     std::vector<State> pool{initial};
     explored_.insert(initial);
     ++result_.stats.explored;
-    std::vector<State> level{initial};
+    std::vector<double> paths{1.0};
+    std::vector<int> depth_of{0};
+    std::vector<std::pair<State, size_t>> level{{initial, 0}};
+    result_.stats.explorative_paths = 1;
     for (int depth = 0; depth < cfg_.explorative_depth && !level.empty(); ++depth) {
-      std::vector<State> next;
-      for (const State& s : level) {
-        if (out_of_budget()) return pool;
+      std::vector<std::pair<State, size_t>> next;
+      for (const auto& [s, id] : level) {
+        if (out_of_budget()) break;
         for (State& succ : intra_successors(s)) {
-          if (keep(succ, &explored_)) next.push_back(std::move(succ));
+          const double via = paths[id];
+          result_.stats.explorative_paths += via;
+          ++result_.stats.generated;
+          if (!cfg_.use_fingerprints) {
+            ++result_.stats.explored;
+            paths.push_back(via);
+            depth_of.push_back(depth + 1);
+            next.push_back({std::move(succ), paths.size() - 1});
+            continue;
+          }
+          auto [added, sid] = explored_.insert_or_find(succ);
+          if (!added) {
+            ++result_.stats.pruned;
+            // Expanded once on behalf of every path reaching it at the same depth. A state
+            // first kept at another depth would have a subtree of another height: only the
+            // visit itself is counted then.
+            if (depth_of[sid] == depth + 1) paths[sid] += via;
+            continue;
+          }
+          ++result_.stats.explored;
+          paths.push_back(via);
+          depth_of.push_back(depth + 1);
+          next.push_back({std::move(succ), sid});
         }
       }
-      pool.insert(pool.end(), next.begin(), next.end());
+      for (const auto& [s, id] : next) pool.push_back(s);
       level = std::move(next);
     }
+    result_.stats.explorative_kept = pool.size();
     return pool;
   }
 

@@ -38,6 +38,16 @@ struct SearchStats {
   size_t converged = 0;   // walks that reached distance 0
   double seconds = 0;
   bool budget_hit = false;
+  // The explorative stage's distinct states, and the states it would visit without
+  // fingerprints: every rule path counted, a state's subtree once per path reaching it at the
+  // depth where it was first kept (a lower bound: a duplicate met at another depth adds only
+  // itself).
+  size_t explorative_kept = 0;
+  double explorative_paths = 0;
+  double explorative_pruned_share() const {
+    return explorative_paths > 0 ? 1.0 - static_cast<double>(explorative_kept) / explorative_paths
+                                 : 0.0;
+  }
   double pruned_share() const {
     return generated ? static_cast<double>(pruned) / static_cast<double>(generated) : 0.0;
   }

@@ -77,7 +77,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void report(const char* name, const derive::SearchResult& r, double seconds) {
   std::cout << name << ": " << r.derivations.size() << " derivations, " << r.stats.explored
             << " states kept, " << r.stats.pruned << " of " << r.stats.generated << " pruned ("
-            << 100 * r.stats.pruned_share() << "%), " << seconds << " s\n";
+            << 100 * r.stats.pruned_share() << "%), explorative: " << r.stats.explorative_kept
+            << " states of " << r.stats.explorative_paths << " rule paths ("
+            << 100 * r.stats.explorative_pruned_share() << "% pruned), " << seconds << " s\n";
 }
 
 TEST(DeriveCases, TransposedConvDefinitionMatchesTorch) {

@@ -116,6 +116,14 @@ TEST(DeriveSearch, FingerprintsPruneRepeatedStates) {
   EXPECT_EQ(without.stats.pruned, 0u);
   EXPECT_LT(2 * with.stats.explored, without.stats.explored);
   EXPECT_EQ(with.stats.collisions, 0u);
+  // The path count of the fingerprinted search bounds what the search without visits.
+  EXPECT_LE(with.stats.explorative_paths, static_cast<double>(without.stats.explored));
+  EXPECT_GE(with.stats.explorative_paths, static_cast<double>(with.stats.explored));
+  EXPECT_EQ(without.stats.explorative_paths, static_cast<double>(without.stats.explored));
+  std::cout << "depth 4: " << with.stats.explored << " states with fingerprints, "
+            << without.stats.explored << " without, " << with.stats.explorative_paths
+            << " rule paths counted (explorative pruned share "
+            << 100 * with.stats.explorative_pruned_share() << "%)\n";
 }
 
 TEST(DeriveSearch, RuleOrdersMeetInOneState) {
