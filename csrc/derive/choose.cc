@@ -1,0 +1,232 @@
+#include "derive/choose.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "compiler/compile.h"
+#include "cost/peak_probe.h"
+#include "derive/index_analysis.h"
+#include "ops/conv.h"
+#include "ops/linalg.h"
+#include "util/check.h"
+
+namespace tessera::derive {
+
+using ir::Expr;
+using ir::Tensor;
+using runtime::NDArray;
+
+namespace {
+
+// select(0 <= i_d < n_d for the dims that may leave the shape, T[clamped], pad).
+class ExplicitPadding : public ir::ExprMutator {
+ public:
+  Expr mutate(const Expr& e) override {
+    Expr m = mutate_children(e);
+    if (m->kind != ir::ExprKind::kAccess || reads_in_bounds(m)) return m;
+    const std::vector<int64_t> shape = const_shape(m->tensor);
+    Expr cond = ir::bool_imm(true);
+    std::vector<Expr> clamped;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const Expr& i = m->operands[d];
+      const ir::ConstIntBound b = index_bound(i);
+      if (b.lo >= 0 && b.hi < shape[d] && b.lo != ir::kNoLowerBound && b.hi != ir::kNoUpperBound) {
+        clamped.push_back(i);
+        continue;
+      }
+      cond = ir::logical_and(
+          cond, ir::logical_and(ir::ge(i, ir::int_imm(0)), ir::lt(i, ir::int_imm(shape[d]))));
+      clamped.push_back(ir::max(ir::int_imm(0), ir::min(i, ir::int_imm(shape[d] - 1))));
+    }
+    return ir::select(cond, ir::access(m->tensor, clamped),
+                      ir::make_const(m->dtype, m->tensor->pad_value));
+  }
+};
+
+double seconds_to_ms(double s) { return s * 1e3; }
+
+}  // namespace
+
+State explicit_padding(const State& s) {
+  return map_bodies(
+      s, [](const Tensor&, const Expr& body) { return ExplicitPadding().mutate(body); },
+      "explicit_padding");
+}
+
+std::vector<NDArray> run_compiled(const State& s,
+                                  const std::map<const ir::TensorNode*, NDArray>& inputs,
+                                  double* time_ms, const runtime::MeasureOptions& options) {
+  const State padded = explicit_padding(s);
+  const std::vector<Tensor> params = ir::collect_dag(padded.outputs).placeholders;
+  compiler::CompileRequest req;
+  req.name = "derived";
+  const compiler::CompileResult r = compiler::compile(padded.outputs, params, req);
+  std::vector<NDArray> outs;
+  for (const Tensor& o : padded.outputs) outs.emplace_back(o->dtype, const_shape(o));
+  std::vector<NDArray> ins;
+  std::vector<void*> ptrs;
+  for (const Tensor& p : params) {
+    ins.push_back(inputs.at(p.get()));
+    ptrs.push_back(ins.back().data());
+  }
+  for (NDArray& o : outs) ptrs.push_back(o.data());
+  r.kernel->run(ptrs, {});
+  if (time_ms) {
+    const runtime::MeasureResult m = runtime::measure([&] { r.kernel->run(ptrs, {}); }, options);
+    *time_ms = m.median_ms;
+  }
+  return outs;
+}
+
+namespace {
+
+std::vector<Expr> expr_dims(const std::vector<int64_t>& d) {
+  std::vector<Expr> out;
+  for (int64_t v : d) out.push_back(ir::int_imm(v));
+  return out;
+}
+
+// The matched operator as Tessera builds it, over fresh placeholders.
+State operator_program(const OperatorMatch& m) {
+  if (m.kind == OperatorKind::kConv2d) {
+    Tensor x = ir::placeholder("X", expr_dims(m.conv.x_shape));
+    Tensor w = ir::placeholder("W", expr_dims(m.conv.w_shape));
+    return State{{ops::conv2d(x, w, nullptr, {m.stride[0], m.stride[1]},
+                              {m.padding[0], m.padding[1]}, {m.dilation[0], m.dilation[1]})},
+                 {}};
+  }
+  TESSERA_CHECK(m.kind == OperatorKind::kMatmul || m.kind == OperatorKind::kBatchMatmul)
+      << "derive: no predefined kernel to time for " << operator_kind_name(m.kind);
+  const bool batched = m.kind == OperatorKind::kBatchMatmul;
+  auto shape = [&](int64_t r, int64_t c) {
+    return batched ? expr_dims({m.B, r, c}) : expr_dims({r, c});
+  };
+  Tensor a = ir::placeholder("A", shape(m.M, m.K));
+  Tensor b = ir::placeholder("B", shape(m.K, m.N));
+  return State{{batched ? ops::batch_matmul(a, b) : ops::matmul(a, b)}, {}};
+}
+
+}  // namespace
+
+bool has_predefined_kernel(OperatorKind k) { return k != OperatorKind::kElementwise; }
+
+double time_operator(const OperatorMatch& m, const runtime::MeasureOptions& options) {
+  const State s = operator_program(m);
+  std::map<const ir::TensorNode*, NDArray> in;
+  uint64_t seed = 1;
+  for (const Tensor& p : ir::collect_dag(s.outputs).placeholders) {
+    in.emplace(p.get(), NDArray::random(p->dtype, const_shape(p), seed++));
+  }
+  double ms = -1;
+  run_compiled(s, in, &ms, options);
+  return ms;
+}
+
+double estimate_eoperator_ms(const Tensor& scope, double bandwidth_gbs) {
+  const double bytes = scope_cost(scope).elements * ir::dtype_bytes(scope->dtype);
+  return seconds_to_ms(bytes / (bandwidth_gbs * 1e9));
+}
+
+namespace {
+
+// Layout eOperators of a match's activation operands: read and write the operand once.
+double layout_ms(const OperatorMatch& m, const DeriveContext& ctx, double bandwidth_gbs) {
+  double bytes = 0;
+  auto add = [&](const OperandLayout& o, int64_t rows, int64_t cols) {
+    if (!o.needs_layout || is_weight_only(o.tensor, ctx)) return;
+    bytes += 2.0 * static_cast<double>(m.B * rows * cols) * ir::dtype_bytes(o.tensor->dtype);
+  };
+  add(m.a, m.M, m.K);
+  add(m.b, m.K, m.N);
+  add(m.out, m.M, m.N);
+  return seconds_to_ms(bytes / (bandwidth_gbs * 1e9));
+}
+
+// Operators of one kind and shape share a timing.
+std::string operator_key(const OperatorMatch& m) {
+  std::ostringstream os;
+  os << operator_kind_name(m.kind) << " " << m.B << "x" << m.M << "x" << m.N << "x" << m.K;
+  if (m.kind == OperatorKind::kConv2d) {
+    for (const auto* v : {&m.stride, &m.padding, &m.dilation}) {
+      for (int64_t x : *v) os << " " << x;
+    }
+    for (const auto* shape : {&m.conv.x_shape, &m.conv.w_shape}) {
+      for (int64_t d : *shape) os << " " << d;
+    }
+  }
+  return os.str();
+}
+
+double max_rel_error(const std::vector<NDArray>& got, const std::vector<NDArray>& want) {
+  double diff = 0, scale = 0;
+  for (size_t o = 0; o < want.size(); ++o) {
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      diff = std::max(diff, std::abs(got[o].get(i) - want[o].get(i)));
+      scale = std::max(scale, std::abs(want[o].get(i)));
+    }
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+}  // namespace
+
+Choice choose_by_measurement(const State& original, const SearchResult& result,
+                             const DeriveContext& ctx, const ChoiceConfig& config) {
+  const double bw =
+      config.bandwidth_gbs > 0 ? config.bandwidth_gbs : cost::get_peak_info().mem_bw_gbs_all;
+  TESSERA_CHECK(bw > 0) << "derive: no memory bandwidth for eOperator estimates";
+  Choice choice;
+  // Operators of one shape are timed once.
+  std::map<std::string, double> timed;
+  for (const Derivation& d : result.derivations) {
+    DerivationCost cost;
+    for (const ScopeChoice& c : d.choices) {
+      if (c.role == ScopeRole::kCompileTime) continue;
+      if (c.role == ScopeRole::kEOperator || !c.match || !has_predefined_kernel(c.match->kind)) {
+        cost.eoperator_ms += estimate_eoperator_ms(c.scope, bw);
+        continue;
+      }
+      const OperatorMatch& m = *c.match;
+      const std::string key = operator_key(m);
+      if (!timed.count(key)) timed[key] = time_operator(m, config.measure);
+      cost.operator_ms += timed[key];
+      cost.eoperator_ms += layout_ms(m, ctx, bw);
+    }
+    choice.costs.push_back(cost);
+  }
+  // The original program, compiled and timed as a whole, and its values for the checks.
+  std::map<const ir::TensorNode*, NDArray> inputs;
+  uint64_t seed = config.seed;
+  for (const Tensor& p : ir::collect_dag(original.outputs).placeholders) {
+    inputs.emplace(p.get(), NDArray::random(p->dtype, const_shape(p), seed++));
+  }
+  const std::vector<NDArray> want =
+      run_compiled(original, inputs, &choice.original_ms, config.measure);
+  std::vector<size_t> order(result.derivations.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return choice.costs[x].total_ms() < choice.costs[y].total_ms();
+  });
+  size_t tried = 0;
+  for (size_t i : order) {
+    DerivationCost& cost = choice.costs[i];
+    if (cost.total_ms() >= choice.original_ms || tried >= config.max_verifications) break;
+    ++tried;
+    try {
+      cost.rel_error = max_rel_error(run_compiled(result.derivations[i].state, inputs), want);
+      cost.verified = cost.rel_error <= config.tolerance;
+      if (!cost.verified) cost.error = "values differ from the original";
+    } catch (const Error& e) {
+      cost.error = e.what();
+    }
+    if (cost.verified) {
+      choice.chosen = static_cast<int>(i);
+      break;
+    }
+  }
+  return choice;
+}
+
+}  // namespace tessera::derive

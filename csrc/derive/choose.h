@@ -1,0 +1,65 @@
+#pragma once
+// Choice by measurement (EinNet 6.1 "delayed code generation", 6.3): each derived program is
+// costed as the sum of its scopes: predefined operators timed as Tessera kernels (ops::matmul /
+// ops::batch_matmul over the matched shapes), eOperators estimated from the bytes they move at
+// the machine's memory bandwidth (plus the layout eOperators a match needs on activations),
+// compile-time scopes free. Candidates are then tried cheapest first: a derived program is
+// compiled with Tessera and must compute the original's values on random inputs before it can
+// be chosen, and it is chosen only when it is estimated faster than the original program,
+// which is compiled and timed as a whole.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "derive/search.h"
+#include "runtime/measure.h"
+
+namespace tessera::derive {
+
+struct ChoiceConfig {
+  double bandwidth_gbs = 0;  // memory bandwidth for eOperators (0: the measured peak, all cores)
+  runtime::MeasureOptions measure;
+  uint64_t seed = 1;             // random inputs of the numeric check
+  double tolerance = 1e-4;       // max |derived - original| / max |original|
+  size_t max_verifications = 8;  // derived programs compiled and checked at most
+};
+
+struct DerivationCost {
+  double operator_ms = 0;   // timed predefined operators
+  double eoperator_ms = 0;  // estimated memory-bound scopes
+  double total_ms() const { return operator_ms + eoperator_ms; }
+  bool verified = false;  // compiled, run, equal to the original (only for those tried)
+  double rel_error = -1;  // of the check (-1: not checked)
+  std::string error;      // why the check failed
+};
+
+struct Choice {
+  int chosen = -1;  // index into the search's derivations; -1 keeps the original program
+  double original_ms = -1;
+  std::vector<DerivationCost> costs;  // per derivation
+};
+
+// Reads outside a tensor's shape made explicit (select of a clamped read, else the pad value),
+// so the program compiles to code that never leaves a buffer.
+State explicit_padding(const State& s);
+
+// Whether a matched operator runs as a predefined Tessera kernel (matmul, batch matmul, conv2d)
+// and is timed; elementwise scopes are costed like eOperators.
+bool has_predefined_kernel(OperatorKind k);
+// Median time of the matched operator as a Tessera kernel (ops::matmul, ops::batch_matmul or
+// ops::conv2d over fresh inputs of the matched shapes).
+double time_operator(const OperatorMatch& m, const runtime::MeasureOptions& options);
+// Bytes read and written by a scope at the given bandwidth.
+double estimate_eoperator_ms(const ir::Tensor& scope, double bandwidth_gbs);
+
+Choice choose_by_measurement(const State& original, const SearchResult& result,
+                             const DeriveContext& ctx, const ChoiceConfig& config = {});
+
+// Compiles the state's program into one Tessera kernel (with explicit padding), runs it on
+// `inputs` and returns its outputs; with `time_ms`, also its median time.
+std::vector<runtime::NDArray> run_compiled(
+    const State& s, const std::map<const ir::TensorNode*, runtime::NDArray>& inputs,
+    double* time_ms = nullptr, const runtime::MeasureOptions& options = {});
+
+}  // namespace tessera::derive
