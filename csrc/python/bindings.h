@@ -36,5 +36,6 @@ void bind_compile(pybind11::module_& m);
 void bind_search(pybind11::module_& m);
 void bind_runner(pybind11::module_& m);
 void bind_reuse(pybind11::module_& m);
+void bind_derive(pybind11::module_& m);
 
 }  // namespace tessera::python

@@ -30,4 +30,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_search(m);
   tessera::python::bind_runner(m);
   tessera::python::bind_reuse(m);
+  tessera::python::bind_derive(m);
 }

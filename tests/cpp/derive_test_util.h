@@ -8,6 +8,7 @@
 #include <map>
 #include <vector>
 
+#include "derive/expressions.h"
 #include "derive/state.h"
 #include "ir/tensor.h"
 #include "runtime/ndarray.h"
@@ -26,57 +27,16 @@ inline std::vector<Expr> dims(const std::vector<int64_t>& d) {
   return out;
 }
 
-// O[n, f, h, w] = sum(c, r, s) X[n, c, h*stride + r*dil - pad, w*stride + s*dil - pad] *
-// K[f, c, r, s], zero padding implicit (NCHW / OIHW, as torch).
+// EinNet-form definitions (derive/expressions.h), under the names the tests use.
 inline Tensor conv2d(const Tensor& x, const Tensor& k, int64_t stride, int64_t pad, int64_t dil,
                      const std::string& name = "conv") {
-  const int64_t n = x->shape[0]->int_value, c = x->shape[1]->int_value;
-  const int64_t h = x->shape[2]->int_value, w = x->shape[3]->int_value;
-  const int64_t f = k->shape[0]->int_value, kr = k->shape[2]->int_value;
-  const int64_t ks = k->shape[3]->int_value;
-  const int64_t oh = (h + 2 * pad - dil * (kr - 1) - 1) / stride + 1;
-  const int64_t ow = (w + 2 * pad - dil * (ks - 1) - 1) / stride + 1;
-  return ir::reduce(
-      name, dims({n, f, oh, ow}), dims({c, kr, ks}), ir::ReduceKind::kSum,
-      [&](const std::vector<Var>& v, const std::vector<Var>& r) {
-        Expr ih = v[2] * ir::int_imm(stride) + r[1] * ir::int_imm(dil) - ir::int_imm(pad);
-        Expr iw = v[3] * ir::int_imm(stride) + r[2] * ir::int_imm(dil) - ir::int_imm(pad);
-        return ir::access(x, {v[0], r[0], ih, iw}) * ir::access(k, {v[1], r[0], r[1], r[2]});
-      },
-      "conv2d");
+  return derive::conv2d_expr(x, k, stride, pad, dil, name);
 }
-
-// torch's conv_transpose2d (X[N, C, H, W], K[C, F, R, S], one group, no output padding) as a
-// sum over input positions: O[n, f, oh, ow] = sum(c, ih, iw) X[n, c, ih, iw] *
-// K[c, f, oh + pad - ih*stride, ow + pad - iw*stride], kernel reads outside K giving 0.
 inline Tensor conv_transpose2d(const Tensor& x, const Tensor& k, int64_t stride, int64_t pad) {
-  const int64_t n = x->shape[0]->int_value, c = x->shape[1]->int_value;
-  const int64_t h = x->shape[2]->int_value, w = x->shape[3]->int_value;
-  const int64_t f = k->shape[1]->int_value, kr = k->shape[2]->int_value;
-  const int64_t ks = k->shape[3]->int_value;
-  const int64_t oh = (h - 1) * stride - 2 * pad + kr, ow = (w - 1) * stride - 2 * pad + ks;
-  return ir::reduce(
-      "convT", dims({n, f, oh, ow}), dims({c, h, w}), ir::ReduceKind::kSum,
-      [&](const std::vector<Var>& v, const std::vector<Var>& r) {
-        Expr kh = v[2] + ir::int_imm(pad) - r[1] * ir::int_imm(stride);
-        Expr kw = v[3] + ir::int_imm(pad) - r[2] * ir::int_imm(stride);
-        return ir::access(x, {v[0], r[0], r[1], r[2]}) * ir::access(k, {r[0], v[1], kh, kw});
-      },
-      "conv_transpose2d");
+  return derive::conv_transpose2d_expr(x, k, stride, pad);
 }
-
-// Longformer's dilated band product (G2BMM): O[b, m, w] = sum(k) A[b, m, k] *
-// B[b, m + dilation * (w - half), k] for w in [0, 2*half + 1), reads outside B giving 0.
 inline Tensor g2bmm(const Tensor& a, const Tensor& b, int64_t half, int64_t dilation) {
-  const int64_t bt = a->shape[0]->int_value, m = a->shape[1]->int_value;
-  const int64_t k = a->shape[2]->int_value;
-  return ir::reduce(
-      "g2bmm", dims({bt, m, 2 * half + 1}), dims({k}), ir::ReduceKind::kSum,
-      [&](const std::vector<Var>& v, const std::vector<Var>& r) {
-        Expr row = v[1] + ir::int_imm(dilation) * (v[2] - ir::int_imm(half));
-        return ir::access(a, {v[0], v[1], r[0]}) * ir::access(b, {v[0], row, r[0]});
-      },
-      "g2bmm");
+  return derive::g2bmm_expr(a, b, half, dilation);
 }
 
 inline State conv_state(int64_t n, int64_t c, int64_t h, int64_t w, int64_t f, int64_t kernel,

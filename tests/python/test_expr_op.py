@@ -274,3 +274,14 @@ def test_opcheck(source, make_args):
 def test_module_exports():
     assert expr_op.ExpressionError is tessera._C.ExpressionError
     assert issubclass(ExpressionError, ValueError)
+
+
+def test_derive_true_keeps_the_expressions_values():
+    conv = tessera.op("O[n, f, y, x] = sum(c, r, s) I[n, c, y + r, x + s] * W[f, c, r, s]",
+                      derive=True)
+    i, w = torch.randn(1, 8, 10, 10), torch.randn(8, 8, 3, 3)
+    torch.testing.assert_close(conv(i, w), F.conv2d(i, w), rtol=1e-4, atol=1e-4)
+    (report,) = conv.derivations.values()
+    assert report["states"] > 0
+    if report["found"]:  # only when measured faster than the expression's own kernel
+        assert report["rules"] and report["derived_ms"] < report["original_ms"]

@@ -55,6 +55,7 @@ import torch
 
 from . import _C
 from .jit_cache import SHAPES_PER_GRAPH, LruCache
+from .backend.log import logger
 from .kernel import _DTYPES, Kernel
 
 ExpressionError = _C.ExpressionError
@@ -132,7 +133,7 @@ class ExpressionOp:
 
     def __init__(self, source: str, name: Optional[str] = None, shapes: ShapesArg = None,
                  tune: str = "default", trials: int = 0, records: Any = None,
-                 progress: bool = True, runner: Any = None):
+                 progress: bool = True, runner: Any = None, derive: bool = False):
         if not isinstance(source, str):
             raise TypeError("tessera.op takes the expression source as a string")
         if tune not in ("default", "construct", "search"):
@@ -141,6 +142,8 @@ class ExpressionOp:
             raise ValueError(f"trials must be an int >= 0, got {trials!r}")
         self.tune = tune
         self.trials = trials
+        self.derive = bool(derive)
+        self.derivations: Dict[tuple, dict] = {}  # per input shapes: _C.derive's report
         self._records_option = records
         self._progress = progress
         self._runner = runner
@@ -241,6 +244,8 @@ class ExpressionOp:
                 shapes = {n: list(t.shape) for n, t in zip(self.inputs, tensors)}
                 dtypes = {n: _dtype_name(t, n) for n, t in zip(self.inputs, tensors)}
                 outputs, inputs = _C.expression_to_te(self.source, shapes, dtypes, self._shapes)
+                if self.derive:
+                    outputs = self._derived(key, outputs, inputs)
                 records = None
                 if self.tune != "default":
                     from .backend import records as records_mod  # the backend's open databases
@@ -251,6 +256,20 @@ class ExpressionOp:
                                 runner=self._runner)
                 self._kernels.put(key, kernel)
         return kernel
+
+    def _derived(self, key: tuple, outputs, inputs):
+        """The outputs of the program EinNet's derivation chose for these shapes (the
+        expression's own when none measured faster); the report is kept in `derivations`."""
+        report = _C.derive(outputs, inputs, tune=self.tune if self.tune != "search" else
+                           "construct")
+        self.derivations[key] = {k: v for k, v in report.items()
+                                 if k not in ("outputs", "original")}
+        if report["found"]:
+            logger.info("tessera.op %s: derived in %d rules (%s): %.3f ms -> %.3f ms",
+                        self.name, report["depth"], ", ".join(report["rules"]),
+                        report["original_ms"], report["derived_ms"])
+            return report["outputs"]
+        return outputs
 
     def _eager(self, *tensors: torch.Tensor) -> torch.Tensor:
         for n, t in zip(self.inputs, tensors):
@@ -279,7 +298,7 @@ class ExpressionOp:
 
 def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None, tune: str = "default",
        trials: int = 0, records: Any = None, progress: bool = True,
-       runner: Any = None) -> ExpressionOp:
+       runner: Any = None, derive: bool = False) -> ExpressionOp:
     """Defines an operator from an expression; see the module docstring for the language.
 
     ``name`` names the registered ``torch.ops.tessera.<name>`` (default: the output tensor's
@@ -292,9 +311,14 @@ def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None, tune: 
     measurements, 0 for the policy's default; ``progress`` shows a bar). Tuned schedules go to
     the records database ``records`` (None: the default one, a path, or False for none), so a
     later process reuses them. ``runner`` says where search mode measures (see tessera.Kernel).
+
+    ``derive=True`` runs EinNet's derivation (csrc/derive/) on each shape's expression: programs
+    equivalent to it, built from matmuls, convolutions and memory-bound eOperators, are verified
+    and measured, and the fastest is compiled instead when it beats the expression's own kernel
+    (the rules applied are logged on the "tessera" logger and kept in ``op.derivations``).
     """
     return ExpressionOp(source, name=name, shapes=shapes, tune=tune, trials=trials,
-                        records=records, progress=progress, runner=runner)
+                        records=records, progress=progress, runner=runner, derive=derive)
 
 
 __all__ = ["op", "ExpressionOp", "ExpressionError"]

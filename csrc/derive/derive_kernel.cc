@@ -1,0 +1,91 @@
+#include "derive/derive_kernel.h"
+
+#include "compiler/compile.h"
+#include "derive/choose.h"
+#include "derive/search.h"
+#include "ir/eval.h"
+#include "runtime/paired_timing.h"
+#include "schedule/tuning_policy.h"
+
+namespace tessera::derive {
+
+namespace {
+
+std::map<const ir::TensorNode*, runtime::NDArray> random_inputs(
+    const std::vector<ir::Tensor>& inputs) {
+  std::map<const ir::TensorNode*, runtime::NDArray> in;
+  uint64_t seed = 11;
+  for (const ir::Tensor& p : inputs) {
+    in.emplace(p.get(), runtime::NDArray::random(p->dtype, const_shape(p), seed++));
+  }
+  return in;
+}
+
+// A program compiled as it will be used (tuned by `tune`), with buffers to run it on.
+struct Runnable {
+  compiler::CompileResult compiled;
+  std::vector<runtime::NDArray> outputs;
+  std::vector<void*> ptrs;
+
+  Runnable(const std::vector<ir::Tensor>& outs, const std::vector<ir::Tensor>& inputs,
+           std::map<const ir::TensorNode*, runtime::NDArray>& values, compiler::TuneMode tune) {
+    compiler::CompileRequest req;
+    req.name = "derive_check";
+    req.tune = tune;
+    compiled = compiler::compile(outs, inputs, req);
+    for (const ir::Tensor& p : inputs) ptrs.push_back(values.at(p.get()).data());
+    for (const ir::Tensor& o : outs) outputs.emplace_back(o->dtype, const_shape(o));
+    for (runtime::NDArray& o : outputs) ptrs.push_back(o.data());
+  }
+  void run() { compiled.kernel->run(ptrs, {}); }
+};
+
+}  // namespace
+
+DeriveReport derive_kernel(const std::vector<ir::Tensor>& outputs,
+                           const std::vector<ir::Tensor>& inputs, const DeriveOptions& options) {
+  DeriveReport rep;
+  const State original{outputs, {}};
+  DeriveContext ctx;
+  for (int i : options.weights) ctx.weights.insert(inputs.at(static_cast<size_t>(i)).get());
+  SearchConfig search;
+  search.explorative_depth = options.depth;
+  search.time_limit_s = options.time_limit_s;
+  const SearchResult result = optimize_program(original, ctx, search);
+  rep.derivations = static_cast<int>(result.derivations.size());
+  rep.states = result.stats.explored;
+  rep.generated = result.stats.generated;
+  rep.pruned = result.stats.pruned;
+  rep.pruned_share = result.stats.explorative_pruned_share();
+  rep.search_s = result.stats.seconds;
+
+  const State plain = explicit_padding(original);
+  rep.outputs = rep.original = plain.outputs;
+  auto in = random_inputs(inputs);
+  if (result.derivations.empty()) return rep;
+  ChoiceConfig choice_config;
+  choice_config.measure = options.measure;
+  const Choice choice = choose_by_measurement(original, result, ctx, choice_config);
+  rep.original_ms = choice.original_ms;
+  if (choice.chosen < 0) return rep;
+  const Derivation& d = result.derivations[static_cast<size_t>(choice.chosen)];
+  rep.rel_error = choice.costs[static_cast<size_t>(choice.chosen)].rel_error;
+  // The choice estimated eOperators and timed operators alone: both programs are compiled as
+  // they will be used and timed side by side (the one noise rule); the derived one must win.
+  const State derived = explicit_padding(d.state);
+  Runnable before(plain.outputs, inputs, in, options.tune);
+  Runnable after(derived.outputs, inputs, in, options.tune);
+  const runtime::PairedTiming t =
+      runtime::time_paired([&] { before.run(); }, {[&] { after.run(); }});
+  if (!t.reference_ok || !t.ok[0]) return rep;
+  rep.original_ms = t.reference_ms;
+  rep.derived_ms = t.median_ms[0];
+  if (runtime::paired_winner(t, schedule::tuning_policy().win_margin) != 0) return rep;
+  rep.found = true;
+  rep.outputs = derived.outputs;
+  rep.rules = d.state.trace;
+  rep.program = to_string(d.state);
+  return rep;
+}
+
+}  // namespace tessera::derive

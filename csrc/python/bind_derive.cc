@@ -1,0 +1,81 @@
+// EinNet derivation from Python (derive/): expressions in EinNet's form (implicit zero padding)
+// and the derivation pipeline of one expression, with its search statistics.
+#include <pybind11/stl.h>
+
+#include "derive/derive_kernel.h"
+#include "derive/expressions.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace tessera::python {
+
+void bind_derive(py::module_& m) {
+  py::module_ e = m.def_submodule(
+      "derive_expr", "Expressions in EinNet's form: reads outside a shape give 0 (derive/).");
+  e.def(
+      "conv2d",
+      [](const PyTensor& x, const PyTensor& k, int64_t stride, int64_t pad, int64_t dilation) {
+        return PyTensor{derive::conv2d_expr(x.tensor, k.tensor, stride, pad, dilation)};
+      },
+      py::arg("x"), py::arg("k"), py::arg("stride") = 1, py::arg("pad") = 0,
+      py::arg("dilation") = 1);
+  e.def(
+      "conv_transpose2d",
+      [](const PyTensor& x, const PyTensor& k, int64_t stride, int64_t pad) {
+        return PyTensor{derive::conv_transpose2d_expr(x.tensor, k.tensor, stride, pad)};
+      },
+      py::arg("x"), py::arg("k"), py::arg("stride") = 1, py::arg("pad") = 0);
+  e.def(
+      "g2bmm",
+      [](const PyTensor& a, const PyTensor& b, int64_t half, int64_t dilation) {
+        return PyTensor{derive::g2bmm_expr(a.tensor, b.tensor, half, dilation)};
+      },
+      py::arg("a"), py::arg("b"), py::arg("half"), py::arg("dilation") = 1);
+  m.def(
+      "derive",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs, int depth,
+         double time_limit_s, const std::vector<int>& weights, const std::string& tune) {
+        derive::DeriveOptions o;
+        o.tune = compiler::tune_mode_from_name(tune);
+        o.depth = depth;
+        o.time_limit_s = time_limit_s;
+        o.weights = weights;
+        derive::DeriveReport r;
+        {
+          py::gil_scoped_release release;
+          r = derive::derive_kernel(unwrap(outputs), unwrap(inputs), o);
+        }
+        py::list outs, original;
+        for (const ir::Tensor& t : r.outputs) outs.append(PyTensor{t});
+        for (const ir::Tensor& t : r.original) original.append(PyTensor{t});
+        py::dict d;
+        d["found"] = r.found;
+        d["outputs"] = outs;
+        d["original"] = original;
+        d["rules"] = r.rules;
+        d["depth"] = static_cast<int>(r.rules.size());
+        d["program"] = r.program;
+        d["derivations"] = r.derivations;
+        d["states"] = r.states;
+        d["generated"] = r.generated;
+        d["pruned"] = r.pruned;
+        d["pruned_share"] = r.pruned_share;
+        d["search_s"] = r.search_s;
+        d["original_ms"] = r.original_ms;
+        d["derived_ms"] = r.derived_ms;
+        d["rel_error"] = r.rel_error;
+        return d;
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("depth") = 2, py::arg("time_limit_s") = 60.0,
+      py::arg("weights") = std::vector<int>{}, py::arg("tune") = "construct",
+      "EinNet's derivation of `outputs` (EinNet form) over `inputs`: search, choice by "
+      "measurement, and a final check that the chosen program's kernel is faster than the "
+      "original's, both compiled with `tune` and timed side by side. Returns {found, outputs (the "
+      "program to compile: derived, or the original "
+      "with explicit padding), original (the original with explicit padding), rules, depth, "
+      "program, derivations, states, generated, pruned, "
+      "pruned_share, search_s, original_ms, derived_ms, rel_error}.");
+}
+
+}  // namespace tessera::python
