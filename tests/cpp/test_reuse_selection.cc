@@ -62,10 +62,11 @@ TEST(ReuseSelection, ReuseTrialsGrowWithTheExtentRatio) {
   EXPECT_LT(near_cost, reuse_trials(far, base));
   // A longer reduction widens the task-count range (r1) too.
   EXPECT_LT(reuse_trials(twice, base), reuse_trials(deeper, base));
-  // An equal operator needs only the single-value rounds: 1 * (1 + 1 + unroll + pack/width).
+  // An equal operator needs only the single-value rounds: 1 * (1 + 1 + unroll + pack/width),
+  // of which the yield is measured.
   TrialEstimateParams p;
   EXPECT_DOUBLE_EQ(reuse_trials(base, base, p),
-                   2 + p.unroll_alternatives + p.pack_width_alternatives);
+                   p.candidate_yield * (2 + p.unroll_alternatives + p.pack_width_alternatives));
   ReuseOperator crossed = bmm(1, 64, 512, 256, "crossed");  // M smaller, N larger
   EXPECT_THROW(reuse_trials(crossed, base), tessera::Error);
 }

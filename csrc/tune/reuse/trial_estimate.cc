@@ -60,7 +60,7 @@ double reuse_trials(const ReuseOperator& user, const ReuseOperator& source,
   const double d_b = values_in_range(tile_counts, span_of(r1, r2));
   const double d_t = values_in_range(tile_counts, span_of(1, r2));
   const double d_m = values_in_range(lshape_values(user), span_of(1, r2));
-  return d_b * (d_t + d_m + p.unroll_alternatives + p.pack_width_alternatives);
+  return p.candidate_yield * d_b * (d_t + d_m + p.unroll_alternatives + p.pack_width_alternatives);
 }
 
 }  // namespace tessera::tune::reuse

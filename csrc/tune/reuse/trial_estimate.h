@@ -5,9 +5,9 @@
 //
 // Alg. 1 measures, per task count B in its range, the register-tile counts T in theirs, then the
 // outer-reduce shapes (M) in theirs, then the unroll depths and the packing/vector-width
-// alternatives: trials = d_B * (d_T + d_M + unroll + pack_width). The ranges are Eq. 1-3 with
-// r1 = |I(rL_beta)| / |I(rL_alpha)| and r2 = |I(L_alpha)| / |I(L_beta)|, each interval taken as
-// [min, max] of its two endpoints (the paper leaves them unordered):
+// alternatives: trials = yield * d_B * (d_T + d_M + unroll + pack_width). The ranges are Eq. 1-3
+// with r1 = |I(rL_beta)| / |I(rL_alpha)| and r2 = |I(L_alpha)| / |I(L_beta)|, each interval taken
+// as [min, max] of its two endpoints (the paper leaves them unordered):
 //   B / B_beta in [min(r1, r2), max(r1, r2)],  T / T_beta and M / M_beta in [min(1, r2), max(1,
 //   r2)].
 // Before beta is tuned its B, T and M are unknown (the paper averages over sampled sizes of
@@ -38,6 +38,9 @@ struct TrialEstimateParams {
   // Alternatives tried in the last round: packing toggled per packable operand of a GEMM-like
   // stage (2) and two narrower vector widths.
   double pack_width_alternatives = 4;
+  // Share of the enumerated candidates the reuse tuner actually measures (the others fail the
+  // space's checks, or repeat a schedule measured already); fitted on BERT-base's reuse edges.
+  double candidate_yield = 0.45;
 };
 
 // Every product of one divisor per extent, ascending (1 for no extents).
