@@ -21,8 +21,12 @@ Cases: conv3x3 [1,512,7,7] -> 512; convT [16,448,2,2] -> 256, kernel 4, stride 2
 g2bmm_d2 / g2bmm_d4 [8,10000,64], band 65, dilation 2 / 4 (Longformer attention); conv5x5
 [1,32,224,224] -> 32.
 
+ResNet-18 (batch 1, --tune) compiled with options derive=True and without, timed side by side
+(--no-resnet: skip).
+
 JSON: one record per case {"case", "found", "depth", "states", "pruned_share", "search_s",
-"baseline_ms", "derived_ms", "speedup", "max_rel_err", "rules", ...}.
+"baseline_ms", "derived_ms", "speedup", "max_rel_err", "rules", ...} and {"case": "resnet18",
+"speedup", "without_ms", "with_ms", "derived_partitions"}.
 Bar (issue 17): every case derived in <= 60 s; geomean speedup >= 1.3x over conv3x3, convT,
 g2bmm_d2, g2bmm_d4; G2BMM >= 2x; no case below 1.0x; fingerprints prune >= 90% of states;
 max relative error <= 1e-4.
@@ -114,11 +118,40 @@ def bench_case(name: str, args) -> dict:
             "times_ms": times, "rules": r["rules"], "derivations": r["derivations"]}
 
 
+def bench_resnet18(args) -> dict:
+    """ResNet-18 (batch 1) compiled with and without derivations, timed side by side."""
+    import copy
+    import tempfile
+    from tessera.models import ResNet18
+    torch.manual_seed(0)
+    model, x = ResNet18().eval(), torch.randn(1, 3, 224, 224)
+    fns = {}
+    with torch.no_grad():
+        want = model(x)
+        for derive in (False, True):
+            torch._dynamo.reset()
+            db = os.path.join(tempfile.mkdtemp(prefix="tessera-derive-"), "records.db")
+            f = torch.compile(copy.deepcopy(model), backend="tessera",
+                              options={"derive": derive, "tune": args.tune, "records_db": db})
+            f(x)
+            torch.testing.assert_close(f(x), want, rtol=1e-3, atol=1e-3)
+            fns[derive] = f
+        r = paired_with_reference({"derived": lambda: fns[True](x)}, lambda: fns[False](x),
+                                  rounds=args.rounds, min_time_ms=200.0)
+    import tessera.backend as backend
+    chosen = sum(1 for s in backend.recent_summaries(-1) for part in s.partitions
+                 if part["impl"] == "derived")
+    return {"case": "resnet18", "speedup": 1.0 / r["derived"], "without_ms": r["reference"],
+            "with_ms": r["derived"] * r["reference"], "derived_partitions": chosen}
+
+
 def main() -> None:
     p = arg_parser(__doc__)
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--tune", default="construct", choices=["default", "construct", "search"])
+    p.add_argument("--no-resnet", dest="resnet", action="store_false",
+                   help="skip ResNet-18 with and without derivation")
     args = p.parse_args()
     records = [bench_case(name, args) for name in args.cases]
     print_table(records, ["case", "found", "depth", "states", "pruned_share", "search_s",
@@ -134,6 +167,12 @@ def main() -> None:
         "max_rel_err_le_1e-4": all(r["max_rel_err"] <= 1e-4 for r in records),
     }
     print("geomean speedup over", SPEEDUP_CASES, ":", geomean(speedups) if speedups else None)
+    if args.resnet:
+        resnet = bench_resnet18(args)
+        print(f"ResNet-18 with derivation: {resnet['speedup']:.3f}x without "
+              f"({resnet['derived_partitions']} partitions derived)")
+        bars["resnet18_ge_1.0"] = resnet["speedup"] >= 0.99
+        records.append(resnet)
     print("bars:", bars)
     write_json(args.json, records)
 

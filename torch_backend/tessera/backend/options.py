@@ -67,6 +67,9 @@ class Options:
     # narrow search instead of a full one, where the reuse selection says that costs fewer
     # measurements; the log says which kernel reused which.
     reuse: bool = True
+    # EinNet: convolution partitions are also offered the program derivation finds for the
+    # convolution (e.g. a matmul plus an offset-reduce), as one more measured candidate.
+    derive: bool = False
 
 
 _DESCRIPTIONS = {
@@ -81,6 +84,7 @@ _DESCRIPTIONS = {
     "runner": "None | 'workers' | 'in-process' | 'ray' | 'auto' | 'ray://host:port'",
     "prepack_weights": "bool (inference: weights packed once, repacked when changed in place)",
     "reuse": "bool (search mode over a graph: kernels tuned from other kernels' programs)",
+    "derive": "bool (EinNet derivations offered to convolution partitions)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 

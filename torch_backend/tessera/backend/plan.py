@@ -16,6 +16,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import anchor as anchor_choice
+from . import derived_anchor
 from . import program_runner
 from . import search_graph
 from .kernel_build import KernelSpec, build_spec, compile_spec
@@ -231,8 +232,12 @@ class Planner:
         (this process or the records database), then only the chosen kernel is built; else every
         candidate is built and measured."""
         rest = [m for m in members if m is not anchor]
+        derived = derived_anchor.derived_spec(anchor, self.metas, self.options.tune,
+                                              self.weights) \
+            if self.options.derive and anchor is not None else None
         names = ["aten"] + (["tessera"] if build_fused else []) + \
-            (["split"] if anchor is not None and rest else [])
+            (["split"] if anchor is not None and rest else []) + \
+            (["derived"] if derived is not None else [])
         known = anchor_choice.known_choice(spec.workload(), names, self.options,
                                            bool(spec.constant_inputs)) \
             if len(names) > 1 else None
@@ -242,12 +247,17 @@ class Planner:
             if choice == "tessera":
                 call = self._compile(spec)
                 self._add_kernel(spec, call)
-            elif choice == "split":
-                rest_spec = self._spec_for(rest)
-                call = self._compile(rest_spec)
-                self._add_kernel(rest_spec, call)
+            elif choice in ("split", "derived"):
+                if choice == "derived":
+                    call = self._compile(derived)
+                    self._add_kernel(derived, call)
+                if rest:
+                    rest_spec = self._spec_for(rest)
+                    rest_call = self._compile(rest_spec)
+                    self._add_kernel(rest_spec, rest_call)
+                    call = call or rest_call
         else:
-            choice, times, call = self._measure_choice(anchor, rest, spec, build_fused)
+            choice, times, call = self._measure_choice(anchor, rest, spec, build_fused, derived)
         self._note_partition(members, choice, times, call)
         record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
                   "times_ms": times}
@@ -257,7 +267,7 @@ class Planner:
         self.summary.choices.append(record)
 
     def _measure_choice(self, anchor: Optional[fx.Node], rest: List[fx.Node], spec: KernelSpec,
-                        build_fused: bool):
+                        build_fused: bool, derived: Optional[KernelSpec] = None):
         """Builds the candidates, measures them (anchor.decide), plans the winner; returns
         (choice, times in ms, the winner's KernelCall or None for ATen)."""
         fused = self._compile(spec) if build_fused else None
@@ -280,6 +290,17 @@ class Planner:
                 self._eval(anchor, local)
                 return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
             candidates["split"] = run_split
+        derived_call = None
+        if derived is not None:
+            derived_call = self._compile(derived)
+
+            def run_derived():  # the anchor by its derived program, then the rest kernel
+                local = dict(env)
+                local[anchor] = derived_call(*[self._eval(n, local) for n in derived.inputs])
+                if rest_call is None:
+                    return local[anchor]
+                return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
+            candidates["derived"] = run_derived
         choice, times = anchor_choice.decide(spec.workload(), candidates, self.options,
                                              looked_up=True,
                                              prepacked=bool(spec.constant_inputs))
@@ -290,6 +311,11 @@ class Planner:
         elif choice == "split":
             call = rest_call
             self._add_kernel(rest_spec, rest_call)
+        elif choice == "derived":
+            call = derived_call
+            self._add_kernel(derived, derived_call)
+            if rest_call is not None:
+                self._add_kernel(rest_spec, rest_call)
         return choice, times, call
 
     def _eval(self, n: fx.Node, env: Dict[fx.Node, Any]) -> Any:
