@@ -60,7 +60,8 @@ void bind_derive(py::module_& m) {
         d["states"] = r.states;
         d["generated"] = r.generated;
         d["pruned"] = r.pruned;
-        d["pruned_share"] = r.pruned_share;
+        d["pruned_share"] = r.generated ? static_cast<double>(r.pruned) / r.generated : 0.0;
+        d["explorative_pruned_share"] = r.pruned_share;
         d["search_s"] = r.search_s;
         d["original_ms"] = r.original_ms;
         d["derived_ms"] = r.derived_ms;
@@ -75,7 +76,9 @@ void bind_derive(py::module_& m) {
       "program to compile: derived, or the original "
       "with explicit padding), original (the original with explicit padding), rules, depth, "
       "program, derivations, states, generated, pruned, "
-      "pruned_share, search_s, original_ms, derived_ms, rel_error}.");
+      "pruned_share (successors dropped as repeats), explorative_pruned_share (states kept against "
+      "the rule paths a search without fingerprints visits), search_s, original_ms, derived_ms, "
+      "rel_error}.");
 }
 
 }  // namespace tessera::python
