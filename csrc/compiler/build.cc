@@ -31,6 +31,7 @@ BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSch
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const std::string& input = plan.inputs[i]->name;
     if (std::find(prepacked.begin(), prepacked.end(), input) == prepacked.end()) continue;
+    util::bump(util::Counter::kLowerings);
     pack_funcs.push_back(schedule::lower_prepack(plan, schedule, input, name + "_pack_" + input));
     k.prepacks_.push_back(Prepack{static_cast<int>(i), nullptr});
   }

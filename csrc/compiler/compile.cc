@@ -31,17 +31,6 @@ std::vector<std::string> input_names(const std::vector<ir::Tensor>& inputs,
   return names;
 }
 
-// The constant inputs `schedule` reads prepacked; none when the schedule does not fit the plan
-// (a stored schedule from another version: building it reports that, see below).
-std::vector<std::string> prepacked_or_none(const tune::Task& task,
-                                           const schedule::KernelSchedule& schedule) {
-  try {
-    return task.prepacked_inputs(schedule);
-  } catch (const std::exception&) {
-    return {};
-  }
-}
-
 // The names of the inputs a built kernel reads prepacked.
 std::vector<std::string> prepacked_names(const BuiltKernel& k) {
   std::vector<std::string> names;
@@ -74,6 +63,7 @@ Tuned tune_construct(const tune::Task& task, const CompileRequest& req, CompileR
     cr.error = cand.result.error;
     cr.median_ms = cr.ok ? cand.result.median_ms : -1;
     cr.build_ms = cand.result.build_ms;
+    cr.prepacked = static_cast<int>(task.prepacked_inputs_or_none(cand.schedule).size());
     rep->candidates.push_back(cr);
     if (cand.measured) ++rep->trials;
     if (cand.schedule.stages_text() == default_text) def = static_cast<int>(c);
@@ -241,7 +231,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
 
   codegen::CompileOptions codegen;
   codegen.keep_ir = codegen.keep_asm = req.keep_source;
-  std::vector<std::string> prepacked = prepacked_or_none(task, chosen.schedule);
+  std::vector<std::string> prepacked = task.prepacked_inputs_or_none(chosen.schedule);
   if (chosen.kernel != nullptr && !req.keep_source &&
       prepacked_names(*chosen.kernel) == prepacked) {
     out.kernel = std::move(chosen.kernel);

@@ -85,6 +85,7 @@ struct CandidateReport {
   std::string error;         // why not ok
   double median_ms = -1;     // paired-timing time (-1: not timed)
   double build_ms = 0;       // lowering + JIT (0: it was the reference, built once)
+  int prepacked = 0;         // constant inputs it reads prepacked (one pack kernel built each)
   bool chosen = false;
 };
 

@@ -207,6 +207,7 @@ void SearchSession::take(const schedule::KernelSchedule& s, const tune::Candidat
   cr.error = r.error;
   cr.median_ms = r.ok ? r.median_ms : -1;
   cr.build_ms = r.build_ms;
+  cr.prepacked = static_cast<int>(task_.prepacked_inputs_or_none(s).size());
   rep_->candidates.push_back(cr);
   ++rep_->trials;
   if (r.ok && s.stages_text() == rules_text_) rep_->default_ms = r.median_ms;

@@ -170,6 +170,7 @@ void bind_request_and_report(py::module_& m) {
       .def_readonly("error", &CandidateReport::error)
       .def_readonly("median_ms", &CandidateReport::median_ms)
       .def_readonly("build_ms", &CandidateReport::build_ms)
+      .def_readonly("prepacked", &CandidateReport::prepacked)
       .def_readonly("chosen", &CandidateReport::chosen);
   using compiler::CompileReport;
   py::class_<CompileReport>(m, "CompileReport", "How _C.compile made a kernel.")

@@ -127,6 +127,14 @@ std::vector<std::string> Task::prepacked_inputs(const schedule::KernelSchedule& 
   return schedule::prepackable_inputs(plan_for(s.plan), s, constant_inputs);
 }
 
+std::vector<std::string> Task::prepacked_inputs_or_none(const schedule::KernelSchedule& s) const {
+  try {
+    return prepacked_inputs(s);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 compiler::BuiltKernel Task::build(const schedule::KernelSchedule& s,
                                   const std::string& name) const {
   return compiler::build_cpu(plan_for(s.plan), s, name, {}, prepacked_inputs(s));

@@ -65,6 +65,9 @@ struct Task {
   schedule::KernelSchedule as_run(schedule::KernelSchedule s) const;
   // The constant inputs `s` reads prepacked (schedule::prepackable_inputs on its plan).
   std::vector<std::string> prepacked_inputs(const schedule::KernelSchedule& s) const;
+  // The same, or none when `s` does not fit the task's plans (a stored schedule from another
+  // version: building it reports that).
+  std::vector<std::string> prepacked_inputs_or_none(const schedule::KernelSchedule& s) const;
   // Builds `s` over its plan (plan_for), reading prepacked_inputs(s) prepacked.
   compiler::BuiltKernel build(const schedule::KernelSchedule& s, const std::string& name) const;
 

@@ -15,12 +15,16 @@ def _delta(before, after):
     return {k: after[k] - before[k] for k in after}
 
 
-def _jit_compiles_of(report) -> int:
-    """JIT compiles the report accounts for: one per candidate built plus the reference (the
-    rules' schedule, reused as a candidate) when tuned, else the kernel itself."""
+def _jit_compiles_of(kernel) -> int:
+    """JIT compiles the kernel's report accounts for: one per candidate built plus the reference
+    (the rules' schedule, reused as a candidate) when tuned, else the kernel itself; each with
+    one more per weight it reads prepacked (its pack kernel)."""
+    report = kernel.report
     if not report.tuner:
-        return 1
-    return 1 + sum(1 for c in report.candidates if c.build_ms > 0)
+        return 1 + len(kernel.prepacks)
+    reference = [c for c in report.candidates if c.build_ms == 0]
+    return (1 + (reference[0].prepacked if reference else 0)
+            + sum(1 + c.prepacked for c in report.candidates if c.build_ms > 0))
 
 
 def test_each_kernel_of_a_model_is_jit_compiled_exactly_once(tmp_path):
@@ -39,11 +43,13 @@ def test_each_kernel_of_a_model_is_jit_compiled_exactly_once(tmp_path):
         f(x)
         torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
     d = _delta(before, _C.compile_counters())
-    reports = [k.report for k in kernel_build.cached_kernels()]
+    kernels = kernel_build.cached_kernels()
+    reports = [k.report for k in kernels]
     assert reports and d["compile_calls"] == len(reports)
     assert any(r.tuner for r in reports), "the model was meant to tune a kernel"
+    assert any(k.prepacks for k in kernels), "the model was meant to prepack a weight"
     assert d["stage_plans"] == d["compile_calls"]  # one stage plan per kernel
-    assert d["jit_compiles"] == d["lowerings"] == sum(_jit_compiles_of(r) for r in reports)
+    assert d["jit_compiles"] == d["lowerings"] == sum(_jit_compiles_of(k) for k in kernels)
     for r in reports:
         assert sum(c.chosen for c in r.candidates) == (1 if r.tuner else 0)
 
