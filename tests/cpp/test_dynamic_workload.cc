@@ -8,6 +8,7 @@
 
 #include "compiler/build.h"
 #include "const_dims.h"
+#include "dynamic_check.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "runtime/ndarray.h"
@@ -23,44 +24,12 @@ namespace {
 using ir::Tensor;
 using testing::dims;
 
-// Y[rows*T, 40] = X[rows*T, 24] W[40, 24]^T with T in [lo, hi].
-struct Dense {
-  ir::Var t;
-  Tensor x, w, y;
-  Dense(int64_t rows, int64_t lo, int64_t hi, int64_t k = 24, int64_t n = 40) {
-    t = ir::size_var("T", lo, hi);
-    x = ir::placeholder("X", {ir::mul(ir::int_imm(rows), t), ir::int_imm(k)});
-    w = ir::placeholder("W", dims({n, k}));
-    y = ops::dense(x, w);
-  }
-  DynamicWorkload workload() const { return DynamicWorkload::create({y}, {x, w}, "dense"); }
-};
+using Dense = testing::DynamicDense;
 
-// Runs `k` at `sizes` on random inputs and compares every output with the reference interpreter
-// of `w`'s symbolic DAG at those sizes.
 void expect_matches_reference(const compiler::BuiltKernel& k, const DynamicWorkload& w,
-                              const SizePoint& sizes, uint64_t seed = 3) {
-  const auto sm = w.size_map(sizes);
-  const std::vector<std::vector<int64_t>> shapes = k.kernel()->arg_shapes(sizes);
-  std::map<const ir::TensorNode*, runtime::NDArray> ins;
-  std::vector<runtime::NDArray> arrays;
-  for (size_t i = 0; i < w.inputs().size(); ++i) {
-    arrays.push_back(runtime::NDArray::random(w.inputs()[i]->dtype, shapes[i], seed + i));
-    ins[w.inputs()[i].get()] = arrays.back();
-  }
-  for (size_t o = 0; o < w.outputs().size(); ++o) {
-    arrays.emplace_back(w.outputs()[o]->dtype, shapes[w.inputs().size() + o]);
-    arrays.back().fill(12345.0);  // unwritten elements show as mismatches
-  }
-  std::vector<void*> ptrs;
-  for (auto& a : arrays) ptrs.push_back(a.data());
-  k.run(ptrs, sizes);
-  const std::vector<runtime::NDArray> want = ops::run_reference(w.outputs(), ins, sm);
-  for (size_t o = 0; o < want.size(); ++o) {
-    const runtime::CompareResult r =
-        runtime::allclose(arrays[w.inputs().size() + o], want[o], 1e-4, 1e-4);
-    EXPECT_TRUE(r.ok) << "sizes " << ::testing::PrintToString(sizes) << ": " << r.message;
-  }
+                              const SizePoint& sizes) {
+  testing::expect_runs_like_reference(
+      w, sizes, [&](const std::vector<void*>& b, const SizePoint& s) { k.run(b, s); });
 }
 
 TEST(DynamicWorkload, RangesComeFromTheSizeVariables) {
