@@ -32,10 +32,15 @@ double model_throughput(const schedule::KernelSchedule& s) {
   return 1000.0 * (1.0 + 0.1 * static_cast<double>(std::hash<std::string>()(s.stages_text()) % 7));
 }
 
+// Its per-call overhead: parallel micro-kernels pay for waking the pool.
+double model_overhead(const schedule::KernelSchedule& s) {
+  return s.stages[0].parallel ? 0.02 : 0.001;
+}
+
 double model_ms(const DynamicWorkload& w, const compiler::BuiltKernel& k, const SizePoint& p) {
   const MicroKernelGeometry g = geometry_of(k.plan(), k.schedule(), w.size_map(w.largest()));
   return predict_ms(instance_shape(g, w.size_map(p), runtime::get_num_threads()),
-                    model_throughput(k.schedule()), kTrueWaveK);
+                    {model_throughput(k.schedule()), model_overhead(k.schedule())}, kTrueWaveK);
 }
 
 DynamicTuneOptions fast_options() {
@@ -62,17 +67,20 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
   EXPECT_NEAR(r.selection.wave_k, kTrueWaveK, 1e-6);
   // Every verified candidate's throughput is the model's; candidates beyond the rules' include
   // construct mode's and the tile mutations.
-  int constructed = 0, mutated = 0;
+  int constructed = 0, mutated = 0, serial = 0;
   for (const CandidateReport& c : r.candidates) {
     EXPECT_TRUE(c.ok) << c.origin << ": " << c.error;
     if (c.ok) {
-      EXPECT_NEAR(c.throughput / model_throughput(c.schedule), 1.0, 1e-9) << c.origin;
+      EXPECT_NEAR(c.model.throughput / model_throughput(c.schedule), 1.0, 1e-9) << c.origin;
+      EXPECT_NEAR(c.model.overhead_ms, model_overhead(c.schedule), 1e-9) << c.origin;
     }
     constructed += c.origin.rfind("construct@", 0) == 0;
     mutated += c.origin == "mutation";
+    serial += c.origin == "serial";
   }
   EXPECT_GT(constructed, 0);
   EXPECT_GT(mutated, 0);
+  EXPECT_EQ(serial, DynamicTuneOptions{}.serial_variants);
   EXPECT_EQ(r.selection.candidates, static_cast<int>(r.candidates.size()));
   EXPECT_GE(r.selection.schedules.size(), 1u);
   EXPECT_LE(static_cast<int>(r.selection.schedules.size()), o.selection.max_kernels);

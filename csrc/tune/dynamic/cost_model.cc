@@ -1,6 +1,8 @@
 #include "tune/dynamic/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "ir/eval.h"
 #include "util/check.h"
@@ -30,7 +32,8 @@ double stage_points_at(const schedule::Stage& s, const std::map<const ir::ExprNo
 
 MicroKernelGeometry geometry_of(const schedule::StagePlan& plan,
                                 const schedule::KernelSchedule& schedule,
-                                const std::map<const ir::ExprNode*, int64_t>& at) {
+                                const std::map<const ir::ExprNode*, int64_t>& at,
+                                EdgeHandling edge) {
   TESSERA_CHECK(!plan.stages.empty() && schedule.stages.size() == plan.stages.size())
       << "schedule has " << schedule.stages.size() << " stages for a plan of "
       << plan.stages.size();
@@ -53,6 +56,13 @@ MicroKernelGeometry geometry_of(const schedule::StagePlan& plan,
   for (const ir::IterVar& iv : op.axes) g.extents.push_back(iv.extent);
   for (const ir::IterVar& iv : op.reduce_axes) g.reduce_extents.push_back(iv.extent);
   g.tiles = ann.tile_outer;
+  for (size_t a = 0; a < op.axes.size(); ++a) {
+    const bool vector_axis = static_cast<int>(a) == ann.vector_axis;
+    const bool has_reg = a < ann.tile_reg.size();
+    g.granules.push_back(edge == EdgeHandling::kLocalPadding ? ann.tile_outer[a]
+                         : vector_axis && has_reg            ? ann.tile_reg[a]
+                                                             : 1);
+  }
   g.parallel = ann.parallel;
   return g;
 }
@@ -66,22 +76,21 @@ InstanceShape instance_shape(const MicroKernelGeometry& g,
                              const std::map<const ir::ExprNode*, int64_t>& sizes, int threads) {
   InstanceShape s;
   s.threads = g.parallel ? std::max(1, threads) : 1;
-  double points = 1, padded = 1;
+  double points = 1, computed = 1;
   s.tiles = 1;
   for (size_t a = 0; a < g.extents.size(); ++a) {
     const int64_t n = evaluate_extent(g.extents[a], sizes);
-    const int64_t t = std::max<int64_t>(1, g.tiles[a]);
-    const int64_t count = ceil_div(n, t);
+    const int64_t granule = std::max<int64_t>(1, g.granules[a]);
     points *= static_cast<double>(n);
-    padded *= static_cast<double>(count * t);
-    s.tiles *= count;
+    computed *= static_cast<double>(ceil_div(n, granule) * granule);
+    s.tiles *= ceil_div(n, std::max<int64_t>(1, g.tiles[a]));
   }
   double reduce = 1;
   for (const ir::Expr& e : g.reduce_extents) {
     reduce *= static_cast<double>(evaluate_extent(e, sizes));
   }
   s.work = points * reduce;
-  s.padding = points > 0 ? padded / points : 1.0;
+  s.padding = points > 0 ? computed / points : 1.0;
   return s;
 }
 
@@ -89,44 +98,107 @@ double wave_factor(const InstanceShape& s, double wave_k) {
   return wave_k * s.wave_ratio() + (1.0 - wave_k);
 }
 
-double predict_ms(const InstanceShape& s, double throughput, double wave_k) {
-  TESSERA_CHECK(throughput > 0) << "throughput must be positive";
+double predict_ms(const InstanceShape& s, const KernelTimeModel& m, double wave_k) {
+  TESSERA_CHECK(m.throughput > 0) << "throughput must be positive";
   if (s.work <= 0) return 0;
-  return s.work * s.padding * wave_factor(s, wave_k) / throughput;
+  return m.overhead_ms + s.work * s.padding * wave_factor(s, wave_k) / m.throughput;
 }
 
-double throughput_from(const InstanceShape& s, double ms, double wave_k) {
-  TESSERA_CHECK(ms > 0 && s.work > 0) << "throughput needs a positive time and work";
-  return s.work * s.padding * wave_factor(s, wave_k) / ms;
+namespace {
+
+bool usable(const TimeSample& t) { return t.ms > 0 && t.shape.work > 0; }
+
+// Solves the 3x3 system a x = b by Gaussian elimination with partial pivoting; false when it is
+// (numerically) singular.
+bool solve3(double a[3][3], double b[3], double x[3]) {
+  for (int c = 0; c < 3; ++c) {
+    int piv = c;
+    for (int r = c + 1; r < 3; ++r) {
+      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+    }
+    if (std::abs(a[piv][c]) < 1e-9) return false;
+    std::swap(a[c], a[piv]);
+    std::swap(b[c], b[piv]);
+    for (int r = c + 1; r < 3; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (int k = c; k < 3; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  for (int c = 2; c >= 0; --c) {
+    double v = b[c];
+    for (int k = c + 1; k < 3; ++k) v -= a[c][k] * x[k];
+    x[c] = v / a[c][c];
+  }
+  return true;
 }
 
-WaveFit fit_wave(const std::vector<WaveSample>& samples, double fallback_k) {
-  TESSERA_CHECK(!samples.empty()) << "fit_wave needs samples";
-  double mx = 0, mz = 0;
-  for (const WaveSample& w : samples) {
-    TESSERA_CHECK(w.ms_per_point > 0) << "fit_wave needs positive times";
-    mx += w.wave_ratio;
-    mz += w.ms_per_point;
+}  // namespace
+
+KernelTimeModel fit_kernel(const std::vector<TimeSample>& samples, double wave_k) {
+  std::vector<double> u, ms;
+  for (const TimeSample& t : samples) {
+    if (!usable(t)) continue;
+    u.push_back(t.shape.work * t.shape.padding * wave_factor(t.shape, wave_k));
+    ms.push_back(t.ms);
   }
-  mx /= static_cast<double>(samples.size());
-  mz /= static_cast<double>(samples.size());
-  double sxx = 0, sxz = 0;
-  for (const WaveSample& w : samples) {
-    sxx += (w.wave_ratio - mx) * (w.wave_ratio - mx);
-    sxz += (w.wave_ratio - mx) * (w.ms_per_point - mz);
+  TESSERA_CHECK(!u.empty()) << "fit_kernel needs a sample with positive time and work";
+  const double n = static_cast<double>(u.size());
+  double mu = 0, mm = 0;
+  for (size_t i = 0; i < u.size(); ++i) {
+    mu += u[i] / n;
+    mm += ms[i] / n;
   }
+  double suu = 0, sum = 0;
+  for (size_t i = 0; i < u.size(); ++i) {
+    suu += (u[i] - mu) * (u[i] - mu);
+    sum += (u[i] - mu) * (ms[i] - mm);
+  }
+  KernelTimeModel m;
+  if (suu > 1e-12 * mu * mu) {
+    const double slope = sum / suu, overhead = mm - slope * mu;
+    if (slope > 0 && overhead >= 0) {
+      m.throughput = 1 / slope;
+      m.overhead_ms = overhead;
+      return m;
+    }
+  }
+  // Through the origin: throughput = sum u^2 / sum u ms.
+  double uu = 0, um = 0;
+  for (size_t i = 0; i < u.size(); ++i) {
+    uu += u[i] * u[i];
+    um += u[i] * ms[i];
+  }
+  m.throughput = uu / um;
+  return m;
+}
+
+WaveFit fit_wave(const std::vector<TimeSample>& samples, double fallback_k) {
   WaveFit fit;
   fit.wave_k = fallback_k;
-  if (sxx > 1e-12) {
-    const double b = sxz / sxx, a = mz - b * mx;
-    fit.wave_k = a + b > 0 ? std::clamp(b / (a + b), 0.0, 1.0) : fallback_k;
+  // Normal equations of ms = o + a W + b W x, with W scaled by its mean for conditioning.
+  double scale = 0;
+  int n = 0;
+  for (const TimeSample& t : samples) {
+    if (!usable(t)) continue;
+    scale += t.shape.work * t.shape.padding;
+    ++n;
   }
-  // With k fixed, each sample says throughput = wave / ms_per_point; their mean is the estimate.
-  double sum = 0;
-  for (const WaveSample& w : samples) {
-    sum += (fit.wave_k * w.wave_ratio + 1 - fit.wave_k) / w.ms_per_point;
+  if (n >= 3) {
+    scale /= n;
+    double a[3][3] = {}, b[3] = {}, x[3] = {};
+    for (const TimeSample& t : samples) {
+      if (!usable(t)) continue;
+      const double w = t.shape.work * t.shape.padding / scale;
+      const double r[3] = {1, w, w * t.shape.wave_ratio()};
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) a[i][j] += r[i] * r[j];
+        b[i] += r[i] * t.ms;
+      }
+    }
+    if (solve3(a, b, x) && x[1] + x[2] > 0) fit.wave_k = std::clamp(x[2] / (x[1] + x[2]), 0.0, 1.0);
   }
-  fit.throughput = sum / static_cast<double>(samples.size());
+  fit.model = fit_kernel(samples, fit.wave_k);
   return fit;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -27,14 +28,6 @@ std::string point_text(const SizePoint& p) {
   for (size_t a = 0; a < p.size(); ++a) s += (a ? "," : "") + std::to_string(p[a]);
   return s;
 }
-
-struct Candidate {
-  CandidateReport report;
-  std::shared_ptr<const BuiltKernel> kernel;
-  MicroKernelGeometry geometry;
-  InstanceShape calibration;  // the instance its throughput was timed on
-  double calibration_ms = 0;
-};
 
 // Buffers for every instance: inputs random, everything sized for the largest instance (a
 // smaller instance reads and writes a prefix of each buffer in row-major order).
@@ -157,20 +150,20 @@ void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
   pool->add(rules, "rules");
   for (const KernelSchedule& s : o.candidates) pool->add(s, "given");
   if (!o.construct_candidates) return;
-  std::vector<KernelSchedule> constructed;
+  std::vector<KernelSchedule> best_ranked;  // each representative's top mutate_top
   for (const SizePoint& rep : representative_points(w, o.representatives)) {
     const DagCopy inst = w.instantiate(rep);
     const Task task = Task::create(inst.outputs, inst.inputs, w.name());
     const gensor::ConstructResult r = gensor::construct(task, o.construct);
-    for (const gensor::ConstructCandidate& c : r.candidates) {
+    int ranked = 0;
+    for (const gensor::ConstructCandidate& c : r.candidates) {  // best-ranked first
       if (c.measured && !c.result.ok) continue;
       pool->add(c.schedule, "construct@" + point_text(rep));
-      constructed.push_back(c.schedule);
+      if (ranked++ < o.mutate_top) best_ranked.push_back(c.schedule);
     }
   }
-  if (!o.mutate_tiles) return;
   const auto at = w.size_map(w.largest());
-  for (const KernelSchedule& s : constructed) {
+  for (const KernelSchedule& s : best_ranked) {
     const schedule::StagePlan plan = schedule::plan_stages(w.outputs(), w.inputs(), s.plan);
     if (plan.stages.size() != s.stages.size()) continue;
     for (const KernelSchedule& m : tile_mutations(plan, s, at)) pool->add(m, "mutation");
@@ -198,30 +191,303 @@ const SizePoint& calibration_point(const std::vector<SizePoint>& points,
   return points[best];
 }
 
-// Points of distinct wave ratios for fitting k: the calibration point first, then the largest
-// ratios (the fewest tiles) down, up to `n`.
+// The sample point with the least positive work: where the per-call overhead shows most.
+const SizePoint& smallest_point(const std::vector<SizePoint>& points, const MicroKernelGeometry& g,
+                                const DynamicWorkload& w, int threads) {
+  size_t best = 0;
+  double least = -1;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double work = instance_shape(g, w.size_map(points[i]), threads).work;
+    if (work > 0 && (least < 0 || work < least)) {
+      least = work;
+      best = i;
+    }
+  }
+  return points[best];
+}
+
+// Points for fitting k, `n` at most, none already timed (`have`): first one per wave ratio not
+// met yet, the largest ratios (the fewest tiles) first; then, so that overhead and throughput
+// separate from k when the ratios are few, others spread over the remaining points.
 std::vector<SizePoint> wave_fit_points(const std::vector<SizePoint>& points,
                                        const MicroKernelGeometry& g, const DynamicWorkload& w,
-                                       int threads, const SizePoint& calibration, int n) {
+                                       int threads, const std::vector<SizePoint>& have, int n) {
   std::vector<std::pair<double, size_t>> by_ratio;
   for (size_t i = 0; i < points.size(); ++i) {
     const InstanceShape s = instance_shape(g, w.size_map(points[i]), threads);
-    if (s.work > 0) by_ratio.push_back({s.wave_ratio(), i});
+    const bool timed = std::find(have.begin(), have.end(), points[i]) != have.end();
+    if (s.work > 0 && !timed) by_ratio.push_back({s.wave_ratio(), i});
   }
-  std::sort(by_ratio.begin(), by_ratio.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<SizePoint> chosen{calibration};
-  std::vector<double> ratios{instance_shape(g, w.size_map(calibration), threads).wave_ratio()};
+  std::stable_sort(by_ratio.begin(), by_ratio.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<double> ratios;
+  for (const SizePoint& p : have) {
+    ratios.push_back(instance_shape(g, w.size_map(p), threads).wave_ratio());
+  }
+  std::vector<SizePoint> chosen;
+  std::vector<size_t> rest;
   for (const auto& [ratio, i] : by_ratio) {
-    if (static_cast<int>(chosen.size()) >= n) break;
     const bool fresh = std::none_of(ratios.begin(), ratios.end(),
                                     [&](double r) { return std::abs(r - ratio) < 1e-9; });
-    if (!fresh) continue;
-    chosen.push_back(points[i]);
-    ratios.push_back(ratio);
+    if (fresh && static_cast<int>(chosen.size()) < n) {
+      chosen.push_back(points[i]);
+      ratios.push_back(ratio);
+    } else {
+      rest.push_back(i);
+    }
+  }
+  const size_t room = static_cast<size_t>(std::max<int>(0, n - static_cast<int>(chosen.size())));
+  for (size_t j = 0; j < room && j < rest.size(); ++j) {
+    chosen.push_back(points[rest[j * rest.size() / room]]);
   }
   return chosen;
 }
+
+KernelSchedule serial_copy(KernelSchedule s) {
+  for (schedule::StageAnnotation& st : s.stages) st.parallel = false;
+  return s;
+}
+
+bool runs_parallel(const KernelSchedule& s) {
+  return std::any_of(s.stages.begin(), s.stages.end(),
+                     [](const schedule::StageAnnotation& st) { return st.parallel; });
+}
+
+// The tuning itself, one step per member function (see tune_dynamic.h for the steps).
+class DynamicTuner {
+ public:
+  DynamicTuner(const DynamicWorkload& w, const DynamicTuneOptions& o, DynamicTuneResult* res)
+      : w_(w),
+        o_(o),
+        res_(res),
+        threads_(runtime::get_num_threads()),
+        largest_(w.size_map(w.largest())),
+        buffers_(w, o.seed) {
+    compiler::BuildOptions rules;
+    rules.name = w.name() + "_rules";
+    reference_ =
+        std::make_shared<const BuiltKernel>(compiler::build_cpu(w.outputs(), w.inputs(), rules));
+    verifier_ = std::make_unique<Verifier>(w, reference_, &buffers_, o);
+    res_->points = sample_points(w, o.max_points);
+    timer_ = o.timer;
+    if (!timer_) {
+      timer_ = [this](size_t, const BuiltKernel& k, const SizePoint& p) {
+        std::vector<void*> ptrs = buffers_.pointers();
+        return runtime::measure([&] { k.run(ptrs, p); }, o_.timing).median_ms;
+      };
+    }
+  }
+
+  void run() {
+    CandidatePool pool;
+    gather_candidates(w_, o_, reference_->schedule(), &pool);
+    for (CandidateReport& r : pool.reports()) add_candidate(std::move(r));
+    prune();
+    add_serial_variants();
+    fit_wave_weight();
+    select();
+  }
+
+ private:
+  struct Candidate {
+    CandidateReport report;
+    std::shared_ptr<const BuiltKernel> kernel;
+    MicroKernelGeometry geometry;
+    std::vector<TimeSample> samples;
+    std::vector<SizePoint> timed_points;  // where each sample was taken
+  };
+
+  double time_at(size_t c, const BuiltKernel& k, const SizePoint& p) {
+    ++res_->timings;
+    return timer_(c, k, p);
+  }
+
+  // Times candidate `c` at `p` and keeps the sample.
+  void sample(size_t c, const SizePoint& p) {
+    Candidate& cand = cands_[c];
+    const double ms = time_at(c, *cand.kernel, p);
+    cand.samples.push_back({instance_shape(cand.geometry, w_.size_map(p), threads_), ms});
+    cand.timed_points.push_back(p);
+  }
+
+  // Compiles once, verifies, and times on the fullest wave and the smallest instance.
+  void add_candidate(CandidateReport r) {
+    const size_t index = cands_.size();
+    cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}});
+    Candidate& c = cands_.back();
+    try {
+      if (c.report.origin == "rules") {
+        c.kernel = reference_;
+      } else {
+        compiler::BuildOptions opts;
+        opts.name = w_.name() + "_cand" + std::to_string(index);
+        opts.schedule = c.report.schedule;
+        c.kernel = std::make_shared<const BuiltKernel>(
+            compiler::build_cpu(w_.outputs(), w_.inputs(), opts));
+      }
+      if (c.kernel != reference_ && !verifier_->check(*c.kernel, &c.report.error)) {
+        c.kernel.reset();
+        return;
+      }
+      c.geometry = geometry_of(c.kernel->plan(), c.kernel->schedule(), largest_);
+      const SizePoint& full = calibration_point(res_->points, c.geometry, w_, threads_);
+      const SizePoint& small = smallest_point(res_->points, c.geometry, w_, threads_);
+      sample(index, full);
+      if (small != full) sample(index, small);
+      c.report.model = fit_kernel(c.samples, o_.cost.default_wave_k);
+      c.report.ok = true;
+    } catch (const std::exception& e) {
+      c.report.error = e.what();
+      c.kernel.reset();
+    }
+  }
+
+  // Predicted time of candidate `c` at every sample point with wave weight `k`.
+  std::vector<double> predictions(const Candidate& c, double k) const {
+    std::vector<double> row;
+    for (const SizePoint& p : res_->points) {
+      const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
+      row.push_back(std::max(kEmptyInstanceMs, predict_ms(s, c.report.model, k)));
+    }
+    return row;
+  }
+
+  // Early pruning: candidates predicted far from the best at every size. Leaves score_[i], the
+  // geometric mean of candidate i's predicted slowdown against the best (ranks the serial copies).
+  void prune() {
+    TESSERA_CHECK(
+        std::any_of(cands_.begin(), cands_.end(), [](const Candidate& c) { return c.report.ok; }))
+        << "dynamic tuning of " << w_.name() << ": no candidate verified";
+    std::vector<std::vector<double>> table(cands_.size());
+    std::vector<double> best(res_->points.size(), std::numeric_limits<double>::infinity());
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (!cands_[i].report.ok) continue;
+      table[i] = predictions(cands_[i], o_.cost.default_wave_k);
+      for (size_t p = 0; p < best.size(); ++p) best[p] = std::min(best[p], table[i][p]);
+    }
+    score_.assign(cands_.size(), std::numeric_limits<double>::infinity());
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (!cands_[i].report.ok) continue;
+      double nearest = std::numeric_limits<double>::infinity(), log_sum = 0;
+      for (size_t p = 0; p < best.size(); ++p) {
+        nearest = std::min(nearest, table[i][p] / best[p]);
+        log_sum += std::log(table[i][p] / best[p]);
+      }
+      score_[i] = std::exp(log_sum / static_cast<double>(best.size()));
+      cands_[i].report.pruned = nearest > o_.cost.prune_slowdown;
+    }
+  }
+
+  // Serial copies of the best-scored parallel micro-kernels: no pool wake-up per call.
+  void add_serial_variants() {
+    if (threads_ <= 1) return;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (cands_[i].report.ok && !cands_[i].report.pruned &&
+          runs_parallel(cands_[i].report.schedule)) {
+        order.push_back(i);
+      }
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return score_[a] < score_[b]; });
+    std::set<std::string> seen;
+    for (const Candidate& c : cands_) seen.insert(c.report.schedule.stages_text());
+    int added = 0;
+    for (size_t i : order) {
+      if (added >= o_.serial_variants) break;
+      CandidateReport r;
+      r.schedule = serial_copy(cands_[i].report.schedule);
+      r.origin = "serial";
+      if (!seen.insert(r.schedule.stages_text()).second) continue;
+      add_candidate(std::move(r));
+      ++added;
+    }
+  }
+
+  // How many distinct wave ratios the micro-kernel meets over the sample points.
+  size_t distinct_wave_ratios(const Candidate& c) const {
+    std::set<double> ratios;
+    for (const SizePoint& p : res_->points) {
+      const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
+      if (s.work > 0) ratios.insert(std::round(s.wave_ratio() * 1e6) / 1e6);
+    }
+    return ratios.size();
+  }
+
+  // k from the fastest parallel micro-kernel that meets several wave ratios (one whose tiles
+  // never fill the pool differently says nothing about k), then every candidate's throughput
+  // and overhead refitted with it.
+  void fit_wave_weight() {
+    wave_k_ = o_.cost.default_wave_k;
+    size_t best = cands_.size();
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      const Candidate& c = cands_[i];
+      if (!c.report.ok || c.report.pruned || !c.geometry.parallel) continue;
+      if (distinct_wave_ratios(c) < 2) continue;
+      if (best == cands_.size() ||
+          c.report.model.throughput > cands_[best].report.model.throughput) {
+        best = i;
+      }
+    }
+    if (best < cands_.size() && threads_ > 1) {
+      Candidate& bc = cands_[best];
+      for (const SizePoint& p : wave_fit_points(res_->points, bc.geometry, w_, threads_,
+                                                bc.timed_points, o_.cost.wave_fit_points)) {
+        sample(best, p);
+      }
+      wave_k_ = fit_wave(bc.samples, o_.cost.default_wave_k).wave_k;
+    }
+    for (Candidate& c : cands_) {
+      if (c.report.ok) c.report.model = fit_kernel(c.samples, wave_k_);
+    }
+  }
+
+  void select() {
+    std::vector<size_t> alive;
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (cands_[i].report.ok && !cands_[i].report.pruned) alive.push_back(i);
+    }
+    CostTable table;
+    for (size_t i : alive) {
+      table.ms.push_back(predictions(cands_[i], wave_k_));
+    }
+    const Selection sel = select_kernels(table, o_.selection);
+    res_->assignment = sel.assignment;
+
+    DynamicSelection& ds = res_->selection;
+    std::vector<std::shared_ptr<const BuiltKernel>> kernels;
+    std::vector<double> weight(sel.kernels.size(), 0.0);
+    for (size_t p = 0; p < sel.assignment.size(); ++p) weight[sel.assignment[p]] += table.weight(p);
+    for (int k : sel.kernels) {
+      ds.schedules.push_back(cands_[alive[k]].report.schedule);
+      kernels.push_back(cands_[alive[k]].kernel);
+    }
+    ds.fallback = static_cast<int>(std::max_element(weight.begin(), weight.end()) - weight.begin());
+    ds.dispatcher = Dispatcher::build(res_->points, sel.assignment, w_.ranges(), o_.dispatch);
+    ds.candidates = static_cast<int>(cands_.size());
+    ds.pruned = static_cast<int>(std::count_if(cands_.begin(), cands_.end(),
+                                               [](const Candidate& c) { return c.report.pruned; }));
+    ds.top_k = sel.top_k;
+    ds.wave_k = wave_k_;
+    ds.predicted_loss = sel.loss;
+    ds.worst_point_loss = sel.worst_point_loss;
+    res_->kernel = DynamicKernel::assemble(w_, ds, std::move(kernels));
+    for (Candidate& c : cands_) res_->candidates.push_back(std::move(c.report));
+  }
+
+  const DynamicWorkload& w_;
+  const DynamicTuneOptions& o_;
+  DynamicTuneResult* res_;
+  const int threads_;
+  const std::map<const ir::ExprNode*, int64_t> largest_;
+  InstanceBuffers buffers_;
+  std::shared_ptr<const BuiltKernel> reference_;
+  std::unique_ptr<Verifier> verifier_;
+  SizeTimer timer_;
+  std::vector<Candidate> cands_;
+  std::vector<double> score_;  // per candidate, from prune()
+  double wave_k_ = 1;
+};
 
 }  // namespace
 
@@ -280,136 +546,8 @@ DynamicTuneResult tune_dynamic(const DynamicWorkload& w, const DynamicTuneOption
       return res;
     }
   }
-
-  // The rules' kernel over the symbolic DAG: the verification reference and one candidate.
-  compiler::BuildOptions rules_opts;
-  rules_opts.name = w.name() + "_rules";
-  auto reference =
-      std::make_shared<const BuiltKernel>(compiler::build_cpu(w.outputs(), w.inputs(), rules_opts));
-  InstanceBuffers buffers(w, o.seed);
-  Verifier verifier(w, reference, &buffers, o);
-
-  CandidatePool pool;
-  gather_candidates(w, o, reference->schedule(), &pool);
-
-  const int threads = runtime::get_num_threads();
-  res.points = sample_points(w, o.max_points);
-  const auto largest = w.size_map(w.largest());
-  SizeTimer timer = o.timer;
-  if (!timer) {
-    timer = [&](size_t, const BuiltKernel& k, const SizePoint& p) {
-      std::vector<void*> ptrs = buffers.pointers();
-      return runtime::measure([&] { k.run(ptrs, p); }, o.timing).median_ms;
-    };
-  }
-  auto time_at = [&](size_t c, const BuiltKernel& k, const SizePoint& p) {
-    ++res.timings;
-    return timer(c, k, p);
-  };
-
-  // Compile once, verify, time on the fullest wave.
-  std::vector<Candidate> cands;
-  for (CandidateReport& r : pool.reports()) {
-    Candidate c;
-    c.report = r;
-    try {
-      if (r.origin == "rules") {
-        c.kernel = reference;
-      } else {
-        compiler::BuildOptions opts;
-        opts.name = w.name() + "_cand" + std::to_string(cands.size());
-        opts.schedule = r.schedule;
-        c.kernel =
-            std::make_shared<const BuiltKernel>(compiler::build_cpu(w.outputs(), w.inputs(), opts));
-      }
-      c.report.ok = c.kernel == reference || verifier.check(*c.kernel, &c.report.error);
-      if (c.report.ok) {
-        c.geometry = geometry_of(c.kernel->plan(), c.kernel->schedule(), largest);
-        const SizePoint& cal = calibration_point(res.points, c.geometry, w, threads);
-        c.calibration = instance_shape(c.geometry, w.size_map(cal), threads);
-        c.calibration_ms = time_at(cands.size(), *c.kernel, cal);
-        c.report.throughput =
-            c.calibration_ms > 0 && c.calibration.work > 0
-                ? throughput_from(c.calibration, c.calibration_ms, o.cost.default_wave_k)
-                : 0;
-        c.report.ok = c.report.throughput > 0;
-        if (!c.report.ok) c.report.error = "no positive time on its calibration instance";
-      }
-    } catch (const std::exception& e) {
-      c.report.ok = false;
-      c.report.error = e.what();
-    }
-    if (!c.report.ok) c.kernel.reset();
-    cands.push_back(std::move(c));
-  }
-
-  // Early pruning on the micro-kernel's own throughput.
-  double best_tp = 0;
-  size_t best = 0;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (cands[i].report.ok && cands[i].report.throughput > best_tp) {
-      best_tp = cands[i].report.throughput;
-      best = i;
-    }
-  }
-  TESSERA_CHECK(best_tp > 0) << "dynamic tuning of " << w.name() << ": no candidate verified";
-  std::vector<size_t> alive;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (!cands[i].report.ok) continue;
-    cands[i].report.pruned = cands[i].report.throughput < o.cost.prune_ratio * best_tp;
-    if (!cands[i].report.pruned) alive.push_back(i);
-  }
-
-  // Wave weight, from the best micro-kernel over several wave ratios.
-  std::vector<WaveSample> samples;
-  const Candidate& bc = cands[best];
-  for (const SizePoint& p : wave_fit_points(res.points, bc.geometry, w, threads,
-                                            calibration_point(res.points, bc.geometry, w, threads),
-                                            o.cost.wave_fit_points)) {
-    const InstanceShape s = instance_shape(bc.geometry, w.size_map(p), threads);
-    const double ms = time_at(best, *bc.kernel, p);
-    if (ms > 0) samples.push_back({s.wave_ratio(), ms / (s.work * s.padding)});
-  }
-  const WaveFit fit = fit_wave(samples, o.cost.default_wave_k);
-  for (size_t i : alive) {
-    Candidate& c = cands[i];
-    c.report.throughput = throughput_from(c.calibration, c.calibration_ms, fit.wave_k);
-  }
-
-  // Predicted times at every sample point, then the selection.
-  CostTable table;
-  for (size_t i : alive) {
-    std::vector<double> row;
-    for (const SizePoint& p : res.points) {
-      const InstanceShape s = instance_shape(cands[i].geometry, w.size_map(p), threads);
-      row.push_back(
-          std::max(kEmptyInstanceMs, predict_ms(s, cands[i].report.throughput, fit.wave_k)));
-    }
-    table.ms.push_back(std::move(row));
-  }
-  const Selection sel = select_kernels(table, o.selection);
-  res.assignment = sel.assignment;
-
-  DynamicSelection& ds = res.selection;
-  std::vector<std::shared_ptr<const BuiltKernel>> kernels;
-  std::vector<double> weight(sel.kernels.size(), 0.0);
-  for (size_t p = 0; p < sel.assignment.size(); ++p) weight[sel.assignment[p]] += table.weight(p);
-  for (int k : sel.kernels) {
-    ds.schedules.push_back(cands[alive[k]].report.schedule);
-    kernels.push_back(cands[alive[k]].kernel);
-  }
-  ds.fallback = static_cast<int>(std::max_element(weight.begin(), weight.end()) - weight.begin());
-  ds.dispatcher = Dispatcher::build(res.points, sel.assignment, w.ranges(), o.dispatch);
-  ds.candidates = static_cast<int>(cands.size());
-  ds.pruned = static_cast<int>(std::count_if(cands.begin(), cands.end(),
-                                             [](const Candidate& c) { return c.report.pruned; }));
-  ds.top_k = sel.top_k;
-  ds.wave_k = fit.wave_k;
-  ds.predicted_loss = sel.loss;
-  ds.worst_point_loss = sel.worst_point_loss;
-  res.kernel = DynamicKernel::assemble(w, ds, std::move(kernels));
-  for (Candidate& c : cands) res.candidates.push_back(std::move(c.report));
-  if (o.records) store_selection(*o.records, w, ds);
+  DynamicTuner(w, o, &res).run();
+  if (o.records) store_selection(*o.records, w, res.selection);
   res.tune_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;
 }

@@ -2,13 +2,16 @@
 // DietCode tuning of one dynamic workload, end to end:
 //
 //   records hit?  -> build the stored selection, no tuning
-//   candidates    construct mode (Gensor) on a few representative instances, plus the paper's
-//                 cache-tile mutations [T/2, 2T] on the dynamic axes of each
+//   candidates    construct mode (Gensor, predict-only: its model ranks, we measure) on a few
+//                 representative instances (default: the largest, as the paper's M0), plus the
+//                 paper's cache-tile mutations [T/2, 2T] on the dynamic axes of the best few
 //   compile       every candidate ONCE over the symbolic sizes; verify it against the rules'
 //                 symbolic kernel at a small and an unaligned size
-//   throughput    each micro-kernel timed on its fullest wave; poor ones pruned early
-//   wave fit      the best micro-kernel timed over several wave ratios: k and its throughput
-//   predict       time = work x padding x wave / throughput at every sampled size point
+//   time          each micro-kernel on its fullest wave and on the smallest instance: its
+//                 throughput and per-call overhead; poor throughput pruned early; serial copies
+//                 of the best few join (they win where the pool's wake-up dominates)
+//   wave fit      the best micro-kernel over several wave ratios: k for this machine
+//   predict       time = overhead + work x padding x wave / throughput at every sampled size
 //   select        top-k voting + greedy weighted set cover within the loss bounds
 //   dispatch      interval table / decision tree over the sample points; fallback kernel
 //   store         the selection in the records database
@@ -36,13 +39,23 @@ namespace tessera::tune::dynamic {
 using SizeTimer =
     std::function<double(size_t candidate, const compiler::BuiltKernel& kernel, const SizePoint&)>;
 
+// How candidates are found: construct mode's options as the compile call runs it, but
+// predict-only (its candidates are measured here, on the dynamic workload) and fewer of them.
+inline gensor::ConstructOptions dynamic_construct_options() {
+  gensor::ConstructOptions o = gensor::policy_construct_options(0);
+  o.predict_only = true;
+  o.top_k = 6;
+  return o;
+}
+
 struct DynamicTuneOptions {
-  int representatives = 3;   // instances construct mode tunes (the largest and evenly below)
-  bool mutate_tiles = true;  // add cache tiles halved and doubled on the dynamic axes
+  int representatives = 1;   // instances construct mode tunes (the largest and evenly below)
+  int mutate_top = 3;        // construct mode's best few get their cache tiles halved/doubled
+  int serial_variants = 2;   // the best few parallel micro-kernels also run serially
   int64_t max_points = 256;  // size points predicted and selected over (sample_points)
-  gensor::ConstructOptions construct = gensor::policy_construct_options(0);
+  gensor::ConstructOptions construct = dynamic_construct_options();
   // Extra candidates (e.g. search mode's results), tried alongside construct mode's; with
-  // construct_candidates off, the only ones.
+  // construct_candidates off, the only ones (with the rules' schedule, always a candidate).
   std::vector<schedule::KernelSchedule> candidates;
   bool construct_candidates = true;
   CostModelConstants cost;
@@ -68,11 +81,11 @@ struct DynamicTuneOptions {
 
 struct CandidateReport {
   schedule::KernelSchedule schedule;
-  std::string origin;  // "construct@<sizes>", "mutation", "given"
-  bool ok = false;     // built and verified
+  std::string origin;  // "rules", "given", "construct@<sizes>", "mutation", "serial"
+  bool ok = false;     // built, verified and timed
   std::string error;
   bool pruned = false;
-  double throughput = 0;  // points per ms on full waves
+  KernelTimeModel model;  // fitted throughput and overhead
 };
 
 struct DynamicTuneResult {
