@@ -10,6 +10,7 @@
 
 #include "dynamic_check.h"
 #include "runtime/parallel.h"
+#include "schedule/default_schedule.h"
 #include "synthetic_hw.h"
 #include "tune/dynamic/selection_records.h"
 #include "tune/dynamic/tune_dynamic.h"
@@ -51,6 +52,32 @@ DynamicTuneOptions fast_options() {
   o.construct.chains = 4;
   o.construct.hardware = testing::synthetic_hw();
   return o;
+}
+
+TEST(DynamicTune, RepresentativesAndTileMutations) {
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  EXPECT_EQ(representative_points(w, 3), (std::vector<SizePoint>{{40}, {27}, {14}}));
+  EXPECT_EQ(representative_points(w, 1), (std::vector<SizePoint>{{40}}));
+  // Mutations halve or double the cache tile of the dynamic axis only, keeping mid tiles whole.
+  const schedule::StagePlan plan = schedule::plan_stages(w.outputs(), w.inputs());
+  const schedule::KernelSchedule rules = schedule::default_schedule(plan, schedule::Target::host());
+  const std::vector<schedule::KernelSchedule> muts = tile_mutations(plan, rules, w.size_map({40}));
+  ASSERT_FALSE(muts.empty());
+  const std::vector<int64_t>& t = rules.stages[0].tile_outer;
+  for (const schedule::KernelSchedule& m : muts) {
+    const std::vector<int64_t>& mt = m.stages[0].tile_outer;
+    EXPECT_TRUE(mt[0] == 2 * t[0] || 2 * mt[0] == t[0]) << m.dump();
+    EXPECT_EQ(mt[1], t[1]);
+    const std::vector<int64_t> mid = m.stages[0].mid_tiles();
+    EXPECT_EQ(mt[0] % mid[0], 0);
+    EXPECT_EQ(mid[0] % m.stages[0].tile_reg[0], 0);
+  }
+  // A static workload has no dynamic axis to adapt.
+  const DagCopy inst = w.instantiate({40});
+  const schedule::StagePlan splan = schedule::plan_stages(inst.outputs, inst.inputs);
+  EXPECT_TRUE(tile_mutations(splan, schedule::default_schedule(splan, schedule::Target::host()), {})
+                  .empty());
 }
 
 TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {

@@ -12,7 +12,9 @@
 // close c comes to that point's best, whatever the point's size). Every point is then dispatched
 // to its fastest selected kernel, and kernels whose removal keeps the loss bounds are dropped,
 // least harmful first. Of the covers for k = 1..max_top_k the one with the fewest kernels within
-// the bounds wins (ties: the smaller loss); k = 1 keeps each point's own best, so one always is.
+// the bounds wins (ties: the smaller loss); k = 1 keeps each point's own best, so one always is,
+// unless max_kernels is smaller than the kernels it needs: the cap then drops the least harmful
+// past the bounds, and the cover with the smallest loss wins.
 //
 // Loss = weighted geometric mean over points of time(dispatched) / best(p), minus 1.
 #include <cstddef>
