@@ -170,25 +170,27 @@ void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
   }
 }
 
-// The sample point where the micro-kernel runs closest to full waves without padding (ties: the
-// most work, the steadiest timing).
+// The sample point where the micro-kernel runs closest to full waves without padding; of the
+// points as close as that, the one of median work (the largest would be the steadiest timing,
+// but it is the most expensive one to time, and the overhead is fitted apart anyway).
 const SizePoint& calibration_point(const std::vector<SizePoint>& points,
                                    const MicroKernelGeometry& g, const DynamicWorkload& w,
                                    int threads) {
-  size_t best = 0;
-  double best_excess = 0, best_work = -1;
+  double least = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<double, size_t>> closest;  // (work, point)
   for (size_t i = 0; i < points.size(); ++i) {
     const InstanceShape s = instance_shape(g, w.size_map(points[i]), threads);
     if (s.work <= 0) continue;
     const double excess = s.padding * s.wave_ratio();
-    if (best_work < 0 || excess < best_excess - 1e-12 ||
-        (excess <= best_excess + 1e-12 && s.work > best_work)) {
-      best = i;
-      best_excess = excess;
-      best_work = s.work;
+    if (excess < least - 1e-12) {
+      least = excess;
+      closest.clear();
     }
+    if (excess <= least + 1e-12) closest.push_back({s.work, i});
   }
-  return points[best];
+  if (closest.empty()) return points.back();
+  std::sort(closest.begin(), closest.end());
+  return points[closest[closest.size() / 2].second];
 }
 
 // The sample point with the least positive work: where the per-call overhead shows most.
