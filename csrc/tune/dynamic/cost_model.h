@@ -1,0 +1,126 @@
+#pragma once
+// DietCode's micro-kernel cost model, in time form.
+//
+// The micro-kernel is the cache tile of a schedule's main stage (its spatial tile, with the whole
+// reduction). An instance of the workload runs it once per tile of its iteration space; the tiles
+// are spread over the thread pool in waves (runtime/parallel.h: one contiguous chunk per thread,
+// so the slowest thread runs ceil(tiles / threads) of them). Predicted time:
+//
+//   time = overhead + work x padding x wave / throughput
+//
+//   work        iteration points of the main stage (spatial x reduce) at the instance's sizes
+//   padding     prod over spatial axes of pad(extent, granule) / extent >= 1: the points computed
+//               at the edge of the iteration space that lie outside it (see EdgeHandling)
+//   wave        k * pad(tiles, threads) / tiles + (1 - k) >= 1: a partial last wave leaves
+//               threads idle; k in [0, 1] says how much of that idleness shows in the time,
+//               fitted per machine (k = 1: a wave costs its slowest thread's full chunk)
+//   throughput  points per ms of the micro-kernel on full waves, a property of the tile alone
+//   overhead    ms per call that do not grow with the instance: waking the thread pool, packing
+//               operands whose size does not depend on the dynamic sizes (the weights)
+//
+// The paper's Eq. 3-5 multiply the padding ratio (>= 1) into a "performance", so that more
+// padding would predict a faster kernel; here it multiplies the time. The overhead term is not
+// in the paper (a GPU launch is cheap next to its waves); on a CPU the pool wake-up and the
+// weight packing of every call are what make small instances slow, and it lets a serial
+// micro-kernel win at small sizes.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "ir/expr.h"
+#include "schedule/annotation.h"
+#include "schedule/stage_plan.h"
+
+namespace tessera::tune::dynamic {
+
+// The model's chosen constants, in one place.
+struct CostModelConstants {
+  // Wave weight k before (or without) fitting: a partial wave costs as much as a full one.
+  double default_wave_k = 1.0;
+  // Early pruning (before the wave fit and the selection): a micro-kernel predicted slower than
+  // this factor times the best one at every sampled size is dropped. (The paper prunes on the
+  // micro-kernel's own throughput; a tile that never fills the pool has an inflated full-wave
+  // throughput, so the comparison is made on predicted times.)
+  double prune_slowdown = 1.5;
+  // Instances the wave weight is fitted on (distinct wave ratios pad(tiles, threads) / tiles).
+  int wave_fit_points = 6;
+};
+
+// How the lowering computes the edge of the iteration space, which sets the padding granule.
+enum class EdgeHandling {
+  // Today's lowering (schedule/lower_stage.cc, edge_split): an edge cache tile runs only the
+  // register tiles that exist; rows past the end are not computed, lanes past the end of the
+  // vector axis are masked but computed. Granule: the register tile on the vector axis, 1 on the
+  // others.
+  kRegisterTiles,
+  // DietCode's local padding: the whole cache tile is computed on zero-filled operands and the
+  // write-back is masked. Granule: the cache tile.
+  kLocalPadding,
+};
+
+// Where a schedule's micro-kernel sits in the workload: the main stage's extents (expressions in
+// the size variables), its cache tile and padding granule per spatial axis.
+struct MicroKernelGeometry {
+  size_t stage = 0;                      // the main stage (index into the plan's stages)
+  std::vector<ir::Expr> extents;         // spatial axes of the main stage
+  std::vector<int64_t> tiles;            // cache tile (tile_outer) per spatial axis
+  std::vector<int64_t> granules;         // the edge is computed in steps of this, per axis
+  std::vector<ir::Expr> reduce_extents;  // reduce axes of the main stage
+  bool parallel = true;                  // tiles are spread over the thread pool
+};
+
+// The geometry of `schedule` on `plan`: its main stage is the one with the most iteration points
+// at the sizes `at` (values of the plan's size variables).
+MicroKernelGeometry geometry_of(const schedule::StagePlan& plan,
+                                const schedule::KernelSchedule& schedule,
+                                const std::map<const ir::ExprNode*, int64_t>& at,
+                                EdgeHandling edge = EdgeHandling::kRegisterTiles);
+
+// One instance seen through a micro-kernel.
+struct InstanceShape {
+  double work = 0;     // iteration points (spatial x reduce)
+  double padding = 1;  // computed spatial points / spatial points (1 when there are none)
+  int64_t tiles = 0;   // micro-kernel runs
+  int threads = 1;     // threads the tiles are spread over
+  // pad(tiles, threads) / tiles: 1 on whole waves, threads / tiles when there are fewer tiles.
+  double wave_ratio() const;
+};
+
+InstanceShape instance_shape(const MicroKernelGeometry& g,
+                             const std::map<const ir::ExprNode*, int64_t>& sizes, int threads);
+
+// k * wave_ratio + (1 - k).
+double wave_factor(const InstanceShape& s, double wave_k);
+
+// One micro-kernel's two fitted numbers.
+struct KernelTimeModel {
+  double throughput = 0;   // points per ms on full waves (> 0)
+  double overhead_ms = 0;  // per call (>= 0)
+};
+// overhead + work x padding x wave / throughput; 0 for an empty instance (nothing runs).
+double predict_ms(const InstanceShape& s, const KernelTimeModel& m, double wave_k);
+
+// One timed instance of one micro-kernel.
+struct TimeSample {
+  InstanceShape shape;
+  double ms = 0;
+};
+
+// Least squares of ms = overhead + u / throughput with u = work x padding x wave(k). The line
+// through the origin (no overhead) is used when the samples cannot separate an overhead (one
+// sample, equal u) or the fit gives a negative overhead or slope. Throws tessera::Error without
+// a usable sample (positive time and work).
+KernelTimeModel fit_kernel(const std::vector<TimeSample>& samples, double wave_k);
+
+struct WaveFit {
+  double wave_k = 1;  // in [0, 1]
+  KernelTimeModel model;
+};
+// Least squares of ms = overhead + a W + b W x over one micro-kernel's samples (W = work x
+// padding, x = wave ratio); k = b / (a + b) clamped to [0, 1], then fit_kernel with that k.
+// When the samples do not determine a and b apart (fewer than three, or the system is singular)
+// k is `fallback_k`.
+WaveFit fit_wave(const std::vector<TimeSample>& samples, double fallback_k);
+
+}  // namespace tessera::tune::dynamic

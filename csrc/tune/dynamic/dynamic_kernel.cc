@@ -1,0 +1,141 @@
+#include "tune/dynamic/dynamic_kernel.h"
+
+#include "util/check.h"
+
+namespace tessera::tune::dynamic {
+
+using util::Json;
+
+Json DynamicSelection::to_json() const {
+  Json j = Json::object();
+  Json scheds = Json::array();
+  for (const schedule::KernelSchedule& s : schedules) scheds.push_back(s.to_json());
+  j["schedules"] = scheds;
+  j["dispatcher"] = dispatcher.to_json();
+  j["fallback"] = Json(fallback);
+  j["candidates"] = Json(candidates);
+  j["pruned"] = Json(pruned);
+  j["top_k"] = Json(top_k);
+  j["wave_k"] = Json(wave_k);
+  j["predicted_loss"] = Json(predicted_loss);
+  j["worst_point_loss"] = Json(worst_point_loss);
+  return j;
+}
+
+DynamicSelection DynamicSelection::from_json(const Json& j) {
+  DynamicSelection s;
+  try {
+    for (const Json& k : j.at("schedules").as_array()) {
+      s.schedules.push_back(schedule::KernelSchedule::from_json(k));
+    }
+    s.dispatcher = Dispatcher::from_json(j.at("dispatcher"));
+    s.fallback = static_cast<int>(j.at("fallback").as_int());
+    s.candidates = static_cast<int>(j.get_int("candidates", 0));
+    s.pruned = static_cast<int>(j.get_int("pruned", 0));
+    s.top_k = static_cast<int>(j.get_int("top_k", 1));
+    s.wave_k = j.get_double("wave_k", 1.0);
+    s.predicted_loss = j.get_double("predicted_loss", 0.0);
+    s.worst_point_loss = j.get_double("worst_point_loss", 0.0);
+  } catch (const util::JsonError& e) {
+    TESSERA_CHECK(false) << "dynamic selection: malformed JSON: " << e.what();
+  }
+  TESSERA_CHECK(!s.schedules.empty()) << "dynamic selection without schedules";
+  TESSERA_CHECK(s.fallback >= 0 && s.fallback < static_cast<int>(s.schedules.size()))
+      << "dynamic selection: fallback " << s.fallback << " is not one of its " << s.schedules.size()
+      << " schedules";
+  return s;
+}
+
+namespace {
+
+// Invariant the fast path relies on: a kernel's run-time sizes are the workload's size variables
+// in the workload's order (lowering takes them from the same DAG in first-use order). `same`
+// compares one variable of the kernel with the workload's.
+template <typename Same>
+void check_size_order(const compiler::BuiltKernel& k, const std::vector<ir::Var>& vars,
+                      const Same& same) {
+  const std::vector<ir::Var>& kv = k.func().size_vars;
+  bool ok = kv.size() == vars.size();
+  for (size_t i = 0; ok && i < kv.size(); ++i) ok = same(kv[i], vars[i]);
+  TESSERA_CHECK(ok) << "kernel " << k.func().name
+                    << ": its size arguments are not the workload's size variables in order";
+}
+
+// The fallback: `schedule` over the widened DAG, or the rules' schedule where it does not fit
+// the widened DAG's plan (the rules always do).
+std::shared_ptr<const compiler::BuiltKernel> build_fallback(
+    const DynamicWorkload& workload, const schedule::KernelSchedule& schedule) {
+  const DagCopy wide = workload.widened();
+  compiler::BuildOptions opts;
+  opts.name = workload.name() + "_fallback";
+  opts.schedule = schedule;
+  try {
+    return std::make_shared<const compiler::BuiltKernel>(
+        compiler::build_cpu(wide.outputs, wide.inputs, opts));
+  } catch (const Error&) {
+    opts.schedule.reset();
+    return std::make_shared<const compiler::BuiltKernel>(
+        compiler::build_cpu(wide.outputs, wide.inputs, opts));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const DynamicKernel> DynamicKernel::build(const DynamicWorkload& workload,
+                                                          const DynamicSelection& selection) {
+  std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels;
+  for (size_t i = 0; i < selection.schedules.size(); ++i) {
+    compiler::BuildOptions opts;
+    opts.name = workload.name() + "_mk" + std::to_string(i);
+    opts.schedule = selection.schedules[i];
+    kernels.push_back(std::make_shared<const compiler::BuiltKernel>(
+        compiler::build_cpu(workload.outputs(), workload.inputs(), opts)));
+  }
+  return assemble(workload, selection, std::move(kernels));
+}
+
+std::shared_ptr<const DynamicKernel> DynamicKernel::assemble(
+    const DynamicWorkload& workload, const DynamicSelection& selection,
+    std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels) {
+  TESSERA_CHECK(!selection.schedules.empty() && kernels.size() == selection.schedules.size())
+      << "dynamic kernel: " << kernels.size() << " kernels for " << selection.schedules.size()
+      << " schedules";
+  TESSERA_CHECK(selection.dispatcher.axes() == workload.num_axes())
+      << "dispatcher for " << selection.dispatcher.axes() << " axes, workload has "
+      << workload.num_axes();
+  TESSERA_CHECK(selection.dispatcher.max_label() < static_cast<int>(kernels.size()))
+      << "dispatcher names kernel " << selection.dispatcher.max_label() << " of " << kernels.size();
+  auto dk = std::make_shared<DynamicKernel>();
+  dk->selection_ = selection;
+  dk->num_sizes_ = workload.num_axes();
+  dk->num_buffers_ = workload.inputs().size() + workload.outputs().size();
+  for (const auto& k : kernels) {
+    TESSERA_CHECK(k != nullptr) << "dynamic kernel: missing kernel";
+    check_size_order(*k, workload.size_vars(),
+                     [](const ir::Var& a, const ir::Var& b) { return a.same_as(b); });
+  }
+  dk->kernels_ = std::move(kernels);
+  dk->fallback_ = build_fallback(workload, selection.schedules[selection.fallback]);
+  // The widened variables are new nodes with the old names, in the old order.
+  check_size_order(*dk->fallback_, workload.size_vars(),
+                   [](const ir::Var& a, const ir::Var& b) { return a->name == b->name; });
+  return dk;
+}
+
+void DynamicKernel::run(const std::vector<void*>& buffers, const SizePoint& sizes) const {
+  TESSERA_CHECK(buffers.size() == num_buffers_)
+      << "dynamic kernel takes " << num_buffers_ << " buffers, got " << buffers.size();
+  TESSERA_CHECK(sizes.size() == num_sizes_)
+      << "dynamic kernel takes " << num_sizes_ << " sizes, got " << sizes.size();
+  for (int64_t s : sizes) TESSERA_CHECK(s >= 0) << "sizes must be >= 0, got " << s;
+  const int k = dispatch(sizes.data());
+  const compiler::BuiltKernel& chosen = k == kFallback ? *fallback_ : *kernels_.at(k);
+  chosen.run(buffers, sizes);
+}
+
+void DynamicKernel::run(void** buffers, const int64_t* sizes) const {
+  const int k = dispatch(sizes);
+  (k == kFallback ? fallback_ : kernels_[static_cast<size_t>(k)])->run(buffers, sizes);
+}
+
+}  // namespace tessera::tune::dynamic

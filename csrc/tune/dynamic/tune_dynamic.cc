@@ -1,0 +1,557 @@
+#include "tune/dynamic/tune_dynamic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "ir/eval.h"
+#include "runtime/ndarray.h"
+#include "runtime/parallel.h"
+#include "tune/dynamic/selection_records.h"
+#include "util/check.h"
+
+namespace tessera::tune::dynamic {
+
+namespace {
+
+using compiler::BuiltKernel;
+using schedule::KernelSchedule;
+
+// A predicted time for an instance without work (a size of 0): every kernel returns at once.
+constexpr double kEmptyInstanceMs = 1e-9;
+
+std::string point_text(const SizePoint& p) {
+  std::string s;
+  for (size_t a = 0; a < p.size(); ++a) s += (a ? "," : "") + std::to_string(p[a]);
+  return s;
+}
+
+// Buffers for every instance: inputs random, everything sized for the largest instance (a
+// smaller instance reads and writes a prefix of each buffer in row-major order).
+class InstanceBuffers {
+ public:
+  InstanceBuffers(const DynamicWorkload& w, uint64_t seed) {
+    const auto at = w.size_map(w.largest());
+    for (size_t i = 0; i < w.inputs().size(); ++i) {
+      inputs_.push_back(
+          runtime::NDArray::random(w.inputs()[i]->dtype, shape_at(w.inputs()[i], at), seed + i));
+    }
+    for (const ir::Tensor& o : w.outputs()) outputs_.emplace_back(o->dtype, shape_at(o, at));
+  }
+  std::vector<void*> pointers(std::vector<runtime::NDArray>* outputs) {
+    std::vector<void*> p;
+    for (auto& a : inputs_) p.push_back(a.data());
+    for (auto& a : *outputs) p.push_back(a.data());
+    return p;
+  }
+  std::vector<void*> pointers() { return pointers(&outputs_); }
+  std::vector<runtime::NDArray> fresh_outputs() const { return outputs_; }
+
+ private:
+  static std::vector<int64_t> shape_at(const ir::Tensor& t,
+                                       const std::map<const ir::ExprNode*, int64_t>& at) {
+    std::vector<int64_t> s;
+    for (const ir::Expr& d : t->shape) {
+      ir::EvalEnv env;
+      for (const auto& [v, x] : at) env.vars[v] = ir::Scalar::of_int(x);
+      s.push_back(d->is_const_int() ? d->int_value : ir::evaluate(d, env).i);
+    }
+    return s;
+  }
+  std::vector<runtime::NDArray> inputs_, outputs_;
+};
+
+// Checks candidates against the rules' kernel over the same symbolic DAG at a few sizes: the
+// smallest instance and one in the middle with odd sizes (not a multiple of any tile above 1).
+class Verifier {
+ public:
+  Verifier(const DynamicWorkload& w, std::shared_ptr<const BuiltKernel> reference,
+           InstanceBuffers* buffers, const DynamicTuneOptions& o)
+      : reference_(std::move(reference)), buffers_(buffers), rtol_(o.rtol), atol_rel_(o.atol_rel) {
+    SizePoint small, middle;
+    for (const SizeRange& r : w.ranges()) {
+      small.push_back(r.lo);
+      int64_t m = r.lo + (r.hi - r.lo) / 2;
+      if (m % 2 == 0 && m + 1 <= r.hi) ++m;
+      middle.push_back(m);
+    }
+    points_ = {small};
+    if (middle != small) points_.push_back(middle);
+    for (const SizePoint& p : points_) {
+      std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
+      reference_->run(buffers_->pointers(&out), p);
+      expected_.push_back(std::move(out));
+    }
+  }
+
+  bool check(const BuiltKernel& k, std::string* why) {
+    for (size_t i = 0; i < points_.size(); ++i) {
+      std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
+      for (auto& a : out) a.fill(12345.0);  // unwritten elements show as mismatches
+      k.run(buffers_->pointers(&out), points_[i]);
+      const std::vector<int64_t> numel = k.kernel()->arg_numels(points_[i]);
+      const size_t first_output = numel.size() - out.size();
+      for (size_t o = 0; o < out.size(); ++o) {
+        if (!close(out[o], expected_[i][o], numel[first_output + o], why)) {
+          *why += " at sizes (" + point_text(points_[i]) + ")";
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
+  bool close(const runtime::NDArray& got, const runtime::NDArray& want, int64_t n,
+             std::string* why) const {
+    double scale = 0;
+    for (int64_t e = 0; e < n; ++e) scale = std::max(scale, std::abs(want.get(e)));
+    const double atol = atol_rel_ * (1 + scale);
+    for (int64_t e = 0; e < n; ++e) {
+      const double g = got.get(e), x = want.get(e);
+      if (!(std::abs(g - x) <= atol + rtol_ * std::abs(x))) {
+        *why =
+            "element " + std::to_string(e) + ": " + std::to_string(g) + " vs " + std::to_string(x);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::shared_ptr<const BuiltKernel> reference_;
+  InstanceBuffers* buffers_;
+  double rtol_, atol_rel_;
+  std::vector<SizePoint> points_;
+  std::vector<std::vector<runtime::NDArray>> expected_;
+};
+
+// Candidate schedules, deduplicated by what they build.
+class CandidatePool {
+ public:
+  void add(const KernelSchedule& s, const std::string& origin) {
+    if (!seen_.insert(s.stages_text()).second) return;
+    CandidateReport r;
+    r.schedule = s;
+    r.origin = origin;
+    reports_.push_back(std::move(r));
+  }
+  std::vector<CandidateReport>& reports() { return reports_; }
+
+ private:
+  std::set<std::string> seen_;
+  std::vector<CandidateReport> reports_;
+};
+
+void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
+                       const KernelSchedule& rules, CandidatePool* pool) {
+  pool->add(rules, "rules");
+  for (const KernelSchedule& s : o.candidates) pool->add(s, "given");
+  if (!o.construct_candidates) return;
+  std::vector<KernelSchedule> best_ranked;  // each representative's top mutate_top
+  for (const SizePoint& rep : representative_points(w, o.representatives)) {
+    const DagCopy inst = w.instantiate(rep);
+    const Task task = Task::create(inst.outputs, inst.inputs, w.name());
+    const gensor::ConstructResult r = gensor::construct(task, o.construct);
+    int ranked = 0;
+    for (const gensor::ConstructCandidate& c : r.candidates) {  // best-ranked first
+      if (c.measured && !c.result.ok) continue;
+      pool->add(c.schedule, "construct@" + point_text(rep));
+      if (ranked++ < o.mutate_top) best_ranked.push_back(c.schedule);
+    }
+  }
+  const auto at = w.size_map(w.largest());
+  for (const KernelSchedule& s : best_ranked) {
+    const schedule::StagePlan plan = schedule::plan_stages(w.outputs(), w.inputs(), s.plan);
+    if (plan.stages.size() != s.stages.size()) continue;
+    for (const KernelSchedule& m : tile_mutations(plan, s, at)) pool->add(m, "mutation");
+  }
+}
+
+// The sample point where the micro-kernel runs closest to full waves without padding; of the
+// points as close as that, the one of median work (the largest would be the steadiest timing,
+// but it is the most expensive one to time, and the overhead is fitted apart anyway).
+const SizePoint& calibration_point(const std::vector<SizePoint>& points,
+                                   const MicroKernelGeometry& g, const DynamicWorkload& w,
+                                   int threads) {
+  double least = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<double, size_t>> closest;  // (work, point)
+  for (size_t i = 0; i < points.size(); ++i) {
+    const InstanceShape s = instance_shape(g, w.size_map(points[i]), threads);
+    if (s.work <= 0) continue;
+    const double excess = s.padding * s.wave_ratio();
+    if (excess < least - 1e-12) {
+      least = excess;
+      closest.clear();
+    }
+    if (excess <= least + 1e-12) closest.push_back({s.work, i});
+  }
+  if (closest.empty()) return points.back();
+  std::sort(closest.begin(), closest.end());
+  return points[closest[closest.size() / 2].second];
+}
+
+// The sample point with the least positive work: where the per-call overhead shows most.
+const SizePoint& smallest_point(const std::vector<SizePoint>& points, const MicroKernelGeometry& g,
+                                const DynamicWorkload& w, int threads) {
+  size_t best = 0;
+  double least = -1;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double work = instance_shape(g, w.size_map(points[i]), threads).work;
+    if (work > 0 && (least < 0 || work < least)) {
+      least = work;
+      best = i;
+    }
+  }
+  return points[best];
+}
+
+// Points for fitting k, `n` at most, none already timed (`have`): first one per wave ratio not
+// met yet, the largest ratios (the fewest tiles) first; then, so that overhead and throughput
+// separate from k when the ratios are few, others spread over the remaining points.
+std::vector<SizePoint> wave_fit_points(const std::vector<SizePoint>& points,
+                                       const MicroKernelGeometry& g, const DynamicWorkload& w,
+                                       int threads, const std::vector<SizePoint>& have, int n) {
+  std::vector<std::pair<double, size_t>> by_ratio;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const InstanceShape s = instance_shape(g, w.size_map(points[i]), threads);
+    const bool timed = std::find(have.begin(), have.end(), points[i]) != have.end();
+    if (s.work > 0 && !timed) by_ratio.push_back({s.wave_ratio(), i});
+  }
+  std::stable_sort(by_ratio.begin(), by_ratio.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<double> ratios;
+  for (const SizePoint& p : have) {
+    ratios.push_back(instance_shape(g, w.size_map(p), threads).wave_ratio());
+  }
+  std::vector<SizePoint> chosen;
+  std::vector<size_t> rest;
+  for (const auto& [ratio, i] : by_ratio) {
+    const bool fresh = std::none_of(ratios.begin(), ratios.end(),
+                                    [&](double r) { return std::abs(r - ratio) < 1e-9; });
+    if (fresh && static_cast<int>(chosen.size()) < n) {
+      chosen.push_back(points[i]);
+      ratios.push_back(ratio);
+    } else {
+      rest.push_back(i);
+    }
+  }
+  const size_t room = static_cast<size_t>(std::max<int>(0, n - static_cast<int>(chosen.size())));
+  for (size_t j = 0; j < room && j < rest.size(); ++j) {
+    chosen.push_back(points[rest[j * rest.size() / room]]);
+  }
+  return chosen;
+}
+
+KernelSchedule serial_copy(KernelSchedule s) {
+  for (schedule::StageAnnotation& st : s.stages) st.parallel = false;
+  return s;
+}
+
+bool runs_parallel(const KernelSchedule& s) {
+  return std::any_of(s.stages.begin(), s.stages.end(),
+                     [](const schedule::StageAnnotation& st) { return st.parallel; });
+}
+
+// The tuning itself, one step per member function (see tune_dynamic.h for the steps).
+class DynamicTuner {
+ public:
+  DynamicTuner(const DynamicWorkload& w, const DynamicTuneOptions& o, DynamicTuneResult* res)
+      : w_(w),
+        o_(o),
+        res_(res),
+        threads_(runtime::get_num_threads()),
+        largest_(w.size_map(w.largest())),
+        buffers_(w, o.seed) {
+    compiler::BuildOptions rules;
+    rules.name = w.name() + "_rules";
+    reference_ =
+        std::make_shared<const BuiltKernel>(compiler::build_cpu(w.outputs(), w.inputs(), rules));
+    verifier_ = std::make_unique<Verifier>(w, reference_, &buffers_, o);
+    res_->points = sample_points(w, o.max_points);
+    timer_ = o.timer;
+    if (!timer_) {
+      timer_ = [this](size_t, const BuiltKernel& k, const SizePoint& p) {
+        std::vector<void*> ptrs = buffers_.pointers();
+        return runtime::measure([&] { k.run(ptrs, p); }, o_.timing).median_ms;
+      };
+    }
+  }
+
+  void run() {
+    CandidatePool pool;
+    gather_candidates(w_, o_, reference_->schedule(), &pool);
+    for (CandidateReport& r : pool.reports()) add_candidate(std::move(r));
+    prune();
+    add_serial_variants();
+    fit_wave_weight();
+    select();
+  }
+
+ private:
+  struct Candidate {
+    CandidateReport report;
+    std::shared_ptr<const BuiltKernel> kernel;
+    MicroKernelGeometry geometry;
+    std::vector<TimeSample> samples;
+    std::vector<SizePoint> timed_points;  // where each sample was taken
+  };
+
+  double time_at(size_t c, const BuiltKernel& k, const SizePoint& p) {
+    ++res_->timings;
+    return timer_(c, k, p);
+  }
+
+  // Times candidate `c` at `p` and keeps the sample.
+  void sample(size_t c, const SizePoint& p) {
+    Candidate& cand = cands_[c];
+    const double ms = time_at(c, *cand.kernel, p);
+    cand.samples.push_back({instance_shape(cand.geometry, w_.size_map(p), threads_), ms});
+    cand.timed_points.push_back(p);
+  }
+
+  // Compiles once, verifies, and times on the fullest wave and the smallest instance.
+  void add_candidate(CandidateReport r) {
+    const size_t index = cands_.size();
+    cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}});
+    Candidate& c = cands_.back();
+    try {
+      if (c.report.origin == "rules") {
+        c.kernel = reference_;
+      } else {
+        compiler::BuildOptions opts;
+        opts.name = w_.name() + "_cand" + std::to_string(index);
+        opts.schedule = c.report.schedule;
+        c.kernel = std::make_shared<const BuiltKernel>(
+            compiler::build_cpu(w_.outputs(), w_.inputs(), opts));
+      }
+      if (c.kernel != reference_ && !verifier_->check(*c.kernel, &c.report.error)) {
+        c.kernel.reset();
+        return;
+      }
+      c.geometry = geometry_of(c.kernel->plan(), c.kernel->schedule(), largest_);
+      const SizePoint& full = calibration_point(res_->points, c.geometry, w_, threads_);
+      const SizePoint& small = smallest_point(res_->points, c.geometry, w_, threads_);
+      sample(index, full);
+      if (small != full) sample(index, small);
+      c.report.model = fit_kernel(c.samples, o_.cost.default_wave_k);
+      c.report.ok = true;
+    } catch (const std::exception& e) {
+      c.report.error = e.what();
+      c.kernel.reset();
+    }
+  }
+
+  // Predicted time of candidate `c` at every sample point with wave weight `k`.
+  std::vector<double> predictions(const Candidate& c, double k) const {
+    std::vector<double> row;
+    for (const SizePoint& p : res_->points) {
+      const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
+      row.push_back(std::max(kEmptyInstanceMs, predict_ms(s, c.report.model, k)));
+    }
+    return row;
+  }
+
+  // Early pruning: candidates predicted far from the best at every size. Leaves score_[i], the
+  // geometric mean of candidate i's predicted slowdown against the best (ranks the serial copies).
+  void prune() {
+    TESSERA_CHECK(
+        std::any_of(cands_.begin(), cands_.end(), [](const Candidate& c) { return c.report.ok; }))
+        << "dynamic tuning of " << w_.name() << ": no candidate verified";
+    std::vector<std::vector<double>> table(cands_.size());
+    std::vector<double> best(res_->points.size(), std::numeric_limits<double>::infinity());
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (!cands_[i].report.ok) continue;
+      table[i] = predictions(cands_[i], o_.cost.default_wave_k);
+      for (size_t p = 0; p < best.size(); ++p) best[p] = std::min(best[p], table[i][p]);
+    }
+    score_.assign(cands_.size(), std::numeric_limits<double>::infinity());
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (!cands_[i].report.ok) continue;
+      double nearest = std::numeric_limits<double>::infinity(), log_sum = 0;
+      for (size_t p = 0; p < best.size(); ++p) {
+        nearest = std::min(nearest, table[i][p] / best[p]);
+        log_sum += std::log(table[i][p] / best[p]);
+      }
+      score_[i] = std::exp(log_sum / static_cast<double>(best.size()));
+      cands_[i].report.pruned = nearest > o_.cost.prune_slowdown;
+    }
+  }
+
+  // Serial copies of the best-scored parallel micro-kernels: no pool wake-up per call.
+  void add_serial_variants() {
+    if (threads_ <= 1) return;
+    std::vector<size_t> order;
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (cands_[i].report.ok && !cands_[i].report.pruned &&
+          runs_parallel(cands_[i].report.schedule)) {
+        order.push_back(i);
+      }
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return score_[a] < score_[b]; });
+    std::set<std::string> seen;
+    for (const Candidate& c : cands_) seen.insert(c.report.schedule.stages_text());
+    int added = 0;
+    for (size_t i : order) {
+      if (added >= o_.serial_variants) break;
+      CandidateReport r;
+      r.schedule = serial_copy(cands_[i].report.schedule);
+      r.origin = "serial";
+      if (!seen.insert(r.schedule.stages_text()).second) continue;
+      add_candidate(std::move(r));
+      ++added;
+    }
+  }
+
+  // How many distinct wave ratios the micro-kernel meets over the sample points.
+  size_t distinct_wave_ratios(const Candidate& c) const {
+    std::set<double> ratios;
+    for (const SizePoint& p : res_->points) {
+      const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
+      if (s.work > 0) ratios.insert(std::round(s.wave_ratio() * 1e6) / 1e6);
+    }
+    return ratios.size();
+  }
+
+  // k from the fastest parallel micro-kernel that meets several wave ratios (one whose tiles
+  // never fill the pool differently says nothing about k), then every candidate's throughput
+  // and overhead refitted with it.
+  void fit_wave_weight() {
+    wave_k_ = o_.cost.default_wave_k;
+    size_t best = cands_.size();
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      const Candidate& c = cands_[i];
+      if (!c.report.ok || c.report.pruned || !c.geometry.parallel) continue;
+      if (distinct_wave_ratios(c) < 2) continue;
+      if (best == cands_.size() ||
+          c.report.model.throughput > cands_[best].report.model.throughput) {
+        best = i;
+      }
+    }
+    if (best < cands_.size() && threads_ > 1) {
+      Candidate& bc = cands_[best];
+      for (const SizePoint& p : wave_fit_points(res_->points, bc.geometry, w_, threads_,
+                                                bc.timed_points, o_.cost.wave_fit_points)) {
+        sample(best, p);
+      }
+      wave_k_ = fit_wave(bc.samples, o_.cost.default_wave_k).wave_k;
+    }
+    for (Candidate& c : cands_) {
+      if (c.report.ok) c.report.model = fit_kernel(c.samples, wave_k_);
+    }
+  }
+
+  void select() {
+    std::vector<size_t> alive;
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (cands_[i].report.ok && !cands_[i].report.pruned) alive.push_back(i);
+    }
+    CostTable table;
+    for (size_t i : alive) {
+      table.ms.push_back(predictions(cands_[i], wave_k_));
+    }
+    const Selection sel = select_kernels(table, o_.selection);
+    res_->assignment = sel.assignment;
+
+    DynamicSelection& ds = res_->selection;
+    std::vector<std::shared_ptr<const BuiltKernel>> kernels;
+    std::vector<double> weight(sel.kernels.size(), 0.0);
+    for (size_t p = 0; p < sel.assignment.size(); ++p) weight[sel.assignment[p]] += table.weight(p);
+    for (int k : sel.kernels) {
+      ds.schedules.push_back(cands_[alive[k]].report.schedule);
+      kernels.push_back(cands_[alive[k]].kernel);
+    }
+    ds.fallback = static_cast<int>(std::max_element(weight.begin(), weight.end()) - weight.begin());
+    ds.dispatcher = Dispatcher::build(res_->points, sel.assignment, w_.ranges(), o_.dispatch);
+    ds.candidates = static_cast<int>(cands_.size());
+    ds.pruned = static_cast<int>(std::count_if(cands_.begin(), cands_.end(),
+                                               [](const Candidate& c) { return c.report.pruned; }));
+    ds.top_k = sel.top_k;
+    ds.wave_k = wave_k_;
+    ds.predicted_loss = sel.loss;
+    ds.worst_point_loss = sel.worst_point_loss;
+    res_->kernel = DynamicKernel::assemble(w_, ds, std::move(kernels));
+    for (Candidate& c : cands_) res_->candidates.push_back(std::move(c.report));
+  }
+
+  const DynamicWorkload& w_;
+  const DynamicTuneOptions& o_;
+  DynamicTuneResult* res_;
+  const int threads_;
+  const std::map<const ir::ExprNode*, int64_t> largest_;
+  InstanceBuffers buffers_;
+  std::shared_ptr<const BuiltKernel> reference_;
+  std::unique_ptr<Verifier> verifier_;
+  SizeTimer timer_;
+  std::vector<Candidate> cands_;
+  std::vector<double> score_;  // per candidate, from prune()
+  double wave_k_ = 1;
+};
+
+}  // namespace
+
+std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n) {
+  TESSERA_CHECK(n >= 1) << "representative_points needs n >= 1";
+  std::vector<SizePoint> reps;
+  for (int i = n; i >= 1; --i) {  // the largest first
+    SizePoint p;
+    for (const SizeRange& r : w.ranges()) {
+      p.push_back(r.lo + (r.hi - r.lo) * i / n);
+    }
+    if (std::find(reps.begin(), reps.end(), p) == reps.end()) reps.push_back(p);
+  }
+  return reps;
+}
+
+std::vector<KernelSchedule> tile_mutations(const schedule::StagePlan& plan, const KernelSchedule& s,
+                                           const std::map<const ir::ExprNode*, int64_t>& at) {
+  std::vector<KernelSchedule> out;
+  if (plan.stages.size() != s.stages.size()) return out;
+  const MicroKernelGeometry g = geometry_of(plan, s, at);
+  const size_t main = g.stage;
+  const schedule::StageAnnotation& ann = s.stages[main];
+  const std::vector<int64_t> mid = ann.mid_tiles();
+  for (size_t a = 0; a < g.extents.size(); ++a) {
+    if (g.extents[a]->is_const_int()) continue;  // a static axis: nothing to adapt to
+    for (const bool grow : {false, true}) {
+      const int64_t t = ann.tile_outer[a];
+      const int64_t nt = grow ? 2 * t : t / 2;
+      // Mid tiles must still partition the cache tile; a mid level equal to the cache tile
+      // follows it.
+      const bool mid_follows = !ann.tile_mid.empty() && ann.tile_mid[a] == t;
+      const int64_t nmid = mid_follows ? nt : mid[a];
+      if (nt < 1 || nt == t || nmid < ann.tile_reg[a] || nmid % ann.tile_reg[a] != 0 ||
+          nt % nmid != 0) {
+        continue;
+      }
+      KernelSchedule m = s;
+      m.stages[main].tile_outer[a] = nt;
+      if (mid_follows) m.stages[main].tile_mid[a] = nt;
+      m.tuner = "dynamic:mutation";
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+DynamicTuneResult tune_dynamic(const DynamicWorkload& w, const DynamicTuneOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  DynamicTuneResult res;
+  if (o.records) {
+    if (std::optional<DynamicSelection> stored = load_selection(*o.records, w)) {
+      res.selection = *stored;
+      res.kernel = DynamicKernel::build(w, res.selection);
+      res.from_records = true;
+      return res;
+    }
+  }
+  DynamicTuner(w, o, &res).run();
+  if (o.records) store_selection(*o.records, w, res.selection);
+  res.tune_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return res;
+}
+
+}  // namespace tessera::tune::dynamic

@@ -1,0 +1,113 @@
+#pragma once
+// DietCode tuning of one dynamic workload, end to end:
+//
+//   records hit?  -> build the stored selection, no tuning
+//   candidates    construct mode (Gensor, predict-only: its model ranks, we measure) on a few
+//                 representative instances (default: the largest, as the paper's M0), plus the
+//                 paper's cache-tile mutations [T/2, 2T] on the dynamic axes of the best few
+//   compile       every candidate ONCE over the symbolic sizes; verify it against the rules'
+//                 symbolic kernel at a small and an unaligned size
+//   time          each micro-kernel on its fullest wave and on the smallest instance: its
+//                 throughput and per-call overhead; poor throughput pruned early; serial copies
+//                 of the best few join (they win where the pool's wake-up dominates)
+//   wave fit      the best micro-kernel over several wave ratios: k for this machine
+//   predict       time = overhead + work x padding x wave / throughput at every sampled size
+//   select        top-k voting + greedy weighted set cover within the loss bounds
+//   dispatch      interval table / decision tree over the sample points; fallback kernel
+//   store         the selection in the records database
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/build.h"
+#include "db/records.h"
+#include "runtime/measure.h"
+#include "schedule/annotation.h"
+#include "tune/dynamic/cost_model.h"
+#include "tune/dynamic/dispatcher.h"
+#include "tune/dynamic/dynamic_kernel.h"
+#include "tune/dynamic/selection.h"
+#include "tune/dynamic/workload.h"
+#include "tune/gensor/construct.h"
+
+namespace tessera::tune::dynamic {
+
+// Times one compiled micro-kernel at one size point (ms). Candidates are numbered in the order of
+// DynamicTuneResult::candidates.
+using SizeTimer =
+    std::function<double(size_t candidate, const compiler::BuiltKernel& kernel, const SizePoint&)>;
+
+// How candidates are found: construct mode's options as the compile call runs it, but
+// predict-only (its candidates are measured here, on the dynamic workload) and fewer of them.
+inline gensor::ConstructOptions dynamic_construct_options() {
+  gensor::ConstructOptions o = gensor::policy_construct_options(0);
+  o.predict_only = true;
+  o.top_k = 6;
+  return o;
+}
+
+struct DynamicTuneOptions {
+  int representatives = 1;   // instances construct mode tunes (the largest and evenly below)
+  int mutate_top = 3;        // construct mode's best few get their cache tiles halved/doubled
+  int serial_variants = 2;   // the best few parallel micro-kernels also run serially
+  int64_t max_points = 256;  // size points predicted and selected over (sample_points)
+  gensor::ConstructOptions construct = dynamic_construct_options();
+  // Extra candidates (e.g. search mode's results), tried alongside construct mode's; with
+  // construct_candidates off, the only ones (with the rules' schedule, always a candidate).
+  std::vector<schedule::KernelSchedule> candidates;
+  bool construct_candidates = true;
+  CostModelConstants cost;
+  SelectionConstants selection;
+  DispatchConstants dispatch;
+  runtime::MeasureOptions timing = [] {
+    runtime::MeasureOptions o;
+    o.warmup = 1;
+    o.min_repeats = 2;
+    o.min_time_ms = 20;
+    o.max_repeats = 50;
+    return o;
+  }();
+  // Verification: |got - want| <= atol_rel * (1 + max |want|) + rtol * |want|.
+  double rtol = 1e-3;
+  double atol_rel = 1e-4;
+  uint64_t seed = 17;  // random inputs
+  // Empty: runtime::measure of the kernel on random inputs sized for the largest instance. Tests
+  // put a model here (timing-free tests).
+  SizeTimer timer;
+  db::RecordsDB* records = nullptr;  // not owned; null: no records
+};
+
+struct CandidateReport {
+  schedule::KernelSchedule schedule;
+  std::string origin;  // "rules", "given", "construct@<sizes>", "mutation", "serial"
+  bool ok = false;     // built, verified and timed
+  std::string error;
+  bool pruned = false;
+  KernelTimeModel model;  // fitted throughput and overhead
+};
+
+struct DynamicTuneResult {
+  std::shared_ptr<const DynamicKernel> kernel;
+  DynamicSelection selection;
+  bool from_records = false;
+  std::vector<CandidateReport> candidates;  // empty when from records
+  std::vector<SizePoint> points;            // the sample points selected over
+  std::vector<int> assignment;              // per point: selected kernel
+  double tune_s = 0;
+  int timings = 0;  // timer calls
+};
+
+DynamicTuneResult tune_dynamic(const DynamicWorkload& workload,
+                               const DynamicTuneOptions& options = {});
+
+// Representative instances: `n` points evenly spread towards the largest, which is always one.
+std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n);
+// The schedule with the main stage's cache tile halved and doubled on each axis whose extent is
+// symbolic (only variants the annotation's tile divisibility allows).
+std::vector<schedule::KernelSchedule> tile_mutations(
+    const schedule::StagePlan& plan, const schedule::KernelSchedule& s,
+    const std::map<const ir::ExprNode*, int64_t>& at);
+
+}  // namespace tessera::tune::dynamic

@@ -1,0 +1,101 @@
+// DynamicKernel: the selected micro-kernels compiled once, the dispatcher choosing per call, and
+// the fallback for sizes outside the tuned range; every size checked against the reference.
+#include <gtest/gtest.h>
+
+#include "dynamic_check.h"
+#include "schedule/default_schedule.h"
+#include "tune/dynamic/dynamic_kernel.h"
+#include "tune/dynamic/tune_dynamic.h"
+#include "util/check.h"
+#include "util/counters.h"
+
+namespace tessera::tune::dynamic {
+namespace {
+
+// Two micro-kernels for the dense layer: the rules' schedule and its cache tile halved or
+// doubled along the dynamic axis. T <= split runs the first, larger T the second.
+DynamicSelection two_kernel_selection(const DynamicWorkload& w, int64_t split) {
+  const schedule::StagePlan plan = schedule::plan_stages(w.outputs(), w.inputs());
+  const schedule::KernelSchedule rules = schedule::default_schedule(plan, schedule::Target::host());
+  const std::vector<schedule::KernelSchedule> muts =
+      tile_mutations(plan, rules, w.size_map(w.largest()));
+  EXPECT_FALSE(muts.empty()) << rules.dump();
+  DynamicSelection sel;
+  sel.schedules = {rules, muts.empty() ? rules : muts.back()};
+  std::vector<SizePoint> pts;
+  std::vector<int> labels;
+  for (int64_t t = w.ranges()[0].lo; t <= w.ranges()[0].hi; ++t) {
+    pts.push_back({t});
+    labels.push_back(t <= split ? 0 : 1);
+  }
+  sel.dispatcher = Dispatcher::build(pts, labels, w.ranges());
+  sel.fallback = 1;
+  return sel;
+}
+
+TEST(DynamicKernel, EverySizeRunsItsKernelAndOutsideSizesTheFallback) {
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  const DynamicSelection sel = two_kernel_selection(w, 20);
+  const int64_t jits = util::read(util::Counter::kJitCompiles);
+  auto dk = DynamicKernel::build(w, sel);
+  // Two micro-kernels and the fallback, each compiled once, none per size.
+  EXPECT_EQ(util::read(util::Counter::kJitCompiles) - jits, 3);
+  ASSERT_EQ(dk->num_kernels(), 2u);
+  EXPECT_EQ(dk->kernel(1).schedule().dump(), sel.schedules[1].dump());
+  const int64_t built = util::read(util::Counter::kJitCompiles);
+  for (int64_t t = 0; t <= 48; ++t) {
+    const int want = t < 1 || t > 40 ? kFallback : t <= 20 ? 0 : 1;
+    EXPECT_EQ(dk->dispatch(&t), want) << "T = " << t;
+    testing::expect_runs_like_reference(
+        w, {t}, [&](const std::vector<void*>& b, const SizePoint& s) { dk->run(b, s); });
+  }
+  // Far outside the range: still the fallback, no compile.
+  const int64_t huge = 700;
+  EXPECT_EQ(dk->dispatch(&huge), kFallback);
+  testing::expect_runs_like_reference(
+      w, {huge}, [&](const std::vector<void*>& b, const SizePoint& s) { dk->run(b, s); });
+  EXPECT_EQ(util::read(util::Counter::kJitCompiles), built);
+  // The raw ABI path runs the same kernels.
+  testing::expect_runs_like_reference(w, {13},
+                                      [&](const std::vector<void*>& b, const SizePoint& s) {
+                                        std::vector<void*> ptrs = b;
+                                        dk->run(ptrs.data(), s.data());
+                                      });
+}
+
+TEST(DynamicKernel, BadCallsAreErrorsNotCrashes) {
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  auto dk = DynamicKernel::build(w, two_kernel_selection(w, 20));
+  std::vector<float> x(4 * 40 * 24), wt(40 * 24), y(4 * 40 * 40);
+  EXPECT_THROW(dk->run({x.data(), wt.data()}, {3}), Error);               // a buffer short
+  EXPECT_THROW(dk->run({x.data(), wt.data(), y.data()}, {3, 4}), Error);  // a size too many
+  EXPECT_THROW(dk->run({x.data(), wt.data(), y.data()}, {-1}), Error);    // a negative size
+  EXPECT_NO_THROW(dk->run({x.data(), wt.data(), y.data()}, {40}));
+  // A selection that dispatches to a kernel it does not have is refused when built.
+  DynamicSelection bad = two_kernel_selection(w, 20);
+  bad.schedules.pop_back();
+  bad.fallback = 0;
+  EXPECT_THROW(DynamicKernel::build(w, bad), Error);
+}
+
+TEST(DynamicKernel, SelectionJsonRoundTrip) {
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  DynamicSelection sel = two_kernel_selection(w, 9);
+  sel.wave_k = 0.25;
+  sel.predicted_loss = 0.01;
+  sel.candidates = 7;
+  const DynamicSelection back =
+      DynamicSelection::from_json(util::Json::parse(sel.to_json().dump()));
+  EXPECT_EQ(back.to_json().dump(), sel.to_json().dump());
+  for (int64_t t = -1; t <= 42; ++t)
+    EXPECT_EQ(back.dispatcher.lookup({t}), sel.dispatcher.lookup({t}));
+  util::Json j = sel.to_json();
+  j["fallback"] = util::Json(5);
+  EXPECT_THROW(DynamicSelection::from_json(j), Error);
+}
+
+}  // namespace
+}  // namespace tessera::tune::dynamic

@@ -1,0 +1,257 @@
+// DietCode tuning end to end, timing-free: a model timer (a known throughput per micro-kernel and
+// a known wave weight) stands in for the clock, so the tests check that tuning recovers the
+// model's constants, selects within its bounds, dispatches every size to a kernel near that
+// size's best, and that a second process takes the selection from the records database without
+// tuning. One smoke test runs the real timer (no assertion on its numbers).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "dynamic_check.h"
+#include "runtime/parallel.h"
+#include "schedule/default_schedule.h"
+#include "synthetic_hw.h"
+#include "tune/dynamic/selection_records.h"
+#include "tune/dynamic/tune_dynamic.h"
+#include "util/check.h"
+
+namespace tessera::tune::dynamic {
+namespace {
+
+// Pins the thread pool (wave ratios depend on it) for one test.
+class PinThreads {
+ public:
+  explicit PinThreads(int n) { runtime::set_num_threads(n); }
+  ~PinThreads() { runtime::set_num_threads(0); }
+};
+
+constexpr double kTrueWaveK = 0.7;
+
+// The model's throughput of a micro-kernel: a fixed function of its schedule text.
+double model_throughput(const schedule::KernelSchedule& s) {
+  return 1000.0 * (1.0 + 0.1 * static_cast<double>(std::hash<std::string>()(s.stages_text()) % 7));
+}
+
+// Its per-call overhead: parallel micro-kernels pay for waking the pool.
+double model_overhead(const schedule::KernelSchedule& s) {
+  return s.stages[0].parallel ? 0.02 : 0.001;
+}
+
+double model_ms(const DynamicWorkload& w, const compiler::BuiltKernel& k, const SizePoint& p) {
+  const MicroKernelGeometry g = geometry_of(k.plan(), k.schedule(), w.size_map(w.largest()));
+  return predict_ms(instance_shape(g, w.size_map(p), runtime::get_num_threads()),
+                    {model_throughput(k.schedule()), model_overhead(k.schedule())}, kTrueWaveK);
+}
+
+DynamicTuneOptions fast_options() {
+  DynamicTuneOptions o;
+  o.representatives = 2;
+  o.construct.predict_only = true;
+  o.construct.top_k = 3;
+  o.construct.chains = 4;
+  o.construct.hardware = testing::synthetic_hw();
+  return o;
+}
+
+TEST(DynamicTune, RepresentativesAndTileMutations) {
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  EXPECT_EQ(representative_points(w, 3), (std::vector<SizePoint>{{40}, {27}, {14}}));
+  EXPECT_EQ(representative_points(w, 1), (std::vector<SizePoint>{{40}}));
+  // Mutations halve or double the cache tile of the dynamic axis only, keeping mid tiles whole.
+  const schedule::StagePlan plan = schedule::plan_stages(w.outputs(), w.inputs());
+  const schedule::KernelSchedule rules = schedule::default_schedule(plan, schedule::Target::host());
+  const std::vector<schedule::KernelSchedule> muts = tile_mutations(plan, rules, w.size_map({40}));
+  ASSERT_FALSE(muts.empty());
+  const std::vector<int64_t>& t = rules.stages[0].tile_outer;
+  for (const schedule::KernelSchedule& m : muts) {
+    const std::vector<int64_t>& mt = m.stages[0].tile_outer;
+    EXPECT_TRUE(mt[0] == 2 * t[0] || 2 * mt[0] == t[0]) << m.dump();
+    EXPECT_EQ(mt[1], t[1]);
+    const std::vector<int64_t> mid = m.stages[0].mid_tiles();
+    EXPECT_EQ(mt[0] % mid[0], 0);
+    EXPECT_EQ(mid[0] % m.stages[0].tile_reg[0], 0);
+  }
+  // A static workload has no dynamic axis to adapt.
+  const DagCopy inst = w.instantiate({40});
+  const schedule::StagePlan splan = schedule::plan_stages(inst.outputs, inst.inputs);
+  EXPECT_TRUE(tile_mutations(splan, schedule::default_schedule(splan, schedule::Target::host()), {})
+                  .empty());
+}
+
+TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
+  PinThreads pin(4);
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  DynamicTuneOptions o = fast_options();
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    return model_ms(w, k, p);
+  };
+  const DynamicTuneResult r = tune_dynamic(w, o);
+  EXPECT_FALSE(r.from_records);
+  ASSERT_TRUE(r.kernel);
+  EXPECT_NEAR(r.selection.wave_k, kTrueWaveK, 1e-6);
+  // Every verified candidate's throughput is the model's; candidates beyond the rules' include
+  // construct mode's and the tile mutations.
+  int constructed = 0, mutated = 0, serial = 0;
+  for (const CandidateReport& c : r.candidates) {
+    EXPECT_TRUE(c.ok) << c.origin << ": " << c.error;
+    if (c.ok) {
+      EXPECT_NEAR(c.model.throughput / model_throughput(c.schedule), 1.0, 1e-9) << c.origin;
+      EXPECT_NEAR(c.model.overhead_ms, model_overhead(c.schedule), 1e-9) << c.origin;
+    }
+    constructed += c.origin.rfind("construct@", 0) == 0;
+    mutated += c.origin == "mutation";
+    serial += c.origin == "serial";
+  }
+  EXPECT_GT(constructed, 0);
+  EXPECT_GT(mutated, 0);
+  EXPECT_EQ(serial, DynamicTuneOptions{}.serial_variants);
+  EXPECT_EQ(r.selection.candidates, static_cast<int>(r.candidates.size()));
+  EXPECT_GE(r.selection.schedules.size(), 1u);
+  EXPECT_LE(static_cast<int>(r.selection.schedules.size()), o.selection.max_kernels);
+  EXPECT_LE(r.selection.predicted_loss, o.selection.loss_bound + 1e-12);
+  EXPECT_LE(r.selection.worst_point_loss, o.selection.point_loss_bound + 1e-12);
+  // Independently of the selection's own numbers: every size runs a kernel whose model time is
+  // within the per-point bound of the best unpruned candidate's model time.
+  ASSERT_EQ(r.points.size(), 40u);
+  std::vector<compiler::BuiltKernel> unpruned;
+  for (const CandidateReport& c : r.candidates) {
+    if (!c.ok || c.pruned) continue;
+    compiler::BuildOptions bo;
+    bo.schedule = c.schedule;
+    unpruned.push_back(compiler::build_cpu(w.outputs(), w.inputs(), bo));
+  }
+  for (int64_t t = 1; t <= 40; ++t) {
+    double best = 1e300;
+    for (const compiler::BuiltKernel& k : unpruned) best = std::min(best, model_ms(w, k, {t}));
+    const int k = r.kernel->dispatch(&t);
+    ASSERT_GE(k, 0);
+    EXPECT_EQ(k, r.assignment[t - 1]);
+    EXPECT_LE(model_ms(w, r.kernel->kernel(k), {t}),
+              best * (1 + o.selection.point_loss_bound) + 1e-12)
+        << "T = " << t;
+  }
+  // The tuned kernel is right at every size, and outside the range.
+  for (int64_t t : {1, 2, 3, 7, 16, 21, 33, 39, 40, 41, 0}) {
+    testing::expect_runs_like_reference(
+        w, {t}, [&](const std::vector<void*>& b, const SizePoint& s) { r.kernel->run(b, s); });
+  }
+}
+
+// A fresh directory under /tmp, removed with its contents at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/tessera-dynamic-test-XXXXXX";
+    const char* p = ::mkdtemp(tmpl);
+    if (!p) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+TEST(DynamicTune, ASecondProcessTakesTheSelectionFromRecords) {
+  PinThreads pin(4);
+  TempDir dir;
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  DynamicTuneResult first;
+  {
+    db::RecordsDB records = db::RecordsDB::open(dir.file("records.db"));
+    DynamicTuneOptions o = fast_options();
+    o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+      return model_ms(w, k, p);
+    };
+    o.records = &records;
+    first = tune_dynamic(w, o);
+    EXPECT_FALSE(first.from_records);
+    EXPECT_GT(first.timings, 0);
+  }
+  // Another database object on the same file (as another process opens it), and the same
+  // workload built again under other names: the stored selection serves it, nothing is timed.
+  testing::DynamicDense renamed(4, 1, 40, 24, 40, "other_");
+  const DynamicWorkload w2 = renamed.workload();
+  db::RecordsDB records = db::RecordsDB::open(dir.file("records.db"));
+  DynamicTuneOptions o = fast_options();
+  o.records = &records;
+  o.construct_candidates = false;
+  o.timer = [](size_t, const compiler::BuiltKernel&, const SizePoint&) -> double {
+    ADD_FAILURE() << "a stored selection was tuned again";
+    return 1;
+  };
+  const DynamicTuneResult second = tune_dynamic(w2, o);
+  EXPECT_TRUE(second.from_records);
+  EXPECT_EQ(second.timings, 0);
+  ASSERT_EQ(second.selection.schedules.size(), first.selection.schedules.size());
+  for (size_t i = 0; i < first.selection.schedules.size(); ++i) {
+    // Same tiles, the new workload's op names.
+    EXPECT_EQ(second.selection.schedules[i].stages[0].tile_outer,
+              first.selection.schedules[i].stages[0].tile_outer);
+    EXPECT_EQ(second.selection.schedules[i].stages[0].op, "other_dense");
+  }
+  for (int64_t t = -1; t <= 45; ++t) {
+    EXPECT_EQ(second.kernel->dispatch(&t), first.kernel->dispatch(&t)) << "T = " << t;
+  }
+  for (int64_t t : {1, 5, 22, 40, 44}) {
+    testing::expect_runs_like_reference(
+        w2, {t},
+        [&](const std::vector<void*>& b, const SizePoint& s) { second.kernel->run(b, s); });
+  }
+  // Another range is another workload: no record for it.
+  testing::DynamicDense wider(4, 1, 80);
+  EXPECT_FALSE(load_selection(records, wider.workload()).has_value());
+}
+
+TEST(DynamicTune, TwoDynamicAxesGetADecisionTree) {
+  PinThreads pin(2);
+  ir::Var m = ir::size_var("M", 1, 40), n = ir::size_var("N", 8, 64);
+  ir::Tensor a = ir::placeholder("A", {m, ir::int_imm(16)});
+  ir::Tensor b = ir::placeholder("B", {ir::int_imm(16), n});
+  ir::Tensor c = ops::matmul(a, b);
+  const DynamicWorkload w = DynamicWorkload::create({c}, {a, b}, "mm");
+  DynamicTuneOptions o = fast_options();
+  o.max_points = 64;
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    return model_ms(w, k, p);
+  };
+  const DynamicTuneResult r = tune_dynamic(w, o);
+  EXPECT_EQ(r.selection.dispatcher.axes(), 2u);
+  ASSERT_LE(r.points.size(), 64u);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    EXPECT_EQ(r.kernel->dispatch(r.points[i].data()), r.assignment[i]);
+  }
+  for (const SizePoint& p : std::vector<SizePoint>{{1, 8}, {13, 27}, {40, 64}, {41, 8}, {5, 7}}) {
+    testing::expect_runs_like_reference(
+        w, p, [&](const std::vector<void*>& bufs, const SizePoint& s) { r.kernel->run(bufs, s); });
+  }
+}
+
+TEST(DynamicTune, RealTimerSmoke) {
+  testing::DynamicDense d(2, 1, 12, 16, 24);
+  const DynamicWorkload w = d.workload();
+  DynamicTuneOptions o = fast_options();
+  o.representatives = 1;
+  o.timing.min_time_ms = 0.05;
+  o.timing.min_repeats = 1;
+  o.timing.max_repeats = 2;
+  const DynamicTuneResult r = tune_dynamic(w, o);
+  EXPECT_GT(r.timings, 0);
+  EXPECT_GE(r.selection.wave_k, 0.0);
+  EXPECT_LE(r.selection.wave_k, 1.0);
+  for (int64_t t = 0; t <= 14; ++t) {
+    testing::expect_runs_like_reference(
+        w, {t}, [&](const std::vector<void*>& b, const SizePoint& s) { r.kernel->run(b, s); });
+  }
+}
+
+}  // namespace
+}  // namespace tessera::tune::dynamic
