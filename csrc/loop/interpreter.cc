@@ -39,6 +39,10 @@ class Interpreter {
       case StmtKind::kSeq:
         for (const Stmt& c : s->seq) run(c);
         return;
+      case StmtKind::kBarrier:
+        // Loops run one iteration at a time here, so the threads of a block cannot meet at a
+        // barrier: results would silently differ from the GPU's.
+        TESSERA_FAIL() << "interpreter: a barrier needs the GPU-semantics interpreter";
       case StmtKind::kFor: {
         const int64_t lo = eval_int(s->min), n = eval_int(s->extent);
         for (int64_t i = lo; i < lo + n; ++i) {
