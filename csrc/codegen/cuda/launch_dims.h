@@ -8,7 +8,8 @@ namespace tessera::codegen::cuda {
 
 struct LaunchDims {
   // grid[d] / block[d]: extents of the kGpuBlock{X,Y,Z} / kGpuThread{X,Y,Z} loops, in terms of
-  // the kernel's size variables; int_imm(1) for a dimension no loop binds.
+  // the kernel's size variables; int_imm(1) for a dimension no loop binds. An extent may be 0
+  // (an empty output): CUDA rejects such a launch, so the launcher skips it.
   std::array<ir::Expr, 3> grid;
   std::array<ir::Expr, 3> block;
 };
