@@ -37,7 +37,7 @@ constexpr int kLastDType = static_cast<int>(DType::kFloat64);
 constexpr int kLastExprKind = static_cast<int>(ExprKind::kLoad);
 constexpr int kLastCallOp = static_cast<int>(ir::CallOp::kPow);
 constexpr int kLastReduceKind = static_cast<int>(ir::ReduceKind::kMin);
-constexpr int kLastMemScope = static_cast<int>(ir::MemScope::kRegister);
+constexpr int kLastMemScope = static_cast<int>(ir::MemScope::kShared);
 
 // Characters a tag hint may use (tags are identifiers; anything else is not sent).
 bool is_tag_char(char c) {

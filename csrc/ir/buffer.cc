@@ -14,6 +14,8 @@ const char* mem_scope_name(MemScope s) {
       return "stack";
     case MemScope::kRegister:
       return "register";
+    case MemScope::kShared:
+      return "shared";
   }
   return "?";
 }

@@ -12,6 +12,7 @@ enum class MemScope : uint8_t {
   kHeap,      // temporary allocated by the kernel (large, e.g. packed operands, intermediates)
   kStack,     // small fixed-size temporary on the stack of the current thread
   kRegister,  // small fixed-size temporary meant to live in registers (accumulator tiles)
+  kShared,    // GPU: fixed-size temporary shared by the threads of one block (__shared__)
 };
 const char* mem_scope_name(MemScope s);
 

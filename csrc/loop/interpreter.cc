@@ -1,8 +1,12 @@
 #include "loop/interpreter.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "ir/eval.h"
 #include "util/check.h"
@@ -17,12 +21,62 @@ struct BoundBuffer {
   ir::DType dtype = ir::DType::kFloat32;
 };
 
+// The threads of one GPU block in the GPU-semantics mode: the block's shared allocations and its
+// barrier. A thread that finishes (or fails) leaves the barrier, so a barrier that some threads
+// never reach releases the others instead of hanging; the divergence is reported afterwards.
+class BlockContext {
+ public:
+  explicit BlockContext(int64_t threads) : live_(threads) {}
+
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == live_) return release();
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+  void leave() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --live_;
+    if (arrived_ > 0 && arrived_ == live_) release();
+  }
+
+  // Storage of shared buffer `b` for this block: allocated (filled with 0xff bytes, like other
+  // temporaries) by the first thread that reaches its Allocate.
+  char* shared(const ir::BufferNode* b, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<char[]>& storage = shared_[b];
+    if (!storage) {
+      storage = std::make_unique<char[]>(std::max<size_t>(bytes, 1));
+      std::memset(storage.get(), 0xff, bytes);
+    }
+    return storage.get();
+  }
+
+ private:
+  void release() {  // mu_ held
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t live_;
+  int64_t arrived_ = 0;
+  uint64_t generation_ = 0;
+  std::map<const ir::BufferNode*, std::unique_ptr<char[]>> shared_;
+};
+
 // Gives every kind its own meaning, so a switch (the compiler flags a kind left out) rather than
 // a StmtVisitor, whose defaults would silently skip it.
 class Interpreter {
  public:
-  explicit Interpreter(const LoweredFunc& f) : f_(f) {
-    env_.read_buffer = [this](const ir::BufferNode& b, int64_t i) { return read(b, i); };
+  // `gpu`: GPU-semantics mode (see interpret_gpu).
+  Interpreter(const LoweredFunc& f, bool gpu) : f_(f), gpu_(gpu) { bind_reader(); }
+  // A copy runs one GPU thread: same bindings, its own variables and local allocations.
+  Interpreter(const Interpreter& o) : f_(o.f_), env_(o.env_), buffers_(o.buffers_), gpu_(o.gpu_) {
+    bind_reader();
   }
 
   void bind_size(const Var& v, int64_t value) { env_.vars[v.get()] = ir::Scalar::of_int(value); }
@@ -39,7 +93,16 @@ class Interpreter {
       case StmtKind::kSeq:
         for (const Stmt& c : s->seq) run(c);
         return;
+      case StmtKind::kBarrier:
+        // Serially, loops run one iteration at a time, so the threads of a block cannot meet at
+        // a barrier: results would silently differ from the GPU's.
+        TESSERA_CHECK(gpu_) << "interpreter: a barrier needs the GPU-semantics interpreter";
+        TESSERA_CHECK(block_) << "interpreter: barrier outside a thread-bound loop";
+        block_->arrive_and_wait();
+        ++barriers_passed_;
+        return;
       case StmtKind::kFor: {
+        if (gpu_ && is_thread_bound(s->for_kind)) return run_threads(s);
         const int64_t lo = eval_int(s->min), n = eval_int(s->extent);
         for (int64_t i = lo; i < lo + n; ++i) {
           env_.vars[s->var.get()] = ir::Scalar::of_int(i);
@@ -77,6 +140,7 @@ class Interpreter {
         write(*s->buffer, eval_int(s->index), ir::evaluate(s->value, env_, true));
         return;
       case StmtKind::kAllocate: {
+        if (block_ && s->buffer->scope == ir::MemScope::kShared) return run_shared_allocate(s);
         const int64_t n = eval_int(ir::buffer_size(s->buffer));
         TESSERA_CHECK(n >= 0) << "negative allocation for " << s->buffer->name;
         auto storage = std::make_unique<char[]>(
@@ -93,6 +157,66 @@ class Interpreter {
   }
 
  private:
+  void bind_reader() {
+    env_.read_buffer = [this](const ir::BufferNode& b, int64_t i) { return read(b, i); };
+  }
+
+  static bool is_thread_bound(ForKind k) {
+    return k == ForKind::kGpuThreadX || k == ForKind::kGpuThreadY || k == ForKind::kGpuThreadZ;
+  }
+
+  // Runs every iteration of a thread-bound loop at once, one OS thread per GPU thread, so that
+  // they can meet at barriers. The loop's threads are the whole block.
+  void run_threads(const Stmt& s) {
+    TESSERA_CHECK(!block_) << "interpreter: thread-bound loop " << s->var->name
+                           << " nested in another one (one thread loop per block is supported)";
+    const int64_t lo = eval_int(s->min), n = eval_int(s->extent);
+    TESSERA_CHECK(n >= 0 && n <= kMaxBlockThreads)
+        << "interpreter: block of " << n << " threads (at most " << kMaxBlockThreads << ")";
+    BlockContext block(n);
+    std::vector<Interpreter> workers(static_cast<size_t>(n), *this);
+    std::vector<std::exception_ptr> errors(workers.size());
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < workers.size(); ++t) {
+      workers[t].block_ = &block;
+      workers[t].env_.vars[s->var.get()] = ir::Scalar::of_int(lo + static_cast<int64_t>(t));
+      auto body = [&, t] {
+        try {
+          workers[t].run(s->body);
+        } catch (...) {
+          errors[t] = std::current_exception();
+        }
+        block.leave();
+      };
+      try {
+        threads.emplace_back(body);
+      } catch (...) {  // no OS thread left: threads never started must not hold the others
+        errors[t] = std::current_exception();
+        for (size_t u = t; u < workers.size(); ++u) block.leave();
+        break;
+      }
+    }
+    for (std::thread& th : threads) th.join();
+    for (const std::exception_ptr& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    for (const Interpreter& w : workers) {
+      TESSERA_CHECK(w.barriers_passed_ == workers[0].barriers_passed_)
+          << "interpreter: threads of loop " << s->var->name
+          << " passed different numbers of barriers (a barrier under a thread-dependent branch)";
+    }
+  }
+
+  void run_shared_allocate(const Stmt& s) {
+    const int64_t n = eval_int(ir::buffer_size(s->buffer));
+    TESSERA_CHECK(n >= 0) << "negative allocation for " << s->buffer->name;
+    const size_t bytes = static_cast<size_t>(n * ir::dtype_bytes(s->buffer->dtype));
+    buffers_[s->buffer.get()] =
+        BoundBuffer{block_->shared(s->buffer.get(), bytes), n, s->buffer->dtype};
+    run(s->body);
+    buffers_.erase(s->buffer.get());
+  }
+
   int64_t eval_int(const Expr& e) { return ir::evaluate(e, env_).i; }
 
   BoundBuffer& find(const ir::BufferNode& b, int64_t i) {
@@ -146,27 +270,47 @@ class Interpreter {
     TESSERA_FAIL() << "interpreter: unsupported dtype " << ir::dtype_name(bb.dtype);
   }
 
+  // Most threads a block may have: CUDA's limit, and a bound on the OS threads one block starts.
+  static constexpr int64_t kMaxBlockThreads = 1024;
+
   const LoweredFunc& f_;
   ir::EvalEnv env_;
   std::map<const ir::BufferNode*, BoundBuffer> buffers_;
+  const bool gpu_;
+  BlockContext* block_ = nullptr;  // set in the threads of a block (GPU-semantics mode)
+  int64_t barriers_passed_ = 0;
 };
 
 }  // namespace
 
-void interpret(const LoweredFunc& f, const std::vector<void*>& buffers,
-               const std::vector<int64_t>& sizes) {
+namespace {
+
+void run_interpreter(const LoweredFunc& f, const std::vector<void*>& buffers,
+                     const std::vector<int64_t>& sizes, bool gpu) {
   // The status word may be left out: the interpreter raises on a division by zero by itself.
   const size_t visible = f.args.size() - (f.has_status ? 1 : 0);
   TESSERA_CHECK(buffers.size() == f.args.size() || buffers.size() == visible)
       << "interpret: wrong number of buffers";
   TESSERA_CHECK(sizes.size() == f.size_vars.size()) << "interpret: wrong number of sizes";
-  Interpreter in(f);
+  Interpreter in(f, gpu);
   int32_t status = 0;
   for (size_t i = 0; i < sizes.size(); ++i) in.bind_size(f.size_vars[i], sizes[i]);
   for (size_t i = 0; i < f.args.size(); ++i) {
     in.bind_buffer(f.args[i], i < buffers.size() ? buffers[i] : &status);
   }
   in.run(f.body);
+}
+
+}  // namespace
+
+void interpret(const LoweredFunc& f, const std::vector<void*>& buffers,
+               const std::vector<int64_t>& sizes) {
+  run_interpreter(f, buffers, sizes, /*gpu=*/false);
+}
+
+void interpret_gpu(const LoweredFunc& f, const std::vector<void*>& buffers,
+                   const std::vector<int64_t>& sizes) {
+  run_interpreter(f, buffers, sizes, /*gpu=*/true);
 }
 
 }  // namespace tessera::loop

@@ -76,6 +76,9 @@ class StmtPrinter {
       case StmtKind::kNop:
         line(indent) << "nop\n";
         return;
+      case StmtKind::kBarrier:
+        line(indent) << "barrier\n";
+        return;
       case StmtKind::kPrefetch:
         line(indent) << "prefetch_l" << s->cache_level << " " << s->buffer->name << "["
                      << ir::to_string(s->index) << "]\n";

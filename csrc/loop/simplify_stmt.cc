@@ -9,11 +9,6 @@ namespace {
 
 bool is_nop(const Stmt& s) { return !s || s->kind == StmtKind::kNop; }
 
-bool is_gpu_bound(ForKind k) {
-  return k == ForKind::kGpuBlockX || k == ForKind::kGpuBlockY || k == ForKind::kGpuBlockZ ||
-         k == ForKind::kGpuThreadX || k == ForKind::kGpuThreadY || k == ForKind::kGpuThreadZ;
-}
-
 class StmtSimplifier : public StmtMutator {
  public:
   explicit StmtSimplifier(ir::BoundMap bounds) : bounds_(std::move(bounds)) {}

@@ -30,6 +30,11 @@ const char* for_kind_name(ForKind k) {
   return "?";
 }
 
+bool is_gpu_bound(ForKind k) {
+  return k == ForKind::kGpuBlockX || k == ForKind::kGpuBlockY || k == ForKind::kGpuBlockZ ||
+         k == ForKind::kGpuThreadX || k == ForKind::kGpuThreadY || k == ForKind::kGpuThreadZ;
+}
+
 namespace {
 std::shared_ptr<StmtNode> new_stmt(StmtKind k) {
   auto s = std::make_shared<StmtNode>();
@@ -120,5 +125,7 @@ Stmt make_seq(std::vector<Stmt> stmts) {
 }
 
 Stmt make_nop() { return new_stmt(StmtKind::kNop); }
+
+Stmt make_barrier() { return new_stmt(StmtKind::kBarrier); }
 
 }  // namespace tessera::loop

@@ -15,6 +15,13 @@
 //  - ParallelCall runs the function's outlined body number `callee` (LoweredFunc::outlined) for
 //    every `var` in [min, min + extent), distributed over the thread pool: a kParallel loop
 //    after outline_parallel_loops (loop/outline_parallel.h).
+//  - GPU-bound For kinds (kGpuBlock*, kGpuThread*) are not loops on the device: the kernel runs
+//    once per (block, thread) and `var` is the hardware index (blockIdx.x, threadIdx.x, ...).
+//    Their `min` must be 0 and their extents set the launch grid; only the CUDA code generator
+//    accepts them (the CPU one refuses them).
+//  - Barrier (__syncthreads on CUDA) makes every thread of a block wait until all have reached
+//    it; shared-scope writes before it are visible to the whole block after it. It must be
+//    reached by every thread of the block (never under a thread-dependent condition).
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +59,7 @@ enum class StmtKind : uint8_t {
   kNop,
   kPrefetch,
   kParallelCall,
+  kBarrier,
 };
 
 struct StmtNode;
@@ -88,6 +96,10 @@ Stmt make_prefetch(Buffer buffer, Expr index, int cache_level);
 Stmt make_parallel_call(Var var, Expr min, Expr extent, int callee);
 Stmt make_seq(std::vector<Stmt> stmts);  // flattens nested sequences, drops nops
 Stmt make_nop();
+Stmt make_barrier();  // block-wide barrier (GPU only)
+
+// Whether `k` binds its loop to a GPU block or thread index.
+bool is_gpu_bound(ForKind k);
 
 // The body of a parallel loop moved into a function of its own (loop/outline_parallel.h). It runs
 // for one value of `var` and reads, from the function that calls it, exactly the buffers

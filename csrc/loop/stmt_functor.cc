@@ -28,6 +28,7 @@ void for_each_own_expr(const Stmt& s, const std::function<void(const Expr&)>& f)
     case StmtKind::kAllocate:
     case StmtKind::kSeq:
     case StmtKind::kNop:
+    case StmtKind::kBarrier:
       return;
   }
 }
@@ -55,6 +56,8 @@ void StmtVisitor::visit(const Stmt& s) {
       return visit_prefetch(s);
     case StmtKind::kParallelCall:
       return visit_parallel_call(s);
+    case StmtKind::kBarrier:
+      return visit_barrier(s);
   }
   TESSERA_FAIL() << "unknown statement kind";
 }
@@ -122,6 +125,8 @@ Stmt StmtMutator::mutate(const Stmt& s) {
       return mutate_prefetch(s);
     case StmtKind::kParallelCall:
       return mutate_parallel_call(s);
+    case StmtKind::kBarrier:
+      return mutate_barrier(s);
   }
   TESSERA_FAIL() << "unknown statement kind";
 }

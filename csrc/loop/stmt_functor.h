@@ -37,6 +37,7 @@ class StmtVisitor {
   virtual void visit_prefetch(const Stmt& s);
   virtual void visit_parallel_call(const Stmt& s);  // the outlined body is not a child
   virtual void visit_nop(const Stmt&) {}
+  virtual void visit_barrier(const Stmt&) {}
   // Called on each expression a statement holds; does nothing by default.
   virtual void visit_expr(const Expr&) {}
 };
@@ -60,6 +61,7 @@ class StmtMutator {
   virtual Stmt mutate_prefetch(const Stmt& s);
   virtual Stmt mutate_parallel_call(const Stmt& s);  // the outlined body is not a child
   virtual Stmt mutate_nop(const Stmt& s) { return s; }
+  virtual Stmt mutate_barrier(const Stmt& s) { return s; }
   // Called on each expression a statement holds; identity by default. An undefined expression
   // (a missing else) is never passed.
   virtual Expr mutate_expr(const Expr& e) { return e; }

@@ -64,6 +64,8 @@ class MiniExec {
         return;
       case StmtKind::kParallelCall:  // simplify_stmt runs before parallel loops are outlined
         FAIL() << "parallel call in a simplifier test";
+      case StmtKind::kBarrier:
+        FAIL() << "barrier in a simplifier test";
     }
   }
 

@@ -84,6 +84,8 @@ void Emitter::emit_stmt(const Stmt& s) {
     case loop::StmtKind::kParallelCall:
       emit_parallel_call(s);
       return;
+    case loop::StmtKind::kBarrier:
+      TESSERA_FAIL() << "a barrier is a GPU statement the CPU code generator cannot compile";
   }
   TESSERA_FAIL() << "unknown statement kind";
 }
@@ -346,6 +348,9 @@ void Emitter::emit_parallel_call(const Stmt& s) {
 void Emitter::emit_allocate(const Stmt& s) {
   const ir::Buffer& buf = s->buffer;
   TESSERA_CHECK(buf != nullptr) << "Allocate of a null buffer";
+  TESSERA_CHECK(buf->scope != ir::MemScope::kShared)
+      << "buffer " << buf->name
+      << " has GPU shared scope, which the CPU code generator cannot allocate";
   llvm::Type* st = storage_type(buf->dtype);
   Expr size = ir::buffer_size(buf);
   auto old = fn_->bufs.find(buf.get());
