@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "derive/expressions.h"
+#include "derive/matching.h"
 #include "derive/state.h"
 #include "ir/tensor.h"
 #include "runtime/ndarray.h"
@@ -37,6 +38,15 @@ inline Tensor conv_transpose2d(const Tensor& x, const Tensor& k, int64_t stride,
 }
 inline Tensor g2bmm(const Tensor& a, const Tensor& b, int64_t half, int64_t dilation) {
   return derive::g2bmm_expr(a, b, half, dilation);
+}
+
+// A derivation context whose weights are the placeholders of `s` called `name`.
+inline derive::DeriveContext weights_named(const State& s, const std::string& name) {
+  derive::DeriveContext ctx;
+  for (const Tensor& p : ir::collect_dag(s.outputs).placeholders) {
+    if (p->name == name) ctx.weights.insert(p.get());
+  }
+  return ctx;
 }
 
 inline State conv_state(int64_t n, int64_t c, int64_t h, int64_t w, int64_t f, int64_t kernel,

@@ -22,15 +22,8 @@ using derive::State;
 using derivetest::dims;
 using derivetest::kTolerance;
 using derivetest::state_error;
+using derivetest::weights_named;
 using ir::Tensor;
-
-DeriveContext weights_named(const State& s, const std::string& name) {
-  DeriveContext ctx;
-  for (const Tensor& p : ir::collect_dag(s.outputs).placeholders) {
-    if (p->name == name) ctx.weights.insert(p.get());
-  }
-  return ctx;
-}
 
 // A derivation with exactly one operator of `kind` and an eOperator reading its output.
 const Derivation* find_operator_plus_eoperator(const derive::SearchResult& r, OperatorKind kind,

@@ -16,14 +16,6 @@ using derive::State;
 using derivetest::kTolerance;
 using ir::Tensor;
 
-DeriveContext weight_k(const State& s) {
-  DeriveContext ctx;
-  for (const Tensor& p : ir::collect_dag(s.outputs).placeholders) {
-    if (p->name == "K") ctx.weights.insert(p.get());
-  }
-  return ctx;
-}
-
 runtime::MeasureOptions quick() {
   runtime::MeasureOptions m;
   m.min_time_ms = 5;
@@ -43,7 +35,8 @@ TEST(DeriveChoose, ExplicitPaddingNeverReadsOutside) {
 
 TEST(DeriveChoose, CompiledDerivationsComputeTheConv) {
   const State conv = derivetest::conv_state(1, 8, 6, 6, 8, 3, 1);
-  const derive::SearchResult r = derive::derive_programs(conv, weight_k(conv));
+  const derive::SearchResult r =
+      derive::derive_programs(conv, derivetest::weights_named(conv, "K"));
   ASSERT_FALSE(r.derivations.empty());
   std::map<const ir::TensorNode*, runtime::NDArray> in;
   uint64_t seed = 3;
@@ -61,7 +54,7 @@ TEST(DeriveChoose, CompiledDerivationsComputeTheConv) {
 
 TEST(DeriveChoose, ChoosesOnlyVerifiedFasterPrograms) {
   const State conv = derivetest::conv_state(1, 64, 14, 14, 64, 3, 1);
-  const DeriveContext ctx = weight_k(conv);
+  const DeriveContext ctx = derivetest::weights_named(conv, "K");
   const derive::SearchResult r = derive::derive_programs(conv, ctx);
   derive::ChoiceConfig cfg;
   cfg.measure = quick();

@@ -21,15 +21,8 @@ using derive::ScopeRole;
 using derive::State;
 using derivetest::kTolerance;
 using derivetest::state_error;
+using derivetest::weights_named;
 using ir::Tensor;
-
-DeriveContext weights_of(const State& s, const std::string& name) {
-  DeriveContext ctx;
-  for (const Tensor& p : ir::collect_dag(s.outputs).placeholders) {
-    if (p->name == name) ctx.weights.insert(p.get());
-  }
-  return ctx;
-}
 
 const derive::ScopeChoice* only_operator(const Derivation& d) {
   const derive::ScopeChoice* op = nullptr;
@@ -62,7 +55,7 @@ const Derivation* find_matmul_offset_reduce(const derive::SearchResult& r, int64
 
 TEST(DeriveSearch, Conv3x3BecomesMatmulPlusOffsetReduce) {
   const State conv = derivetest::conv_state(1, 8, 5, 5, 6, 3, 1);
-  const DeriveContext ctx = weights_of(conv, "K");
+  const DeriveContext ctx = weights_named(conv, "K");
   const derive::SearchResult r = derive::derive_programs(conv, ctx);
   const Derivation* d = find_matmul_offset_reduce(r, 8);
   ASSERT_NE(d, nullptr) << r.derivations.size() << " derivations";
@@ -88,7 +81,7 @@ TEST(DeriveSearch, Conv3x3Full512Channels) {
   // The case: Conv 3x3 [1, 512, 7, 7] -> 512 derives into 49x512 . 512x4608 plus an
   // offset-reduce, within the time bound. (Values are checked on the small instance above.)
   const State conv = derivetest::conv_state(1, 512, 7, 7, 512, 3, 1);
-  const DeriveContext ctx = weights_of(conv, "K");
+  const DeriveContext ctx = weights_named(conv, "K");
   const auto t0 = std::chrono::steady_clock::now();
   const derive::SearchResult r = derive::derive_programs(conv, ctx);
   const double seconds =
@@ -192,7 +185,7 @@ bool finds_matmul(const derive::SearchResult& r) {
 
 TEST(DeriveSearch, DepthAblation) {
   const State conv = derivetest::conv_state(1, 512, 7, 7, 512, 3, 1);
-  const DeriveContext ctx = weights_of(conv, "K");
+  const DeriveContext ctx = weights_named(conv, "K");
   derive::SearchConfig cfg;
   // Converging derivation reaches the matmul from every explorative depth.
   size_t kept_before = 0;

@@ -15,24 +15,10 @@ using loop::StmtKind;
 
 namespace {
 
-// The CUDA built-in a GPU-bound loop variable reads, or null for other loop kinds.
+// The CUDA built-in a GPU-bound loop variable reads ("blockIdx.x", ...: the loop kind's own
+// name), or null for other loop kinds.
 const char* hardware_index(ForKind k) {
-  switch (k) {
-    case ForKind::kGpuBlockX:
-      return "blockIdx.x";
-    case ForKind::kGpuBlockY:
-      return "blockIdx.y";
-    case ForKind::kGpuBlockZ:
-      return "blockIdx.z";
-    case ForKind::kGpuThreadX:
-      return "threadIdx.x";
-    case ForKind::kGpuThreadY:
-      return "threadIdx.y";
-    case ForKind::kGpuThreadZ:
-      return "threadIdx.z";
-    default:
-      return nullptr;
-  }
+  return loop::is_gpu_bound(k) ? loop::for_kind_name(k) : nullptr;
 }
 
 // Switches over every statement kind (no visitor defaults), so a new kind is a compile warning
