@@ -22,6 +22,10 @@ struct DeriveConstants {
   // its upper end, and only while its extent is odd (an even extent can then be halved, as in
   // conv5x5 -> conv6x6 -> conv3x3); explicit calls accept any amount.
   static constexpr int64_t kRelaxStep = 1;
+  // A derived program whose intermediates take more than this many times the bytes of the
+  // original's inputs and outputs is not considered (a dense stand-in for a band or a
+  // convolution's offsets can take gigabytes: never worth the memory traffic).
+  static constexpr double kMaxIntermediateGrowth = 32.0;
 };
 
 }  // namespace tessera::derive

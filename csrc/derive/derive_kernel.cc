@@ -2,6 +2,7 @@
 
 #include "compiler/compile.h"
 #include "derive/choose.h"
+#include "derive/config.h"
 #include "derive/search.h"
 #include "ir/eval.h"
 #include "runtime/paired_timing.h"
@@ -40,6 +41,38 @@ struct Runnable {
   void run() { compiled.kernel->run(ptrs, {}); }
 };
 
+double numel_of(const ir::Tensor& t) {
+  double n = 1;
+  for (int64_t d : const_shape(t)) n *= static_cast<double>(d);
+  return n;
+}
+
+// Elements of a program's intermediates (scopes that are not outputs).
+double intermediate_elements(const State& s) {
+  double n = 0;
+  for (const ir::Tensor& t : scopes(s)) {
+    if (!is_output(s, t)) n += numel_of(t);
+  }
+  return n;
+}
+
+// The derivations whose intermediates stay within kMaxIntermediateGrowth of the original's
+// inputs and outputs.
+SearchResult within_memory(SearchResult result, const std::vector<ir::Tensor>& outputs,
+                           const std::vector<ir::Tensor>& inputs) {
+  double io = 0;
+  for (const ir::Tensor& t : outputs) io += numel_of(t);
+  for (const ir::Tensor& t : inputs) io += numel_of(t);
+  std::vector<Derivation> kept;
+  for (Derivation& d : result.derivations) {
+    if (intermediate_elements(d.state) <= DeriveConstants::kMaxIntermediateGrowth * io) {
+      kept.push_back(std::move(d));
+    }
+  }
+  result.derivations = std::move(kept);
+  return result;
+}
+
 }  // namespace
 
 DeriveReport derive_kernel(const std::vector<ir::Tensor>& outputs,
@@ -51,7 +84,8 @@ DeriveReport derive_kernel(const std::vector<ir::Tensor>& outputs,
   SearchConfig search;
   search.explorative_depth = options.depth;
   search.time_limit_s = options.time_limit_s;
-  const SearchResult result = optimize_program(original, ctx, search);
+  const SearchResult result =
+      within_memory(optimize_program(original, ctx, search), outputs, inputs);
   rep.derivations = static_cast<int>(result.derivations.size());
   rep.states = result.stats.explored;
   rep.generated = result.stats.generated;

@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from .. import _C
 from .kernel_build import KernelSpec, OutputSpec
-from .log import logger
+from .log import log_once, logger
 from .meta import TensorMeta
 
 aten = torch.ops.aten
@@ -59,8 +59,13 @@ def _derive(sig: tuple, tune: str) -> dict:
         x = _C.placeholder("X", list(x_shape), "float32")
         k = _C.placeholder("K", list(w_shape), "float32")
         out = _C.derive_expr.conv2d(x, k, s, p, d)
-        report = _C.derive([out], [x, k], weights=[1], tune=tune if tune != "search" else
-                           "construct")
+        try:
+            report = _C.derive([out], [x, k], weights=[1], tune=tune if tune != "search" else
+                               "construct")
+        except Exception as e:  # a derivation that fails costs the candidate, not the partition
+            log_once(f"derive-failure:{sig}", f"tessera: conv {list(x_shape)} x "
+                     f"{list(w_shape)}: derivation failed ({type(e).__name__}: {e})", level=30)
+            report = {"found": False}
         report["inputs"] = [x, k]
         _reports[sig] = report
         if report["found"]:
