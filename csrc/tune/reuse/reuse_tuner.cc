@@ -211,7 +211,10 @@ ReuseTuneResult reuse_tune(const Task& user, const Task& source,
         search.best_of(pack_width_round(search, anchor_of(*round_best, anchor)), round_best);
     if (!best || search.time_of(*round_best) < search.time_of(*best)) best = round_best;
   }
-  if (!best) best = search.best_of({}, search.base());  // nothing in range built: the rules'
+  // The rules' schedule is always a candidate (one trial): a reuse never ends slower than it,
+  // whatever the source's program was (a bridge chain from another batch size, say).
+  const std::optional<KernelSchedule> rules = search.best_of({}, search.base());
+  if (!best || (rules && search.time_of(*rules) < search.time_of(*best))) best = rules;
   TESSERA_CHECK(best.has_value()) << "reuse: no schedule of " << user.name << " verified";
   result.best = *best;
   result.best_ms = search.time_of(*best);

@@ -8,8 +8,8 @@
 //   2. every LShape (one reduce axis split) with M in its range, with the best TShape;
 //   3. every other inner-reduce unroll depth (powers of two up to search mode's limit);
 //   4. packing toggled per packable operand, and every narrower vector width.
-// Each round's best (including the round's incumbent) goes into the next; the best over all B is
-// returned. Other stages than the anchor keep the rules' annotation of the source's plan.
+// Each round's best (including the round's incumbent) goes into the next; the best over all B,
+// or the rules' schedule when that measured faster, is returned. Other stages than the anchor keep the rules' annotation of the source's plan.
 // A schedule measured once is not measured again (its first time is kept).
 #include "tune/common.h"
 #include "tune/reuse/reuse_space.h"
