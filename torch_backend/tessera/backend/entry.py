@@ -32,9 +32,14 @@ def _weight_inputs(gm: fx.GraphModule) -> frozenset:
     n_inputs = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     if meta is None or len(meta.input_info) != n_inputs:
         return frozenset()
-    return frozenset(i for i in meta.static_input_indices
-                     if not (meta.input_info[i].mutates_data
-                             or meta.input_info[i].mutates_metadata))
+    try:
+        return frozenset(i for i in meta.static_input_indices
+                         if not (meta.input_info[i].mutates_data
+                                 or meta.input_info[i].mutates_metadata))
+    except (AttributeError, IndexError, TypeError):  # another torch's metadata: no weights
+        log_once("weights-unknown", "tessera: weights not identified (aot_autograd metadata "
+                 "changed); kernels pack their operands on every call", level=logging.WARNING)
+        return frozenset()
 
 
 def _compiler(kind: str, options: Options, origin: Origin):
