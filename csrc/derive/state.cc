@@ -62,16 +62,18 @@ class RetargetAccesses : public ir::ExprMutator {
   const std::unordered_map<const TensorNode*, Tensor>& rebuilt_;
 };
 
-}  // namespace
-
-State replace_scopes(const State& s, const std::map<const TensorNode*, Replacement>& repl,
-                     const std::string& rule) {
-  // Scopes are visited producers first, so a consumer sees its producers' rebuilt versions.
+// The state with every scope but the keys of `repl` rebuilt from `rewrite(scope, body)`, where
+// the body's reads already go to the replacements and to rebuilt producers (scopes are visited
+// producers first, so a consumer sees its producers' rebuilt versions). Outputs that are keys
+// of `repl` become their replacements (which must keep the output's shape and indexing).
+State rebuild(const State& s, const std::map<const TensorNode*, Replacement>& repl,
+              const std::function<Expr(const Tensor&, const Expr&)>& rewrite,
+              const std::string& rule) {
   std::unordered_map<const TensorNode*, Tensor> rebuilt;
   for (const Tensor& t : scopes(s)) {
     if (repl.count(t.get())) continue;
     RetargetAccesses retarget(repl, rebuilt);
-    Expr body = retarget.mutate(t->op->body);
+    Expr body = rewrite(t, retarget.mutate(t->op->body));
     if (!body.same_as(t->op->body)) {
       rebuilt[t.get()] = rebuild_scope(t, t->op->axes, t->op->reduce_axes, body);
     }
@@ -94,25 +96,17 @@ State replace_scopes(const State& s, const std::map<const TensorNode*, Replaceme
   return out;
 }
 
+}  // namespace
+
+State replace_scopes(const State& s, const std::map<const TensorNode*, Replacement>& repl,
+                     const std::string& rule) {
+  return rebuild(
+      s, repl, [](const Tensor&, const Expr& body) { return body; }, rule);
+}
+
 State map_bodies(const State& s, const std::function<Expr(const Tensor&, const Expr&)>& rewrite,
                  const std::string& rule) {
-  const std::map<const TensorNode*, Replacement> none;
-  std::unordered_map<const TensorNode*, Tensor> rebuilt;
-  for (const Tensor& t : scopes(s)) {
-    RetargetAccesses retarget(none, rebuilt);
-    Expr body = rewrite(t, retarget.mutate(t->op->body));
-    if (!body.same_as(t->op->body)) {
-      rebuilt[t.get()] = rebuild_scope(t, t->op->axes, t->op->reduce_axes, body);
-    }
-  }
-  State out;
-  out.trace = s.trace;
-  out.trace.push_back(rule);
-  for (const Tensor& o : s.outputs) {
-    auto b = rebuilt.find(o.get());
-    out.outputs.push_back(b != rebuilt.end() ? b->second : o);
-  }
-  return out;
+  return rebuild(s, {}, rewrite, rule);
 }
 
 State replace_scope(const State& s, const Tensor& old, Replacement repl, const std::string& rule) {
