@@ -1,0 +1,20 @@
+#pragma once
+// Layout propagation (ALT): a layout chosen for one tensor spreads along same-shape elementwise
+// paths, in both directions, so that producer and consumer share it and no conversion is
+// needed between them. A compute tensor C and a tensor P it reads are on such a path when C
+// has no summation, P and C have the same shape, and every read of P in C's body is at C's own
+// iterators in order (C[i] = f(..., P[i], ...): a bias add, an activation, a residual add).
+// Placeholders never receive a layout this way: a kernel input's layout is its caller's choice.
+#include <vector>
+
+#include "ir/tensor.h"
+#include "layout/relayout.h"
+
+namespace tessera::layout {
+
+// `layouts` extended to every compute tensor of the DAG below `outputs` reachable from a laid
+// tensor along same-shape elementwise paths (a tensor already given a layout keeps it; the
+// first layout to reach a tensor wins, in the DAG's topological order).
+LayoutMap propagate_layouts(const std::vector<ir::Tensor>& outputs, LayoutMap layouts);
+
+}  // namespace tessera::layout

@@ -1,0 +1,235 @@
+#include "layout/relayout.h"
+
+#include <set>
+#include <unordered_map>
+
+#include "ir/functor.h"
+#include "ir/simplify.h"
+#include "util/check.h"
+
+namespace tessera::layout {
+
+using ir::Expr;
+using ir::ExprKind;
+using ir::IterVar;
+using ir::Tensor;
+using ir::TensorNode;
+
+namespace {
+
+// Reads retargeted to the rebuilt DAG: a read of a relaid tensor goes through its forward map,
+// a read of a rebuilt one (same shape) keeps its indices. Indices are simplified with the
+// iterators' bounds, which is where S_X(S_Y^-1(L')) collapses back to plain iterators.
+class RetargetReads : public ir::ExprMutator {
+ public:
+  RetargetReads(const std::unordered_map<const TensorNode*, Tensor>& rebuilt,
+                const std::unordered_map<const TensorNode*, const Layout*>& laid)
+      : rebuilt_(rebuilt), laid_(laid) {}
+
+  Expr mutate(const Expr& e) override {
+    if (e->kind != ExprKind::kAccess) return mutate_children(e);
+    std::vector<Expr> idx;
+    for (const Expr& i : e->operands) idx.push_back(mutate(i));
+    auto r = rebuilt_.find(e->tensor.get());
+    auto l = laid_.find(e->tensor.get());
+    if (l != laid_.end()) idx = l->second->forward(idx);
+    for (Expr& i : idx) i = ir::simplify(i);
+    return ir::access(r != rebuilt_.end() ? r->second : e->tensor, idx);
+  }
+
+ private:
+  const std::unordered_map<const TensorNode*, Tensor>& rebuilt_;
+  const std::unordered_map<const TensorNode*, const Layout*>& laid_;
+};
+
+// Simplifies every access index of `e` (after a substitution of iterators).
+class SimplifyIndices : public ir::ExprMutator {
+ public:
+  Expr mutate(const Expr& e) override {
+    if (e->kind != ExprKind::kAccess) return mutate_children(e);
+    std::vector<Expr> idx;
+    for (const Expr& i : e->operands) idx.push_back(ir::simplify(mutate(i)));
+    return ir::access(e->tensor, idx);
+  }
+};
+
+Expr simplify_indices(const Expr& e) { return SimplifyIndices().mutate(e); }
+
+// The divisors f of every `r / f` and `r % f` (constant f > 1) in `e`.
+std::set<int64_t> divisors_of(const Expr& e, const Expr& r) {
+  std::set<int64_t> fs;
+  ir::visit_expr(e, [&](const Expr& n) {
+    if ((n->kind == ExprKind::kFloorDiv || n->kind == ExprKind::kFloorMod) &&
+        n->operands[0].same_as(r) && n->operands[1]->is_const_int() &&
+        n->operands[1]->int_value > 1) {
+      fs.insert(n->operands[1]->int_value);
+    }
+  });
+  return fs;
+}
+
+// Splits summation iterators that the body divides by one constant dividing their extent.
+void split_divided_reduce_axes(std::vector<IterVar>* reduce_axes, Expr* body) {
+  std::vector<IterVar> out;
+  for (const IterVar& r : *reduce_axes) {
+    const std::set<int64_t> fs = divisors_of(*body, r.var);
+    const bool const_extent = r.extent->is_const_int();
+    if (fs.size() != 1 || !const_extent || r.extent->int_value % *fs.begin() != 0) {
+      out.push_back(r);
+      continue;
+    }
+    const int64_t f = *fs.begin();
+    IterVar ro = ir::make_iter_var(r.var->name + "_o", ir::int_imm(r.extent->int_value / f));
+    IterVar ri = ir::make_iter_var(r.var->name + "_i", ir::int_imm(f));
+    *body =
+        simplify_indices(ir::substitute(*body, {{r.var.get(), ro.var * ir::int_imm(f) + ri.var}}));
+    out.push_back(ro);
+    out.push_back(ri);
+  }
+  *reduce_axes = std::move(out);
+}
+
+Tensor with_definition(const Tensor& t, std::vector<IterVar> axes, std::vector<IterVar> reduce_axes,
+                       Expr body, const Layout* layout) {
+  auto op = std::make_shared<ir::ComputeOpNode>(*t->op);
+  op->axes = std::move(axes);
+  op->reduce_axes = std::move(reduce_axes);
+  op->body = std::move(body);
+  if (layout) op->attrs["layout"] = layout->to_string();
+  Tensor n = ir::make_tensor(t->name, op, t->dtype);
+  auto copy = std::make_shared<TensorNode>(*n);
+  copy->pad_value = t->pad_value;
+  return copy;
+}
+
+std::vector<IterVar> physical_axes(const Layout& layout) {
+  std::vector<IterVar> axes;
+  const std::vector<int64_t>& shape = layout.physical_shape();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    axes.push_back(ir::make_iter_var("l" + std::to_string(d), ir::int_imm(shape[d])));
+  }
+  return axes;
+}
+
+std::vector<Expr> vars_of(const std::vector<IterVar>& axes) {
+  std::vector<Expr> v;
+  for (const IterVar& a : axes) v.push_back(a.var);
+  return v;
+}
+
+// `body` (over `t`'s logical iterators) moved onto the physical iterators of `layout`.
+Expr body_over_physical(const Tensor& t, const Expr& body, const Layout& layout,
+                        const std::vector<IterVar>& axes) {
+  const std::vector<Expr> logical = layout.inverse(vars_of(axes));
+  ir::VarMap vmap;
+  for (size_t d = 0; d < t->op->axes.size(); ++d) {
+    vmap[t->op->axes[d].var.get()] = ir::simplify(logical[d]);
+  }
+  Expr moved = simplify_indices(ir::substitute(body, vmap));
+  if (layout.is_dense()) return moved;
+  // A position holding no element computes what a reduction over nothing would, or 0.
+  const Expr empty = t->op->reduce == ir::ReduceKind::kNone
+                         ? ir::make_const(body->dtype, t->pad_value)
+                         : ir::reduce_identity(t->op->reduce, body->dtype);
+  return ir::select(layout.holds_element(vars_of(axes)), moved, empty);
+}
+
+}  // namespace
+
+std::vector<int64_t> constant_shape(const Tensor& t) {
+  std::vector<int64_t> shape;
+  for (const Expr& e : t->shape) {
+    TESSERA_CHECK(e->is_const_int())
+        << "layout: tensor " << t->name << " has a symbolic dim; layouts need constant shapes";
+    shape.push_back(e->int_value);
+  }
+  return shape;
+}
+
+Relaid apply_layouts(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                     const LayoutMap& layouts) {
+  const ir::TensorDAG dag = ir::collect_dag(outputs);
+  std::map<std::string, Tensor> by_name;
+  for (const std::vector<Tensor>* ts : {&dag.placeholders, &dag.computes, &inputs}) {
+    for (const Tensor& t : *ts) by_name[t->name] = t;
+  }
+  std::unordered_map<const TensorNode*, const Layout*> laid;
+  for (const auto& [name, layout] : layouts) {
+    auto it = by_name.find(name);
+    TESSERA_CHECK(it != by_name.end()) << "layout: no tensor named " << name << " in the DAG";
+    TESSERA_CHECK(constant_shape(it->second) == layout.logical_shape())
+        << "layout: " << layout.to_string() << " is for another shape than " << name << "'s";
+    laid[it->second.get()] = &layout;
+  }
+
+  std::unordered_map<const TensorNode*, Tensor> rebuilt;
+  auto relay_placeholder = [&](const Tensor& p) {
+    auto l = laid.find(p.get());
+    if (l == laid.end() || rebuilt.count(p.get())) return;
+    std::vector<Expr> shape;
+    for (int64_t e : l->second->physical_shape()) shape.push_back(ir::int_imm(e));
+    rebuilt[p.get()] = ir::placeholder(p->name, shape, p->dtype);
+  };
+  for (const Tensor& p : dag.placeholders) relay_placeholder(p);
+  for (const Tensor& p : inputs) relay_placeholder(p);
+
+  for (const Tensor& t : dag.computes) {
+    RetargetReads retarget(rebuilt, laid);
+    Expr body = retarget.mutate(t->op->body);
+    std::vector<IterVar> axes = t->op->axes, reduce_axes = t->op->reduce_axes;
+    auto l = laid.find(t.get());
+    const Layout* layout = l != laid.end() ? l->second : nullptr;
+    if (layout) {
+      axes = physical_axes(*layout);
+      body = body_over_physical(t, body, *layout, axes);
+    }
+    split_divided_reduce_axes(&reduce_axes, &body);
+    if (layout || !body.same_as(t->op->body)) {
+      rebuilt[t.get()] = with_definition(t, axes, reduce_axes, body, layout);
+    }
+  }
+
+  auto pick = [&](const Tensor& t) {
+    auto r = rebuilt.find(t.get());
+    return r != rebuilt.end() ? r->second : t;
+  };
+  Relaid out;
+  for (const Tensor& t : outputs) out.outputs.push_back(pick(t));
+  for (const Tensor& t : inputs) out.inputs.push_back(pick(t));
+  return out;
+}
+
+Tensor to_physical(const Tensor& t, const Layout& layout, const std::string& name) {
+  TESSERA_CHECK(constant_shape(t) == layout.logical_shape())
+      << "layout: " << layout.to_string() << " is for another shape than " << t->name << "'s";
+  auto op = std::make_shared<ir::ComputeOpNode>();
+  op->name = name;
+  op->axes = physical_axes(layout);
+  const std::vector<Expr> p = vars_of(op->axes);
+  std::vector<Expr> logical;
+  for (const Expr& e : layout.inverse(p)) logical.push_back(ir::simplify(e));
+  Expr read = ir::access(t, logical);
+  op->body = layout.is_dense()
+                 ? read
+                 : ir::select(layout.holds_element(p), read, ir::make_const(t->dtype, 0.0));
+  op->tag = "layout_conversion";
+  op->attrs["layout"] = layout.to_string();
+  return ir::make_tensor(name, op, t->dtype);
+}
+
+Tensor to_logical(const Tensor& physical, const Layout& layout, const std::string& name) {
+  TESSERA_CHECK(constant_shape(physical) == layout.physical_shape())
+      << "layout: " << physical->name << " is not stored in " << layout.to_string();
+  std::vector<Expr> shape;
+  for (int64_t e : layout.logical_shape()) shape.push_back(ir::int_imm(e));
+  return ir::compute(
+      name, shape,
+      [&](const std::vector<ir::Var>& i) {
+        std::vector<Expr> p;
+        for (const Expr& e : layout.forward({i.begin(), i.end()})) p.push_back(ir::simplify(e));
+        return ir::access(physical, p);
+      },
+      "layout_conversion");
+}
+
+}  // namespace tessera::layout
