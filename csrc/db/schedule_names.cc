@@ -33,7 +33,8 @@ int parse_canonical_name(const std::string& s, size_t count) {
 }
 
 // Applies `translate` (name -> new name and the tensor's canonical id, or -1) to "op" and "pack"
-// of every stage, and permutes "tile_reduce" of stages whose op was identified.
+// of every stage and to the tensor names of "layouts", and permutes "tile_reduce" of stages whose
+// op was identified.
 template <typename Translate>
 std::string rewrite(const WorkloadKey& key, const std::string& json, bool to_canonical,
                     const Translate& translate) {
@@ -71,6 +72,11 @@ std::string rewrite(const WorkloadKey& key, const std::string& json, bool to_can
           if (p.is_string()) p = Json(translate(p.as_string()).first);
         }
       }
+    }
+    if (const Json* layouts = j.find("layouts"); layouts && layouts->is_object()) {
+      Json renamed = Json::object();
+      for (const auto& [name, text] : layouts->as_object()) renamed[translate(name).first] = text;
+      j["layouts"] = renamed;
     }
   } catch (const util::JsonError&) {
     return json;  // not shaped like a schedule: keep the text as it was

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <sstream>
+#include <utility>
 
+#include "ir/linear_form.h"
+#include "ir/simplify.h"
 #include "util/check.h"
 
 namespace tessera::layout {
@@ -115,6 +119,27 @@ std::vector<int64_t> apply_dims(const Primitive& p, const std::vector<int64_t>& 
   return out;
 }
 
+// The copy of row `i` in the tile its reader works on, when `i` is `a * step + r` with `a` an
+// iterator over tiles and 0 <= r < length: a convolution whose output rows are tiled like the
+// unfold reads input row y*V + ky with y = a*t + y_i, so the whole window of output tile `a`
+// stays inside physical tile `a` (the point of unfolding). Empty when `i` has no such form.
+std::optional<std::pair<Expr, Expr>> tile_aligned_copy(const Expr& i, const UnfoldGeometry& g) {
+  const ir::LinearForm f = ir::to_linear(i);
+  if (f.invalid) return std::nullopt;
+  for (size_t k = 0; k < f.terms.size(); ++k) {
+    const ir::LinearTerm& t = f.terms[k];
+    if (t.coef != g.step || t.atoms.size() != 1 || !t.atoms[0]->is_var()) continue;
+    ir::LinearForm rest = f;
+    rest.terms.erase(rest.terms.begin() + static_cast<std::ptrdiff_t>(k));
+    const Expr r = ir::from_linear(rest);
+    const ir::ConstIntBound rb = ir::const_int_bound(r), ab = ir::const_int_bound(t.atoms[0]);
+    if (rb.lo >= 0 && rb.hi < g.length && ab.lo >= 0 && ab.hi < g.tiles) {
+      return std::make_pair(t.atoms[0], r);
+    }
+  }
+  return std::nullopt;
+}
+
 // One primitive's forward map: indices over `in` dims -> indices over the dims after it.
 std::vector<Expr> forward_step(const Primitive& p, const std::vector<int64_t>& in,
                                const std::vector<Expr>& idx) {
@@ -136,6 +161,11 @@ std::vector<Expr> forward_step(const Primitive& p, const std::vector<int64_t>& i
       break;
     case PrimitiveKind::kUnfold: {
       const UnfoldGeometry g = unfold_geometry(p, in[d]);
+      if (auto aligned = tile_aligned_copy(i, g)) {
+        out.push_back(aligned->first);
+        out.push_back(aligned->second);
+        break;
+      }
       Expr tile = ir::min(ir::floordiv(i, ir::int_imm(g.step)), ir::int_imm(g.tiles - 1));
       out.push_back(tile);
       out.push_back(i - tile * ir::int_imm(g.step));

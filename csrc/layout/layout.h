@@ -20,9 +20,11 @@
 //                       of t outputs each, outputs = ceil((E-K)/V) + 1 (every row covered);
 //                       tile a starts at a*V*t. Each
 //                       element is stored once per tile that reads it; forward picks the tile
-//                       a = min(i / (V*t), T-1). Requires K >= V (else rows between windows
-//                       would have no place). ALT's paper gives the tile as t+K-1, which is right
-//                       only for V = 1.
+//                       a = min(i / (V*t), T-1), or, when the index is a*V*t + r with `a` an
+//                       iterator and 0 <= r < V*(t-1)+K, the copy in tile a (the reader's
+//                       own tile: a tiled convolution's window). Requires K >= V (else rows between
+//                       windows would have no place). ALT's paper gives the tile as t+K-1, which is
+//                       right only for V = 1.
 //   pad(d, lo, hi)      d of extent E -> lo + E + hi;              i -> i + lo
 //   store_at(d, o, n)   d of extent E placed at offset o of a dim of extent n (o + E <= n) that
 //                       other tensors share (ALT's store_at: e.g. a bias beside its weights);

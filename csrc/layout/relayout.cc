@@ -117,20 +117,22 @@ std::vector<Expr> vars_of(const std::vector<IterVar>& axes) {
   return v;
 }
 
-// `body` (over `t`'s logical iterators) moved onto the physical iterators of `layout`.
-Expr body_over_physical(const Tensor& t, const Expr& body, const Layout& layout,
-                        const std::vector<IterVar>& axes) {
+// `t`'s body moved onto the physical iterators `axes` of `layout`, with its reads retargeted.
+// The iterators are substituted before the reads are rewritten, so a read's forward map sees
+// the physical iterators (an unfolded input read by a tiled output picks the tile's own copy).
+Expr body_over_physical(const Tensor& t, const Layout& layout, const std::vector<IterVar>& axes,
+                        RetargetReads* retarget) {
   const std::vector<Expr> logical = layout.inverse(vars_of(axes));
   ir::VarMap vmap;
   for (size_t d = 0; d < t->op->axes.size(); ++d) {
     vmap[t->op->axes[d].var.get()] = ir::simplify(logical[d]);
   }
-  Expr moved = simplify_indices(ir::substitute(body, vmap));
+  Expr moved = retarget->mutate(simplify_indices(ir::substitute(t->op->body, vmap)));
   if (layout.is_dense()) return moved;
   // A position holding no element computes what a reduction over nothing would, or 0.
   const Expr empty = t->op->reduce == ir::ReduceKind::kNone
-                         ? ir::make_const(body->dtype, t->pad_value)
-                         : ir::reduce_identity(t->op->reduce, body->dtype);
+                         ? ir::make_const(moved->dtype, t->pad_value)
+                         : ir::reduce_identity(t->op->reduce, moved->dtype);
   return ir::select(layout.holds_element(vars_of(axes)), moved, empty);
 }
 
@@ -175,13 +177,15 @@ Relaid apply_layouts(const std::vector<Tensor>& outputs, const std::vector<Tenso
 
   for (const Tensor& t : dag.computes) {
     RetargetReads retarget(rebuilt, laid);
-    Expr body = retarget.mutate(t->op->body);
     std::vector<IterVar> axes = t->op->axes, reduce_axes = t->op->reduce_axes;
     auto l = laid.find(t.get());
     const Layout* layout = l != laid.end() ? l->second : nullptr;
+    Expr body;
     if (layout) {
       axes = physical_axes(*layout);
-      body = body_over_physical(t, body, *layout, axes);
+      body = body_over_physical(t, *layout, axes, &retarget);
+    } else {
+      body = retarget.mutate(t->op->body);
     }
     split_divided_reduce_axes(&reduce_axes, &body);
     if (layout || !body.same_as(t->op->body)) {

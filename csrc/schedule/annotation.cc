@@ -101,6 +101,11 @@ Json KernelSchedule::to_json() const {
   Json s = Json::array();
   for (const StageAnnotation& a : stages) s.push_back(a.to_json());
   j["stages"] = s;
+  if (!layouts.empty()) {
+    Json l = Json::object();
+    for (const auto& [name, text] : layouts) l[name] = text;
+    j["layouts"] = l;
+  }
   return j;
 }
 
@@ -119,6 +124,9 @@ KernelSchedule KernelSchedule::from_json(const Json& j) {
   k.tuner = j.get_string("tuner", "default");
   if (const Json* p = j.find("plan")) k.plan = PlanChoices::from_json(*p);
   for (const Json& s : j.at("stages").as_array()) k.stages.push_back(StageAnnotation::from_json(s));
+  if (const Json* l = j.find("layouts")) {
+    for (const auto& [name, text] : l->as_object()) k.layouts[name] = text.as_string();
+  }
   return k;
 }
 

@@ -2,6 +2,7 @@
 // Schedules: a sketch (the loop structure, chosen by rules from the compute pattern) plus an
 // annotation (the numbers: tile sizes, vector width, packing). Every tuner works on this one
 // representation and it round-trips through JSON, so a record made by one tuner is readable by all.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ struct KernelSchedule {
   PlanChoices plan;
   std::vector<StageAnnotation> stages;  // in the order of the plan's stages
   std::string tuner = "default";        // who produced it: default, construct, search, reuse...
+  // Layouts (layout/layout.h text) by tensor name: the DAG the stages annotate is the workload's
+  // DAG relaid with these (layout/relayout.h). Empty for PyTorch's row-major layouts. Written to
+  // JSON only when not empty; not part of stages_text (over a given DAG the stages alone decide
+  // the kernel).
+  std::map<std::string, std::string> layouts;
 
   util::Json to_json() const;
   static KernelSchedule from_json(const util::Json& j);

@@ -1,0 +1,97 @@
+// Joint layout and loop tuning (layout/layout_tuner.h): the two stages share one budget, the
+// chosen kernel computes the original values in its layouts, the choice is stored with its
+// layouts and replayed from the records database without measuring.
+#include <gtest/gtest.h>
+
+#include "const_dims.h"
+#include "db/records.h"
+#include "layout/layout_tuner.h"
+#include "layout_check.h"
+#include "ops/ops.h"
+#include "util/counters.h"
+
+namespace tessera::layout {
+namespace {
+
+using ir::Tensor;
+using testing::dims;
+
+testing::LayoutCase conv_case() {
+  Tensor x = ir::placeholder("X", dims({1, 16, 12, 12})),
+         w = ir::placeholder("W", dims({32, 16, 3, 3}));
+  return {{ops::relu(ops::conv2d(x, w, nullptr, {1, 1}, {1, 1}), "Y")}, {x, w}, {}};
+}
+
+void expect_result_correct(const testing::LayoutCase& c, const LayoutTuneResult& r) {
+  testing::LayoutCase chosen = c;
+  chosen.layouts = r.chosen.layouts;
+  const testing::RelaidData d = testing::relaid_data(chosen, r.relaid);
+  testing::expect_kernel_matches(*r.kernel.kernel, r.relaid.outputs, d);
+}
+
+TEST(LayoutTuner, TunesEveryCandidateThenSpendsTheRestOnTheBest) {
+  const testing::LayoutCase c = conv_case();
+  const std::vector<LayoutCandidate> cands = layout_candidates(c.outputs, 16);
+  LayoutTuneOptions o;
+  o.budget = 10;
+  o.per_layout = 2;
+  const LayoutTuneResult r = tune_layouts(c.outputs, c.inputs, cands, o);
+  ASSERT_EQ(r.trials.size(), cands.size());
+  for (const LayoutTrial& t : r.trials) {
+    EXPECT_TRUE(t.error.empty()) << t.candidate.name << ": " << t.error;
+    EXPECT_GT(t.best_ms, 0) << t.candidate.name;
+    EXPECT_GE(t.measured, 1);
+    EXPECT_LE(t.measured, o.per_layout);
+  }
+  EXPECT_GT(r.layout_stage_measured, 0);
+  EXPECT_LE(r.layout_stage_measured + r.loop_stage_measured, o.budget);
+  // The chosen layout is the best of the layout stage (the loop stage only refines it).
+  double best = 1e30;
+  for (const LayoutTrial& t : r.trials) best = std::min(best, t.best_ms);
+  EXPECT_LE(r.best_ms, best);
+  EXPECT_EQ(r.schedule.tuner, "alt:" + r.chosen.name);
+  EXPECT_EQ(r.schedule.layouts.size(), propagate_layouts(c.outputs, r.chosen.layouts).size());
+  expect_result_correct(c, r);
+}
+
+TEST(LayoutTuner, ChoiceIsStoredWithItsLayoutsAndReplayedWithoutMeasuring) {
+  const testing::LayoutCase c = conv_case();
+  db::RecordsDB records = db::RecordsDB::open(":memory:");
+  LayoutTuneOptions o;
+  o.budget = 6;
+  o.per_layout = 1;
+  o.records = &records;
+  // Only blocked layouts: the stored choice must carry layouts to replay.
+  std::vector<LayoutCandidate> cands;
+  for (const LayoutCandidate& cand : layout_candidates(c.outputs, 16)) {
+    if (cand.name == "NCHW16c") cands.push_back(cand);
+  }
+  ASSERT_EQ(cands.size(), 1u);
+  const LayoutTuneResult first = tune_layouts(c.outputs, c.inputs, cands, o);
+  EXPECT_FALSE(first.from_records);
+  const int64_t measured_before = util::read(util::Counter::kCandidates);
+  const LayoutTuneResult again = tune_layouts(c.outputs, c.inputs, cands, o);
+  EXPECT_TRUE(again.from_records);
+  EXPECT_EQ(util::read(util::Counter::kCandidates), measured_before);
+  EXPECT_EQ(again.chosen.name, "NCHW16c");
+  EXPECT_EQ(again.schedule.layouts, first.schedule.layouts);
+  EXPECT_EQ(again.schedule.stages_text(), first.schedule.stages_text());
+  expect_result_correct(c, again);
+  // The same operator in fixed layouts has its own records: ALT's do not answer for it.
+  EXPECT_FALSE(records.best(db::make_workload_key(c.outputs, c.inputs)).has_value());
+}
+
+TEST(LayoutTuner, LoopsOnlyInFixedLayoutsUsesTheWholeBudget) {
+  const testing::LayoutCase c = conv_case();
+  LayoutTuneOptions o;
+  o.budget = 5;
+  const LayoutTuneResult r = tune_loops_only(c.outputs, c.inputs, {"fixed", {}}, o);
+  EXPECT_EQ(r.layout_stage_measured, 0);
+  EXPECT_GE(r.loop_stage_measured, 2);
+  EXPECT_LE(r.loop_stage_measured, o.budget);
+  EXPECT_TRUE(r.schedule.layouts.empty());
+  expect_result_correct(c, r);
+}
+
+}  // namespace
+}  // namespace tessera::layout
