@@ -57,23 +57,6 @@ db::WorkloadKey layouts_key(const std::vector<ir::Tensor>& outputs,
   return db::make_workload_key(outputs, inputs, db::host_target() + ":layouts");
 }
 
-// The layouts a schedule carries, parsed against the DAG's tensors.
-LayoutMap layouts_of(const schedule::KernelSchedule& s, const std::vector<ir::Tensor>& outputs,
-                     const std::vector<ir::Tensor>& inputs) {
-  const ir::TensorDAG dag = ir::collect_dag(outputs);
-  std::map<std::string, ir::Tensor> by_name;
-  for (const std::vector<ir::Tensor>* ts : {&dag.placeholders, &dag.computes, &inputs}) {
-    for (const ir::Tensor& t : *ts) by_name[t->name] = t;
-  }
-  LayoutMap m;
-  for (const auto& [name, text] : s.layouts) {
-    auto it = by_name.find(name);
-    TESSERA_CHECK(it != by_name.end()) << "layout record names no tensor " << name;
-    m.emplace(name, Layout::parse(constant_shape(it->second), text));
-  }
-  return m;
-}
-
 // The result's kernel: `schedule` built over the relaid DAG (weights prepacked where it packs),
 // and the schedule as stored: the chosen layouts (propagated ones included) and the tuner.
 void finish(const std::vector<ir::Tensor>& outputs, const Relaid& relaid,
@@ -112,7 +95,7 @@ std::optional<LayoutTuneResult> replay(const std::vector<ir::Tensor>& outputs,
     const schedule::KernelSchedule s = schedule::KernelSchedule::parse(rec->schedule_json);
     LayoutTuneResult res;
     res.chosen = {s.tuner.rfind("alt:", 0) == 0 ? s.tuner.substr(4) : s.tuner,
-                  layouts_of(s, outputs, inputs)};
+                  parse_layouts(outputs, inputs, s.layouts)};
     res.from_records = true;
     finish(outputs, apply_layouts(outputs, inputs, res.chosen.layouts), s,
            rec->median_ms.value_or(-1), o, &res);

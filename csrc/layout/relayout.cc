@@ -148,6 +148,22 @@ std::vector<int64_t> constant_shape(const Tensor& t) {
   return shape;
 }
 
+LayoutMap parse_layouts(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                        const std::map<std::string, std::string>& texts) {
+  const ir::TensorDAG dag = ir::collect_dag(outputs);
+  std::map<std::string, Tensor> by_name;
+  for (const std::vector<Tensor>* ts : {&dag.placeholders, &dag.computes, &inputs}) {
+    for (const Tensor& t : *ts) by_name[t->name] = t;
+  }
+  LayoutMap m;
+  for (const auto& [name, text] : texts) {
+    auto it = by_name.find(name);
+    TESSERA_CHECK(it != by_name.end()) << "layout: no tensor named " << name << " in the DAG";
+    m.emplace(name, Layout::parse(constant_shape(it->second), text));
+  }
+  return m;
+}
+
 Relaid apply_layouts(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                      const LayoutMap& layouts) {
   const ir::TensorDAG dag = ir::collect_dag(outputs);

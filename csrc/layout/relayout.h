@@ -42,6 +42,12 @@ Relaid apply_layouts(const std::vector<ir::Tensor>& outputs, const std::vector<i
 ir::Tensor to_physical(const ir::Tensor& t, const Layout& layout, const std::string& name);
 ir::Tensor to_logical(const ir::Tensor& physical, const Layout& layout, const std::string& name);
 
+// Layouts given as text by tensor name (KernelSchedule::layouts, Python), parsed against the
+// shapes of the DAG's tensors (tessera::Error for a name that is not one of them).
+LayoutMap parse_layouts(const std::vector<ir::Tensor>& outputs,
+                        const std::vector<ir::Tensor>& inputs,
+                        const std::map<std::string, std::string>& texts);
+
 // The constant shape of `t` (tessera::Error when a dim is symbolic: layouts need constant shapes).
 std::vector<int64_t> constant_shape(const ir::Tensor& t);
 
