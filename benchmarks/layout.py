@@ -23,6 +23,13 @@ convolutions, BERT-base's three linear layers at 128 tokens. Then the ResNet ste
 and a tiled output N.H/4.W/8.O/16.4.8.16 reading an unfolded input (tiles of 4x8 outputs, the
 stride-2 window's rows 2*(4-1)+7 = 13 and columns 2*(8-1)+7 = 21 per tile).
 
+--models resnet18 mobilenet_v2: the whole model compiled by the torch.compile backend twice, on
+NCHW and on channels_last (model and input converted by the user: the backend keeps the
+strides eager gives, so every convolution reads and writes NHWC, and the one conversion is the
+input's); timed side by side, NCHW as the reference. This is the NHWC family propagated through
+the whole graph by hand, not ALT's per-operator choice (the backend does not make that choice
+yet): it measures what graph-level propagation of one family is worth.
+
 JSON: per operator {"op", "kind", "fixed_gflops", "alt_gflops", "torch_gflops", "alt_layout",
 "alt_vs_fixed", "alt_vs_torch", "layout_stage_measured", "loop_stage_measured", "tune_s"}; the
 stem {"case": "stem", "<layout>_gflops" ...}.
@@ -152,13 +159,43 @@ def stem_study(args):
     return rec
 
 
+def model_study(name, args):
+    import copy
+
+    from models import build
+    model, x = build(name, 1)
+    model.eval()
+    torch._dynamo.reset()
+    fns = {}
+    with torch.no_grad():
+        want = model(x)
+        for fmt in ("nchw", "channels_last"):
+            m = copy.deepcopy(model)
+            inp = x
+            if fmt == "channels_last":
+                m = m.to(memory_format=torch.channels_last)
+                inp = x.contiguous(memory_format=torch.channels_last)
+            f = torch.compile(m, backend="tessera")
+            torch.testing.assert_close(f(inp), want, rtol=1e-3, atol=1e-3)
+            fns[fmt] = (lambda f=f, inp=inp: f(inp))
+        r = paired_with_reference({"channels_last": fns["channels_last"]}, fns["nchw"],
+                                  rounds=args.rounds, min_time_ms=200.0)
+    return {"model": name, "nchw_ms": r["reference"],
+            "channels_last_ms": r["channels_last"] * r["reference"],
+            "speedup": 1.0 / r["channels_last"]}
+
+
 def main():
     p = arg_parser(__doc__.splitlines()[0])
     p.add_argument("--budget", type=int, default=16, help="measured candidates per operator")
     p.add_argument("--per-layout", type=int, default=3, help="layout stage measurements each")
-    p.add_argument("--only", choices=["conv", "depthwise", "matmul"])
+    p.add_argument("--only", choices=["conv", "depthwise", "matmul", "none"])
     p.add_argument("--no-stem", action="store_true", help="skip the stem case study")
+    p.add_argument("--models", nargs="*", default=[], help="whole models, NCHW vs channels_last")
+    p.add_argument("--models-only", action="store_true", help="only the --models study")
     args = p.parse_args()
+    if args.models_only:
+        args.only, args.no_stem = "none", True
     torch.manual_seed(0)
     cases = []
     if args.only in (None, "conv"):
@@ -174,9 +211,10 @@ def main():
         records.append(measure(name, kind, case, args))
         print_table(records[-1:], ["op", "alt_layout", "fixed_gflops", "alt_gflops",
                                    "torch_gflops", "alt_vs_fixed", "alt_vs_torch"])
-    print()
-    print_table(records, ["op", "kind", "alt_layout", "fixed_gflops", "alt_gflops",
-                          "torch_gflops", "alt_vs_fixed", "alt_vs_torch", "tune_s"])
+    if records:
+        print()
+        print_table(records, ["op", "kind", "alt_layout", "fixed_gflops", "alt_gflops",
+                              "torch_gflops", "alt_vs_fixed", "alt_vs_torch", "tune_s"])
     for kind in ("conv", "depthwise", "matmul"):
         sel = [r for r in records if r["kind"] == kind]
         if sel:
@@ -190,7 +228,10 @@ def main():
         stem = stem_study(args)
         print_table([stem], [k for k in stem if k != "case"])
         records.append(stem)
-    write_json(args.json, records)
+    models = [model_study(name, args) for name in args.models]
+    if models:
+        print_table(models, ["model", "nchw_ms", "channels_last_ms", "speedup"])
+    write_json(args.json, records + models)
 
 
 if __name__ == "__main__":

@@ -70,3 +70,51 @@ def test_joint_tuner_choice_matches_eager(groups):
         y = layouts.to_logical(y, [1, 32, 10, 10], lay[out_name])
     want = torch.nn.functional.conv2d(x, w, padding=1, groups=groups)
     torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-4)
+
+
+class _Block(torch.nn.Module):
+    """conv-bn-relu, a residual conv, max pool, then a view into a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.fc = torch.nn.Linear(16 * 4 * 4, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.c1(x)))
+        y = torch.relu(y + self.c2(y))
+        y = torch.nn.functional.max_pool2d(y, 2)
+        return self.fc(y.flatten(1)), y
+
+
+def test_graph_layouts_store_conv_activations_nhwc_and_keep_results(monkeypatch):
+    from tessera.backend import plan
+    chosen = []
+    original = plan.channels_last_activations
+
+    def spy(gm, metas, cls):
+        new = original(gm, metas, cls)
+        chosen.append(sum(1 for n in metas if new[n] is not metas[n]))
+        return new
+    monkeypatch.setattr(plan, "channels_last_activations", spy)
+    torch.manual_seed(0)
+    model = _Block().eval()
+    x = torch.randn(2, 8, 8, 8)
+    with torch.no_grad():
+        want = model(x)
+        torch._dynamo.reset()
+        f = torch.compile(model, backend="tessera", options={"layouts": True})
+        got = f(x)
+        got = f(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        assert g.stride() == w.stride()  # graph outputs keep eager's strides
+    # conv1, bn, relu, conv2, add, relu at least; the pooled output is a graph output (kept).
+    assert chosen and chosen[0] >= 4
+    torch._dynamo.reset()
+    chosen.clear()
+    with torch.no_grad():
+        torch.compile(model, backend="tessera")(x)
+    assert not chosen  # off by default

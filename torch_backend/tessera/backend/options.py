@@ -70,6 +70,10 @@ class Options:
     # EinNet: convolution partitions are also offered the program derivation finds for the
     # convolution (e.g. a matmul plus an offset-reduce), as one more measured candidate.
     derive: bool = False
+    # ALT's layout propagation at graph level: convolution outputs and the activations computed
+    # from them are stored NHWC (activation_layout.py), so kernels write and read channel
+    # vectors contiguously; graph inputs and outputs keep eager's strides.
+    layouts: bool = False
 
 
 _DESCRIPTIONS = {
@@ -85,6 +89,7 @@ _DESCRIPTIONS = {
     "prepack_weights": "bool (inference: weights packed once, repacked when changed in place)",
     "reuse": "bool (search mode over a graph: kernels tuned from other kernels' programs)",
     "derive": "bool (EinNet derivations offered to convolution partitions)",
+    "layouts": "bool (ALT: convolution activations stored NHWC, propagated through the graph)",
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 

@@ -16,6 +16,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import anchor as anchor_choice
+from .activation_layout import channels_last_activations
 from . import derived_anchor
 from . import program_runner
 from . import search_graph
@@ -102,6 +103,9 @@ class Planner:
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.folded = foldable_scalars(self.graph, metas)
         self.cls = Classifier(metas, self.folded)
+        if options.layouts:
+            self.metas = channels_last_activations(gm, metas, self.cls)
+            self.cls = Classifier(self.metas, self.folded)
         out = [n for n in self.nodes if n.op == "output"][0]
         self.output_args = out.args[0]
         self.graph_outputs: Set[fx.Node] = set(_nodes_in(self.output_args))

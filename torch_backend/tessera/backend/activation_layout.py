@@ -1,0 +1,70 @@
+"""Graph-level layout propagation (ALT, options layouts=True): convolution activations in NHWC.
+
+Kernels write their outputs in the strides the planner's metas give them and read inputs in
+whatever dense order they come (kernel_build: a permuted input is index arithmetic, not a copy).
+So storing an activation NHWC is a change of its meta's strides: the producing kernel then
+writes channel vectors contiguously and every consumer kernel reads that order. This pass picks
+the values to store NHWC: a convolution's output and, propagated forward, every 4-D value
+computed from one by a non-view op of the same rank (batch norm, activations, residual adds,
+pooling). Graph inputs and outputs keep eager's strides (the planner writes outputs back in
+them), and values that a view reads keep theirs (a view of an NHWC value would not read the
+same bytes), so the only conversions left are at the graph's edges and before views.
+
+Correct whatever the actual strides are: a kernel input that does not come in the planned order
+is made contiguous in that order first (kernel_build._prepare), and ATen steps take any strides.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Set
+
+import torch
+import torch.fx as fx
+
+from .meta import TensorMeta, contiguous_strides
+from .partition import Classifier
+from .runner import _nodes_in
+
+_CONVOLUTION = {torch.ops.aten.convolution.default}
+
+
+def _channels_last_strides(shape) -> tuple:
+    n, c, h, w = shape
+    return (h * w * c, 1, w * c, c)
+
+
+def _candidate(n: fx.Node, meta: Any, cls: Classifier, outputs: Set[fx.Node]) -> bool:
+    """A 4-D float value in NCHW order with channels and a spatial extent, computed by a
+    non-view op, read by no view and not a graph output."""
+    if n.op != "call_function" or not isinstance(meta, TensorMeta) or meta.ndim != 4:
+        return False
+    if not meta.dtype.is_floating_point or n in outputs or cls.kind(n) == "view":
+        return False
+    _, c, h, w = meta.shape
+    if c <= 1 or h * w <= 1 or meta.stride != contiguous_strides(meta.shape):
+        return False
+    return all(u.op == "call_function" and cls.kind(u) != "view" for u in n.users)
+
+
+def channels_last_activations(gm: fx.GraphModule, metas: Dict[fx.Node, Any],
+                              cls: Classifier) -> Dict[fx.Node, Any]:
+    """`metas` with the chosen activations' strides changed to NHWC (a new dict)."""
+    out_node = [n for n in gm.graph.nodes if n.op == "output"][0]
+    outputs = set(_nodes_in(out_node.args[0]))
+    chosen: Set[fx.Node] = set()
+    for n in gm.graph.nodes:
+        meta = metas.get(n)
+        if not _candidate(n, meta, cls, outputs):
+            continue
+        from_conv = n.target in _CONVOLUTION or any(
+            isinstance(a, fx.Node) and a in chosen and metas[a].shape[1] == meta.shape[1]
+            for a in n.all_input_nodes)
+        if from_conv:
+            chosen.add(n)
+    if not chosen:
+        return metas
+    new = dict(metas)
+    for n in chosen:
+        m = metas[n]
+        new[n] = TensorMeta(m.shape, _channels_last_strides(m.shape), m.dtype, m.device)
+    return new
