@@ -23,12 +23,12 @@ convolutions, BERT-base's three linear layers at 128 tokens. Then the ResNet ste
 and a tiled output N.H/4.W/8.O/16.4.8.16 reading an unfolded input (tiles of 4x8 outputs, the
 stride-2 window's rows 2*(4-1)+7 = 13 and columns 2*(8-1)+7 = 21 per tile).
 
---models resnet18 mobilenet_v2: the whole model compiled by the torch.compile backend twice, on
-NCHW and on channels_last (model and input converted by the user: the backend keeps the
-strides eager gives, so every convolution reads and writes NHWC, and the one conversion is the
-input's); timed side by side, NCHW as the reference. This is the NHWC family propagated through
-the whole graph by hand, not ALT's per-operator choice (the backend does not make that choice
-yet): it measures what graph-level propagation of one family is worth.
+--models resnet18 mobilenet_v2: the whole model compiled by the torch.compile backend with and
+without options layouts=True (convolution activations NHWC, propagated through the graph:
+backend/activation_layout.py), timed side by side (without as the reference), and the share of
+the ALT compile's CPU time spent in copies (layout conversions) by the profiler. The graph level
+applies the NHWC family only; the blocked layouts the per-operator tuner may choose are not
+propagated between partitions yet.
 
 JSON: per operator {"op", "kind", "fixed_gflops", "alt_gflops", "torch_gflops", "alt_layout",
 "alt_vs_fixed", "alt_vs_torch", "layout_stage_measured", "loop_stage_measured", "tune_s"}; the
@@ -159,6 +159,21 @@ def stem_study(args):
     return rec
 
 
+def conversion_share(f, calls=5):
+    """Share of the CPU time of `f()` (a compiled model's call) spent in copies (layout
+    conversions: .contiguous(), permuted copies), by the profiler's self times over `calls`
+    calls."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            f()
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    copies = sum(e.self_cpu_time_total for e in events
+                 if e.key in ("aten::copy_", "aten::contiguous", "aten::clone"))
+    return copies / total if total else 0.0
+
+
 def model_study(name, args):
     import copy
 
@@ -169,20 +184,17 @@ def model_study(name, args):
     fns = {}
     with torch.no_grad():
         want = model(x)
-        for fmt in ("nchw", "channels_last"):
-            m = copy.deepcopy(model)
-            inp = x
-            if fmt == "channels_last":
-                m = m.to(memory_format=torch.channels_last)
-                inp = x.contiguous(memory_format=torch.channels_last)
-            f = torch.compile(m, backend="tessera")
-            torch.testing.assert_close(f(inp), want, rtol=1e-3, atol=1e-3)
-            fns[fmt] = (lambda f=f, inp=inp: f(inp))
-        r = paired_with_reference({"channels_last": fns["channels_last"]}, fns["nchw"],
-                                  rounds=args.rounds, min_time_ms=200.0)
-    return {"model": name, "nchw_ms": r["reference"],
-            "channels_last_ms": r["channels_last"] * r["reference"],
-            "speedup": 1.0 / r["channels_last"]}
+        for alt in (False, True):
+            f = torch.compile(copy.deepcopy(model), backend="tessera",
+                              options={"layouts": alt})
+            torch.testing.assert_close(f(x), want, rtol=1e-3, atol=1e-3)
+            fns[alt] = (lambda f=f: f(x))
+        r = paired_with_reference({"alt": fns[True]}, fns[False], rounds=args.rounds,
+                                  min_time_ms=200.0)
+        share = conversion_share(fns[True])
+    return {"model": name, "without_alt_ms": r["reference"],
+            "with_alt_ms": r["alt"] * r["reference"], "speedup": 1.0 / r["alt"],
+            "conversion_share": share}
 
 
 def main():
@@ -191,7 +203,8 @@ def main():
     p.add_argument("--per-layout", type=int, default=3, help="layout stage measurements each")
     p.add_argument("--only", choices=["conv", "depthwise", "matmul", "none"])
     p.add_argument("--no-stem", action="store_true", help="skip the stem case study")
-    p.add_argument("--models", nargs="*", default=[], help="whole models, NCHW vs channels_last")
+    p.add_argument("--models", nargs="*", default=[],
+                   help="whole models (resnet18, mobilenet_v2) with and without options layouts")
     p.add_argument("--models-only", action="store_true", help="only the --models study")
     args = p.parse_args()
     if args.models_only:
@@ -230,7 +243,8 @@ def main():
         records.append(stem)
     models = [model_study(name, args) for name in args.models]
     if models:
-        print_table(models, ["model", "nchw_ms", "channels_last_ms", "speedup"])
+        print_table(models, ["model", "without_alt_ms", "with_alt_ms", "speedup",
+                             "conversion_share"])
     write_json(args.json, records + models)
 
 

@@ -5,6 +5,8 @@
 
 #include "const_dims.h"
 #include "db/records.h"
+#include "db/schedule_names.h"
+#include "db/workload_key.h"
 #include "layout/layout_tuner.h"
 #include "layout_check.h"
 #include "ops/ops.h"
@@ -91,6 +93,20 @@ TEST(LayoutTuner, LoopsOnlyInFixedLayoutsUsesTheWholeBudget) {
   EXPECT_LE(r.loop_stage_measured, o.budget);
   EXPECT_TRUE(r.schedule.layouts.empty());
   expect_result_correct(c, r);
+}
+
+TEST(LayoutTuner, ScheduleLayoutsRoundTripThroughJsonAndCanonicalNames) {
+  const testing::LayoutCase c = conv_case();
+  schedule::KernelSchedule s;
+  s.layouts = {{"X", "split(1,16) reorder(0,1,3,4,2)"}, {"Y", "reorder(0,2,3,1)"}};
+  const schedule::KernelSchedule back = schedule::KernelSchedule::parse(s.dump());
+  EXPECT_EQ(back.layouts, s.layouts);
+  EXPECT_EQ(back.stages_text(), s.stages_text());  // layouts are not part of the stages' text
+  const db::WorkloadKey key = db::make_workload_key(c.outputs, c.inputs);
+  const std::string canonical = db::schedule_to_canonical(key, s.dump());
+  EXPECT_EQ(canonical.find("\"X\""), std::string::npos) << canonical;  // names translated
+  EXPECT_EQ(schedule::KernelSchedule::parse(db::schedule_from_canonical(key, canonical)).layouts,
+            s.layouts);
 }
 
 }  // namespace
