@@ -113,6 +113,7 @@ def test_graph_layouts_store_conv_activations_nhwc_and_keep_results(monkeypatch)
         assert g.stride() == w.stride()  # graph outputs keep eager's strides
     # conv1, bn, relu, conv2, add, relu at least; the pooled output is a graph output (kept).
     assert chosen and chosen[0] >= 4
+    assert f"{chosen[0]} activations stored NHWC" in str(tessera.explain(f))
     torch._dynamo.reset()
     chosen.clear()
     with torch.no_grad():

@@ -35,7 +35,7 @@ import torch
 
 from .backend.graph import compiled_graphs
 from .backend.origin import codes_of
-from .backend.plan import Summary
+from .backend.plan import Summary, layouts_text
 
 OTHER = "other (ATen ops outside partitions, runner)"
 
@@ -179,6 +179,8 @@ def _graph_text(g: GraphReport) -> str:
             lines.append(f"        left to ATen: {r.reason}")
     for op, n in sorted(s.aten_ops.items()):
         lines.append(f"  ATen: {op} x{n} ({s.aten_reasons.get(op, 'unsupported')})")
+    if s.layouts:
+        lines.append("  " + layouts_text(s.layouts))
     return "\n".join(lines)
 
 

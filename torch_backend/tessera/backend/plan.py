@@ -53,6 +53,9 @@ class Summary:
     segments: List[Any] = dataclasses.field(default_factory=list, repr=False)
     # The whole graph timed against eager on its first inputs (graph_guard.py): "compiled" or
     # "eager" (the compiled runner lost and the graph runs eagerly).
+    # options layouts: {"nhwc": names of the activations stored NHWC, "read_by_aten": ATen
+    # operators reading one of them}; empty when no layout was changed.
+    layouts: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
     graph_choice: str = "compiled"
     graph_times_ms: Dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -72,6 +75,8 @@ class Summary:
             t = self.graph_times_ms
             lines.append(f"whole graph: compiled {t['compiled']:.3f} ms, eager {t['eager']:.3f} ms"
                          f" -> {self.graph_choice}")
+        if self.layouts:
+            lines.append(layouts_text(self.layouts))
         if self.aten_ops:
             lines.append("ATen: " + ", ".join(f"{k} x{v}"
                                               for k, v in sorted(self.aten_ops.items())))
@@ -81,6 +86,13 @@ class Summary:
             lines.append(f"{ops}: {c['choice']} ({times})")
         lines += [f"left to ATen: {f}" for f in self.failures]
         return "\n".join(lines)
+
+
+def layouts_text(layouts: Dict[str, List[str]]) -> str:
+    text = f"layouts: {len(layouts['nhwc'])} activations stored NHWC"
+    if layouts["read_by_aten"]:
+        text += " (read by ATen: " + ", ".join(layouts["read_by_aten"]) + ")"
+    return text
 
 
 class _Unit:
@@ -103,6 +115,7 @@ class Planner:
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.folded = foldable_scalars(self.graph, metas)
         self.cls = Classifier(metas, self.folded)
+        self.original_metas = metas
         if options.layouts:
             self.metas = channels_last_activations(gm, metas, self.cls)
             self.cls = Classifier(self.metas, self.folded)
@@ -438,6 +451,17 @@ class Planner:
             raise RuntimeError("internal: the partitioned graph has a cycle")
         return out
 
+    def _note_layouts(self, aten_nodes) -> None:
+        """Summary.layouts: the activations stored NHWC (options layouts) and the ATen
+        operators reading one (they take it as it is, or copy it if they need NCHW)."""
+        nhwc = [n for n in self.nodes if n in self.metas and
+                self.metas[n] is not self.original_metas.get(n, self.metas[n])]
+        if not nhwc:
+            return
+        aten = set(aten_nodes)
+        readers = sorted({_op_name(u.target) for n in nhwc for u in n.users if u in aten})
+        self.summary.layouts = {"nhwc": [n.name for n in nhwc], "read_by_aten": readers}
+
     def build(self) -> Callable:
         groups = list(partition(self.graph, self.cls))
         if self.options.tune == "search":
@@ -446,6 +470,7 @@ class Planner:
             self._plan_group(members)
         needed = self._aten_needed()
         self._count_aten(needed)
+        self._note_layouts(needed)
         units = list(self.kernel_steps)
         for n in needed:
             reads = [a for a in input_nodes(n) if a not in self.folded]
