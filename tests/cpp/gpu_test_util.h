@@ -25,7 +25,8 @@ inline std::vector<int64_t> concrete(const ir::Tensor& t, const SizeValues& size
 }
 
 // Runs `f` (ABI: `ins` then `outs`, then its size variables) with loop::interpret_gpu and
-// expects every output within `tol` (relative) of ops::run_reference.
+// expects no race, no out-of-bounds access, and every output within `tol` (relative) of
+// ops::run_reference.
 inline void expect_gpu_matches_reference(const loop::LoweredFunc& f,
                                          const std::vector<ir::Tensor>& outs,
                                          const std::vector<ir::Tensor>& ins,
@@ -41,7 +42,9 @@ inline void expect_gpu_matches_reference(const loop::LoweredFunc& f,
   for (runtime::NDArray& a : arrays) ptrs.push_back(a.data());
   std::vector<int64_t> size_args;
   for (const ir::Var& v : f.size_vars) size_args.push_back(sizes.at(v.get()));
-  loop::interpret_gpu(f, ptrs, size_args);
+  const loop::GpuCheckReport report = loop::interpret_gpu(f, ptrs, size_args);
+  EXPECT_EQ(report.races, 0) << (report.messages.empty() ? "" : report.messages[0]);
+  EXPECT_EQ(report.out_of_bounds, 0) << (report.messages.empty() ? "" : report.messages[0]);
 
   const std::vector<runtime::NDArray> want = ops::run_reference(outs, inputs, sizes);
   for (size_t o = 0; o < outs.size(); ++o) {
