@@ -38,5 +38,6 @@ void bind_runner(pybind11::module_& m);
 void bind_reuse(pybind11::module_& m);
 void bind_derive(pybind11::module_& m);
 void bind_dynamic(pybind11::module_& m);
+void bind_cuda(pybind11::module_& m);
 
 }  // namespace tessera::python

@@ -32,4 +32,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_reuse(m);
   tessera::python::bind_derive(m);
   tessera::python::bind_dynamic(m);
+  tessera::python::bind_cuda(m);
 }
