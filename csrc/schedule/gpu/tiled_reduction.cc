@@ -404,6 +404,12 @@ std::string GpuTileConfig::text() const {
          " unroll=" + list_text(unroll);
 }
 
+int64_t tiled_shared_bytes(const StagePlan& plan, const GpuTileConfig& config) {
+  TESSERA_CHECK(is_tiled_reduction_plan(plan)) << "GPU tiled schedule: not a single reduction";
+  check_config(reduction_of(plan), config);
+  return shared_bytes_of(plan, config);
+}
+
 bool is_tiled_reduction_plan(const StagePlan& plan) {
   return plan.stages.size() == 1 && plan.stages[0].op->op->reduce != ir::ReduceKind::kNone &&
          !plan.stages[0].op->op->reduce_axes.empty();

@@ -50,6 +50,10 @@ bool is_tiled_reduction_plan(const StagePlan& plan);
 // threads share, which is what staging pays for).
 bool has_operand_reuse(const StagePlan& plan);
 
+// Bytes of shared memory the staged tiles of `config` take (the capacity a tuner must respect:
+// at most kMaxStaticSharedBytes).
+int64_t tiled_shared_bytes(const StagePlan& plan, const GpuTileConfig& config);
+
 // A configuration for the plan's reduction: 16x16 threads over the two innermost spatial axes
 // wider than one, up to 4x4 points each, reduce steps of up to 16 values on the innermost reduce
 // axis (whole small axes otherwise), shrunk until the staged tiles fit in shared memory.
