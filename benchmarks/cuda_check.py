@@ -2,9 +2,11 @@
 
     python benchmarks/cuda_check.py [--json PATH] [--arch sm_90] [--ops NAME ...] [--list]
 
-1. Sources: every kernel of the operator suite of benchmarks/ops.py is lowered with its GPU
-   schedule, emitted as CUDA C and compiled to a cubin for --arch (NVRTC where it loads, else
-   `nvcc -cubin`), with ptxas's register and spill counts.
+1. Sources: every kernel of the operator suite of benchmarks/ops.py is lowered with its default
+   GPU schedule, and the tiled ones (matmul, conv) also with construct's choice (Gensor on GPU,
+   predict-only with the shipped H100 description), emitted as CUDA C and compiled to a cubin
+   for --arch (NVRTC where it loads, else `nvcc -cubin`), with ptxas's register and spill
+   counts. "gemm2048_spills" is construct's GEMM 2048 choice's.
 2. Interpreter cases: small operators with odd sizes, each GPU schedule run by the GPU-semantics
    interpreter (threads phase by phase between barriers) on random inputs against the reference,
    counting data races and out-of-bounds accesses.
@@ -101,24 +103,35 @@ def interpreter_cases() -> List[Case]:
     ]
 
 
+def compile_one(outs, ins, name: str, arch: str, construct: bool) -> dict:
+    rec = {"op": name, "construct": construct}
+    try:
+        k = _C.cuda.compile_kernel(outs, ins, name, arch, construct)
+        rec.update(ok=True, schedule=k["schedule"], compiler=k["compiler"],
+                   registers=k["registers"], spill_bytes=k["spill_bytes"],
+                   shared_bytes=k["shared_bytes"], cubin_bytes=k["cubin_bytes"],
+                   config=k.get("config"), predicted_ms=k.get("predicted_ms"))
+    except Exception as e:  # a failed compile is a result, not the end of the run
+        rec.update(ok=False, error=str(e)[:2000])
+    label = f"{name} ({'construct' if construct else 'default'})"
+    print(f"  {label:40s} " + (f"{rec['schedule']:9s} regs={rec['registers']:3d} "
+                                f"spills={rec['spill_bytes']}B smem={rec['shared_bytes']}B"
+                                + (f" {rec['config']}" if rec["config"] else "")
+                                if rec["ok"] else "FAILED: " + rec["error"].splitlines()[0]))
+    return rec
+
+
 def compile_suite(names: List[str] | None, arch: str) -> List[dict]:
+    """Every suite op with its default GPU schedule, and tiled ops also with construct's choice
+    (Gensor on GPU, predict-only with the shipped H100 description)."""
     records = []
     for op in ops_suite.suite():
         if names and op.name not in names:
             continue
         outs, ins = op.build()
-        rec = {"op": op.name}
-        try:
-            k = _C.cuda.compile_kernel(outs, ins, op.name, arch)
-            rec.update(ok=True, schedule=k["schedule"], compiler=k["compiler"],
-                       registers=k["registers"], spill_bytes=k["spill_bytes"],
-                       shared_bytes=k["shared_bytes"], cubin_bytes=k["cubin_bytes"])
-        except Exception as e:  # a failed compile is a result, not the end of the run
-            rec.update(ok=False, error=str(e)[:2000])
-        print(f"  {op.name:28s} " + (f"{rec['schedule']:9s} regs={rec['registers']:3d} "
-                                      f"spills={rec['spill_bytes']}B smem={rec['shared_bytes']}B"
-                                      if rec["ok"] else "FAILED: " + rec["error"].splitlines()[0]))
-        records.append(rec)
+        records.append(compile_one(outs, ins, op.name, arch, False))
+        if records[-1].get("schedule") == "tiled":
+            records.append(compile_one(outs, ins, op.name, arch, True))
     return records
 
 
@@ -153,7 +166,7 @@ def main() -> None:
     print(f"compiler: {compiler}, device: {device}")
     kernels = compile_suite(args.ops, args.arch) if compiler != "none" else []
     cases = run_cases(args.ops)
-    gemm2048 = [k for k in kernels if k["op"] == "gemm2048" and k["ok"]]
+    gemm2048 = [k for k in kernels if k["op"] == "gemm2048" and k["ok"] and k["construct"]]
     summary = {
         "sources_compiled": sum(k["ok"] for k in kernels),
         "sources_failed": sum(not k["ok"] for k in kernels),

@@ -40,6 +40,8 @@ def test_compile_kernel_reports_ptxas():
     assert k["cubin_bytes"] > 0
     if k["ptxas_found"]:
         assert k["registers"] > 0 and k["spill_bytes"] == 0
+    c = _C.cuda.compile_kernel([T.matmul(a, b)], [a, b], "mm64c", construct=True)
+    assert c["config"].startswith("vthread=") and c["predicted_ms"] > 0
 
 
 @pytest.mark.skipif(_C.cuda.compiler() == "none", reason="neither NVRTC nor nvcc")
@@ -50,7 +52,7 @@ def test_cuda_check_script(tmp_path):
                     str(out), "--ops", "gemm1024", "matmul_37x29x53", "softmax_7x100"],
                    check=True, env=env, capture_output=True)
     s = json.loads(out.read_text())
-    assert (s["sources_compiled"], s["sources_failed"]) == (1, 0)
+    assert (s["sources_compiled"], s["sources_failed"]) == (2, 0)  # default and construct
     assert (s["interpreter_cases"], s["interpreter_failures"]) == (2, 0)
     assert s["races"] == 0 and s["out_of_bounds"] == 0
     assert s["device"] is None or isinstance(s["device"], str)
