@@ -79,6 +79,26 @@ def interpreter_cases() -> List[Case]:
         x = P("X", [2, 3, 9, 9])
         return [T.avg_pool2d(x, (2, 2), (2, 2))], [x]
 
+    def maxpool():
+        x = P("X", [2, 3, 9, 9])
+        return [T.max_pool2d(x, (3, 3), (2, 2), (1, 1))], [x]
+
+    def conv_transpose():
+        x, w = P("X", [1, 4, 5, 5]), P("W", [4, 3, 3, 3])
+        return [T.conv_transpose2d(x, w, None, (2, 2), (1, 1))], [x, w]
+
+    def concat():
+        x, y = P("x", [4, 6]), P("y", [4, 3])
+        return [T.concat([x, y], 1)], [x, y]
+
+    def reshape_matmul_gelu():
+        x, w = P("x", [2, 8, 30]), P("w", [30, 12])
+        return [T.gelu(T.matmul(T.reshape(x, [16, 30]), w))], [x, w]
+
+    def min_keepdim():
+        x = P("x", [3, 5, 7])
+        return [T.reduce_min(x, [1], True)], [x]
+
     return [
         ("matmul_37x29x53", lambda: mm(37, 29, 53)),
         ("matmul_64x64x64", lambda: mm(64, 64, 64)),
@@ -100,6 +120,11 @@ def interpreter_cases() -> List[Case]:
         ("reduce_mean_cols", lambda: reduce(T.reduce_mean, [0])),
         ("elementwise_gelu_tanh", elementwise),
         ("avgpool_2x2", avgpool),
+        ("maxpool_3x3_stride2_pad1", maxpool),
+        ("conv_transpose2d_stride2", conv_transpose),
+        ("concat", concat),
+        ("reshape_matmul_gelu", reshape_matmul_gelu),
+        ("reduce_min_keepdim", min_keepdim),
     ]
 
 

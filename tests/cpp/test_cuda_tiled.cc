@@ -207,6 +207,9 @@ TEST(CudaRow, LayerNormAndSums) {
   check_default({ops::reduce_sum(x, {1})}, {x}, "row_sum", "row");
   check_default({ops::reduce_max(x)}, {x}, "full_max", "row");
   check_default({ops::reduce_mean(x, {0})}, {x}, "col_mean", "row");
+  // A kept dimension of extent 1 is no reuse: still one block per row.
+  Tensor x3 = ir::placeholder("x3", {Expr(3), Expr(5), Expr(7)});
+  check_default({ops::reduce_min(x3, {1}, true)}, {x3}, "min_keepdim", "row");
 }
 
 }  // namespace

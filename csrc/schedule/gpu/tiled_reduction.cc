@@ -92,11 +92,12 @@ std::vector<Expr> distinct_accesses(const Expr& body) {
   return found;
 }
 
-// Whether the access leaves out some spatial axis of the op (its data is shared by the threads
-// along that axis), which is what staging it pays for.
+// Whether the access leaves out some spatial axis of the op longer than one (its data is shared
+// by the threads along that axis), which is what staging it pays for. A kept dimension of
+// extent 1 shares nothing.
 bool reused(const Expr& access, const ir::ComputeOpNode& op) {
   for (const ir::IterVar& a : op.axes) {
-    if (!ir::uses_var(access, a.var)) return true;
+    if (!a.extent->is_const_int(1) && !ir::uses_var(access, a.var)) return true;
   }
   return false;
 }
