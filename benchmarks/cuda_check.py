@@ -9,10 +9,11 @@
    counts. "gemm2048_spills" is construct's GEMM 2048 choice's.
 2. Interpreter cases: small operators with odd sizes, each GPU schedule run by the GPU-semantics
    interpreter (threads phase by phase between barriers) on random inputs against the reference,
-   counting data races and out-of-bounds accesses.
+   counting data races, out-of-bounds accesses and reads of shared memory never written.
 
 JSON: {"sources_compiled", "sources_failed", "interpreter_cases", "interpreter_failures",
-"races", "out_of_bounds", "gemm2048_spills", "device", "compiler", "kernels": [...],
+"races", "out_of_bounds", "uninitialized_reads", "gemm2048_spills", "device", "compiler",
+"kernels": [...],
 "cases": [...]}; "device" is null without a CUDA device, else its name (no GPU timings are taken
 yet). The exit status is 1 when a source fails, a case fails, or GEMM 2048 spills.
 """
@@ -199,6 +200,7 @@ def main() -> None:
         "interpreter_failures": sum(not c["passed"] for c in cases),
         "races": sum(c["races"] for c in cases),
         "out_of_bounds": sum(c["out_of_bounds"] for c in cases),
+        "uninitialized_reads": sum(c["uninitialized_reads"] for c in cases),
         "gemm2048_spills": gemm2048[0]["spill_bytes"] if gemm2048 else None,
         "device": device,
         "compiler": compiler,

@@ -42,6 +42,11 @@ void RaceChecker::access(const ir::BufferNode& b, int64_t index, bool write, con
   const bool global = b.scope == ir::MemScope::kGlobal;
   if (!global && b.scope != ir::MemScope::kShared) return;
   Shadow& s = shadow_of(b, index)[static_cast<size_t>(index)];
+  if (!write && !global && s.writer.phase < 0) {
+    ++report_->uninitialized_reads;
+    report_->note("uninitialized read of shared " + b.name + "[" + std::to_string(index) + "] by " +
+                  actor_text(who));
+  }
   if (unordered(s.writer, who, global)) {
     report(b, index, write, who, s.writer, true);
   } else if (write) {

@@ -1,7 +1,7 @@
 #pragma once
 // Shadow memory for the GPU-semantics interpreter (interpreter.h): which thread last wrote and
 // last read each element, and in which phase (a stretch of a block's execution between two
-// barriers), to report data races.
+// barriers), to report data races and reads of shared memory the block never wrote.
 //
 // Two accesses of one element race when they come from different threads, at least one writes,
 // and nothing orders them: for shared memory, they fall in the same phase of the block (a
@@ -33,10 +33,12 @@ struct GpuActor {
 struct GpuCheckReport {
   int64_t races = 0;          // accesses racing with an earlier access (counted once per access)
   int64_t out_of_bounds = 0;  // reads and writes outside their buffer (skipped; reads give 0)
+  // Reads of shared memory no thread of the block has written yet (garbage on a GPU).
+  int64_t uninitialized_reads = 0;
   std::vector<std::string> messages;  // the first kMaxMessages findings, one line each
   static constexpr size_t kMaxMessages = 16;
 
-  bool clean() const { return races == 0 && out_of_bounds == 0; }
+  bool clean() const { return races == 0 && out_of_bounds == 0 && uninitialized_reads == 0; }
   void note(const std::string& message);
 };
 

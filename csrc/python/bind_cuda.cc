@@ -65,6 +65,7 @@ py::dict check_schedule(const std::vector<PyTensor>& outputs, const std::vector<
   d["schedule"] = c.schedule;
   d["races"] = c.races;
   d["out_of_bounds"] = c.out_of_bounds;
+  d["uninitialized_reads"] = c.uninitialized_reads;
   d["matches"] = c.matches;
   d["passed"] = c.passed();
   d["message"] = c.message;

@@ -45,6 +45,7 @@ inline void expect_gpu_matches_reference(const loop::LoweredFunc& f,
   const loop::GpuCheckReport report = loop::interpret_gpu(f, ptrs, size_args);
   EXPECT_EQ(report.races, 0) << (report.messages.empty() ? "" : report.messages[0]);
   EXPECT_EQ(report.out_of_bounds, 0) << (report.messages.empty() ? "" : report.messages[0]);
+  EXPECT_EQ(report.uninitialized_reads, 0) << (report.messages.empty() ? "" : report.messages[0]);
 
   const std::vector<runtime::NDArray> want = ops::run_reference(outs, inputs, sizes);
   for (size_t o = 0; o < outs.size(); ++o) {

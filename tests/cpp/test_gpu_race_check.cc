@@ -64,8 +64,11 @@ TEST(GpuRaceCheck, NeighbourReadWithoutBarrierRaces) {
   // Thread t reads t+1's element before t+1 runs (its write then races with that read), and the
   // last thread reads element 0, written by thread 0 in the same phase.
   EXPECT_EQ(racy.races, kBlocks * kThreads);
-  ASSERT_FALSE(racy.messages.empty());
-  EXPECT_NE(racy.messages[0].find("race on shared tile"), std::string::npos) << racy.messages[0];
+  // Each read but the last thread's also comes before its word is written.
+  EXPECT_EQ(racy.uninitialized_reads, kBlocks * (kThreads - 1));
+  ASSERT_GE(racy.messages.size(), 2u);
+  EXPECT_NE(racy.messages[1].find("race on shared tile[1]"), std::string::npos)
+      << racy.messages[1];
   const loop::GpuCheckReport fixed = k.run(loop::make_seq({write, loop::make_barrier(), read}));
   EXPECT_TRUE(fixed.clean()) << fixed.messages[0];
 }
@@ -92,6 +95,23 @@ TEST(GpuRaceCheck, GlobalWritesFromTwoBlocksRace) {
       loop::make_if(ir::eq(k.tx, Expr(1)), store(k.out, k.global() - Expr(1), Expr(2.0f)));
   EXPECT_TRUE(k.run(loop::make_seq({first, loop::make_barrier(), second})).clean());
   EXPECT_EQ(k.run(loop::make_seq({first, second})).races, kBlocks);
+}
+
+TEST(GpuRaceCheck, ReadsOfUnwrittenSharedMemoryAreReported) {
+  Kernel k;
+  // Only the even words of the tile are written; every thread reads its own word after a barrier.
+  const Stmt even =
+      loop::make_if(ir::eq(ir::floormod(k.tx, Expr(2)), Expr(0)), store(k.tile, k.tx, Expr(1.0f)));
+  const Stmt read = store(k.out, k.global(), ld(k.tile, k.tx));
+  const loop::GpuCheckReport r = k.run(loop::make_seq({even, loop::make_barrier(), read}));
+  EXPECT_EQ(r.uninitialized_reads, kBlocks * kThreads / 2) << "the odd words";
+  EXPECT_EQ(r.races, 0);
+  EXPECT_FALSE(r.clean());
+  ASSERT_FALSE(r.messages.empty());
+  EXPECT_NE(r.messages[0].find("uninitialized read of shared tile[1]"), std::string::npos)
+      << r.messages[0];
+  // Global buffers belong to the caller: reading one before writing it is not reported.
+  EXPECT_TRUE(k.run(store(k.out, k.global(), ld(k.out, k.global()) + Expr(1.0f))).clean());
 }
 
 TEST(GpuRaceCheck, OutOfBoundsAccessesAreCountedAndSkipped) {

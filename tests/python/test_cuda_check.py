@@ -54,5 +54,5 @@ def test_cuda_check_script(tmp_path):
     s = json.loads(out.read_text())
     assert (s["sources_compiled"], s["sources_failed"]) == (2, 0)  # default and construct
     assert (s["interpreter_cases"], s["interpreter_failures"]) == (2, 0)
-    assert s["races"] == 0 and s["out_of_bounds"] == 0
+    assert s["races"] == 0 and s["out_of_bounds"] == 0 and s["uninitialized_reads"] == 0
     assert s["device"] is None or isinstance(s["device"], str)

@@ -41,6 +41,7 @@ void run_case(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tens
   const loop::GpuCheckReport report = loop::interpret_gpu(f, ptrs, {});
   c->races = report.races;
   c->out_of_bounds = report.out_of_bounds;
+  c->uninitialized_reads = report.uninitialized_reads;
   if (!report.messages.empty()) c->message = report.messages[0];
   const std::vector<NDArray> want = ops::run_reference(outputs, by_tensor);
   c->matches = true;

@@ -15,10 +15,13 @@ struct InterpreterCase {
   std::string schedule;  // gpu_schedule_name's pick
   int64_t races = 0;
   int64_t out_of_bounds = 0;
-  bool matches = false;  // every output allclose to the reference
-  std::string message;   // why it failed (first finding or mismatch), empty when it passed
+  int64_t uninitialized_reads = 0;  // of shared memory
+  bool matches = false;             // every output allclose to the reference
+  std::string message;  // why it failed (first finding or mismatch), empty when it passed
 
-  bool passed() const { return matches && races == 0 && out_of_bounds == 0; }
+  bool passed() const {
+    return matches && races == 0 && out_of_bounds == 0 && uninitialized_reads == 0;
+  }
 };
 
 // Shapes must be constant. Tolerances: relative `rtol`, absolute `atol` (allclose). A lowering
