@@ -67,8 +67,7 @@ TEST(GpuRaceCheck, NeighbourReadWithoutBarrierRaces) {
   // Each read but the last thread's also comes before its word is written.
   EXPECT_EQ(racy.uninitialized_reads, kBlocks * (kThreads - 1));
   ASSERT_GE(racy.messages.size(), 2u);
-  EXPECT_NE(racy.messages[1].find("race on shared tile[1]"), std::string::npos)
-      << racy.messages[1];
+  EXPECT_NE(racy.messages[1].find("race on shared tile[1]"), std::string::npos) << racy.messages[1];
   const loop::GpuCheckReport fixed = k.run(loop::make_seq({write, loop::make_barrier(), read}));
   EXPECT_TRUE(fixed.clean()) << fixed.messages[0];
 }
