@@ -199,6 +199,17 @@ TEST(CudaRow, SoftmaxOverALeadingAxis) {
   check_default({ops::log_softmax(x, 0)}, {x}, "log_softmax0", "row");
 }
 
+TEST(CudaRow, SymbolicRowsAndRowLength) {
+  const ir::Var n = ir::size_var("n", 1, 4096), d = ir::size_var("d", 1, 4096);
+  Tensor x = ir::placeholder("x", {Expr(n), Expr(d)});
+  Tensor y = ops::softmax(x);
+  const loop::LoweredFunc f = schedule::gpu::lower_gpu({y}, {x}, "softmax_sym");
+  ASSERT_EQ(f.size_vars.size(), 2u);
+  expect_gpu_matches_reference(f, {y}, {x}, {{n.get(), 5}, {d.get(), 300}}, 1e-4);
+  expect_gpu_matches_reference(f, {y}, {x}, {{n.get(), 3}, {d.get(), 7}}, 1e-4);
+  TESSERA_EXPECT_NVCC_COMPILES(emit_cuda(f), "softmax_sym");
+}
+
 TEST(CudaRow, LayerNormAndSums) {
   Tensor x = ir::placeholder("x", {Expr(6), Expr(40)});
   Tensor g = ir::placeholder("gamma", {Expr(40)});
