@@ -21,25 +21,63 @@ struct BoundBuffer {
   ir::DType dtype = ir::DType::kFloat32;
 };
 
-// The threads of one GPU block in the GPU-semantics mode: the block's shared allocations and its
-// barrier. A thread that finishes (or fails) leaves the barrier, so a barrier that some threads
-// never reach releases the others instead of hanging; the divergence is reported afterwards.
+// What the GPU-semantics mode shares across the blocks of a launch: the findings, the shadow
+// memory, and the counters that number blocks and phases.
+struct LaunchState {
+  GpuCheckReport report;
+  RaceChecker races{&report};
+  int64_t blocks = 0;
+  int64_t phases = 0;
+};
+
+// The threads of one GPU block in the GPU-semantics mode: its shared allocations, and the turn
+// that lets its threads run one at a time, phase by phase. In a phase, threads 0, 1, ... each
+// run until they reach a barrier or their end; when the last has stopped, the next phase starts
+// with the lowest thread still running. A thread that finishes (or fails) is done and never gets
+// the turn again, so a barrier that some threads never reach releases the others instead of
+// hanging; the divergence is reported afterwards.
 class BlockContext {
  public:
-  explicit BlockContext(int64_t threads) : live_(threads) {}
+  BlockContext(int64_t threads, LaunchState* launch)
+      : done_(static_cast<size_t>(threads), false),
+        wake_(static_cast<size_t>(threads)),
+        launch_(launch),
+        block_(launch->blocks++),
+        phase_(launch->phases++) {
+    launch->races.begin_block();
+  }
 
-  void arrive_and_wait() {
+  // Returns once it is thread t's turn.
+  void wait_turn(int64_t t) {
     std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t generation = generation_;
-    if (++arrived_ == live_) return release();
-    cv_.wait(lock, [&] { return generation_ != generation; });
+    wake_[t].wait(lock, [&] { return turn_ == t; });
   }
 
-  void leave() {
-    std::lock_guard<std::mutex> lock(mu_);
-    --live_;
-    if (arrived_ > 0 && arrived_ == live_) release();
+  // Thread t stops at a barrier; it runs again in the next phase.
+  void arrive_and_wait(int64_t t) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pass(t);
+    }
+    wait_turn(t);
   }
+
+  // Thread t is done.
+  void finish(int64_t t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_[t] = true;
+    pass(t);
+  }
+
+  // Threads from t on will never run (no OS thread could be started for them).
+  void abandon_from(int64_t t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t u = static_cast<size_t>(t); u < done_.size(); ++u) done_[u] = true;
+    if (turn_ >= t) pass(static_cast<int64_t>(done_.size()) - 1);
+  }
+
+  // The running thread t as a race-check actor (only the thread holding the turn calls this).
+  GpuActor actor(int64_t t) const { return GpuActor{block_, t, phase_}; }
 
   // Storage of shared buffer `b` for this block: allocated (filled with 0xff bytes, like other
   // temporaries) by the first thread that reaches its Allocate.
@@ -54,17 +92,32 @@ class BlockContext {
   }
 
  private:
-  void release() {  // mu_ held
-    arrived_ = 0;
-    ++generation_;
-    cv_.notify_all();
+  // Hands the turn on from thread t (mu_ held).
+  void pass(int64_t t) {
+    const int64_t n = static_cast<int64_t>(done_.size());
+    for (int64_t u = t + 1; u < n; ++u) {
+      if (!done_[u]) return hand_to(u);
+    }
+    // Every thread has stopped at a barrier or ended: the phase is over.
+    phase_ = launch_->phases++;
+    for (int64_t u = 0; u < n; ++u) {
+      if (!done_[u]) return hand_to(u);
+    }
+    turn_ = -1;
+  }
+
+  void hand_to(int64_t u) {
+    turn_ = u;
+    wake_[u].notify_one();
   }
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t live_;
-  int64_t arrived_ = 0;
-  uint64_t generation_ = 0;
+  std::vector<bool> done_;
+  std::vector<std::condition_variable> wake_;
+  int64_t turn_ = 0;
+  LaunchState* launch_;
+  const int64_t block_;
+  int64_t phase_;
   std::map<const ir::BufferNode*, std::unique_ptr<char[]>> shared_;
 };
 
@@ -72,10 +125,11 @@ class BlockContext {
 // a StmtVisitor, whose defaults would silently skip it.
 class Interpreter {
  public:
-  // `gpu`: GPU-semantics mode (see interpret_gpu).
-  Interpreter(const LoweredFunc& f, bool gpu) : f_(f), gpu_(gpu) { bind_reader(); }
+  // `launch`: the GPU-semantics mode's state (see interpret_gpu), null for the serial mode.
+  Interpreter(const LoweredFunc& f, LaunchState* launch) : f_(f), launch_(launch) { bind_reader(); }
   // A copy runs one GPU thread: same bindings, its own variables and local allocations.
-  Interpreter(const Interpreter& o) : f_(o.f_), env_(o.env_), buffers_(o.buffers_), gpu_(o.gpu_) {
+  Interpreter(const Interpreter& o)
+      : f_(o.f_), env_(o.env_), buffers_(o.buffers_), launch_(o.launch_) {
     bind_reader();
   }
 
@@ -96,13 +150,13 @@ class Interpreter {
       case StmtKind::kBarrier:
         // Serially, loops run one iteration at a time, so the threads of a block cannot meet at
         // a barrier: results would silently differ from the GPU's.
-        TESSERA_CHECK(gpu_) << "interpreter: a barrier needs the GPU-semantics interpreter";
+        TESSERA_CHECK(launch_) << "interpreter: a barrier needs the GPU-semantics interpreter";
         TESSERA_CHECK(block_) << "interpreter: barrier outside a thread-bound loop";
-        block_->arrive_and_wait();
+        block_->arrive_and_wait(thread_);
         ++barriers_passed_;
         return;
       case StmtKind::kFor: {
-        if (gpu_ && is_thread_bound(s->for_kind)) return run_threads(s);
+        if (launch_ && is_thread_bound(s->for_kind)) return run_threads(s);
         const int64_t lo = eval_int(s->min), n = eval_int(s->extent);
         for (int64_t i = lo; i < lo + n; ++i) {
           env_.vars[s->var.get()] = ir::Scalar::of_int(i);
@@ -165,34 +219,39 @@ class Interpreter {
     return k == ForKind::kGpuThreadX || k == ForKind::kGpuThreadY || k == ForKind::kGpuThreadZ;
   }
 
-  // Runs every iteration of a thread-bound loop at once, one OS thread per GPU thread, so that
-  // they can meet at barriers. The loop's threads are the whole block.
+  // Runs the iterations of a thread-bound loop (the threads of one block) phase by phase, one
+  // OS thread per GPU thread so that each can stop at a barrier and resume after it; the block's
+  // turn lets one run at a time. The loop's threads are the whole block.
   void run_threads(const Stmt& s) {
     TESSERA_CHECK(!block_) << "interpreter: thread-bound loop " << s->var->name
                            << " nested in another one (one thread loop per block is supported)";
     const int64_t lo = eval_int(s->min), n = eval_int(s->extent);
     TESSERA_CHECK(n >= 0 && n <= kMaxBlockThreads)
         << "interpreter: block of " << n << " threads (at most " << kMaxBlockThreads << ")";
-    BlockContext block(n);
+    if (n == 0) return;
+    BlockContext block(n, launch_);
     std::vector<Interpreter> workers(static_cast<size_t>(n), *this);
     std::vector<std::exception_ptr> errors(workers.size());
     std::vector<std::thread> threads;
     for (size_t t = 0; t < workers.size(); ++t) {
       workers[t].block_ = &block;
+      workers[t].thread_ = static_cast<int64_t>(t);
       workers[t].env_.vars[s->var.get()] = ir::Scalar::of_int(lo + static_cast<int64_t>(t));
       auto body = [&, t] {
+        const int64_t id = static_cast<int64_t>(t);
+        block.wait_turn(id);
         try {
           workers[t].run(s->body);
         } catch (...) {
           errors[t] = std::current_exception();
         }
-        block.leave();
+        block.finish(id);
       };
       try {
         threads.emplace_back(body);
       } catch (...) {  // no OS thread left: threads never started must not hold the others
         errors[t] = std::current_exception();
-        for (size_t u = t; u < workers.size(); ++u) block.leave();
+        block.abandon_from(static_cast<int64_t>(t));
         break;
       }
     }
@@ -219,16 +278,28 @@ class Interpreter {
 
   int64_t eval_int(const Expr& e) { return ir::evaluate(e, env_).i; }
 
-  BoundBuffer& find(const ir::BufferNode& b, int64_t i) {
+  // The bound buffer of `b` when `i` is inside it. Out of bounds: the serial mode throws, the GPU
+  // mode records the access and returns null (the access is skipped).
+  BoundBuffer* find(const ir::BufferNode& b, int64_t i, bool write) {
     auto it = buffers_.find(&b);
     TESSERA_CHECK(it != buffers_.end()) << "buffer " << b.name << " is not bound";
-    TESSERA_CHECK(i >= 0 && i < it->second.numel)
-        << "index " << i << " out of bounds of " << b.name << " (" << it->second.numel << ")";
-    return it->second;
+    if (i >= 0 && i < it->second.numel) {
+      if (launch_ && block_) launch_->races.access(b, i, write, block_->actor(thread_));
+      return &it->second;
+    }
+    TESSERA_CHECK(launch_) << "index " << i << " out of bounds of " << b.name << " ("
+                           << it->second.numel << ")";
+    ++launch_->report.out_of_bounds;
+    launch_->report.note("out of bounds: thread " + std::to_string(thread_) +
+                         (write ? " writes " : " reads ") + b.name + "[" + std::to_string(i) +
+                         "] of " + std::to_string(it->second.numel) + " elements");
+    return nullptr;
   }
 
   ir::Scalar read(const ir::BufferNode& b, int64_t i) {
-    BoundBuffer& bb = find(b, i);
+    BoundBuffer* found = find(b, i, /*write=*/false);
+    if (!found) return ir::is_float(b.dtype) ? ir::Scalar::of_float(0.0) : ir::Scalar::of_int(0);
+    BoundBuffer& bb = *found;
     switch (bb.dtype) {
       case ir::DType::kFloat32:
         return ir::Scalar::of_float(static_cast<float*>(bb.data)[i]);
@@ -247,7 +318,9 @@ class Interpreter {
   }
 
   void write(const ir::BufferNode& b, int64_t i, const ir::Scalar& v) {
-    BoundBuffer& bb = find(b, i);
+    BoundBuffer* found = find(b, i, /*write=*/true);
+    if (!found) return;
+    BoundBuffer& bb = *found;
     switch (bb.dtype) {
       case ir::DType::kFloat32:
         static_cast<float*>(bb.data)[i] = static_cast<float>(v.as_double());
@@ -276,8 +349,9 @@ class Interpreter {
   const LoweredFunc& f_;
   ir::EvalEnv env_;
   std::map<const ir::BufferNode*, BoundBuffer> buffers_;
-  const bool gpu_;
+  LaunchState* launch_;            // GPU-semantics mode only
   BlockContext* block_ = nullptr;  // set in the threads of a block (GPU-semantics mode)
+  int64_t thread_ = -1;            // this thread's index in its block
   int64_t barriers_passed_ = 0;
 };
 
@@ -286,13 +360,13 @@ class Interpreter {
 namespace {
 
 void run_interpreter(const LoweredFunc& f, const std::vector<void*>& buffers,
-                     const std::vector<int64_t>& sizes, bool gpu) {
+                     const std::vector<int64_t>& sizes, LaunchState* launch) {
   // The status word may be left out: the interpreter raises on a division by zero by itself.
   const size_t visible = f.args.size() - (f.has_status ? 1 : 0);
   TESSERA_CHECK(buffers.size() == f.args.size() || buffers.size() == visible)
       << "interpret: wrong number of buffers";
   TESSERA_CHECK(sizes.size() == f.size_vars.size()) << "interpret: wrong number of sizes";
-  Interpreter in(f, gpu);
+  Interpreter in(f, launch);
   int32_t status = 0;
   for (size_t i = 0; i < sizes.size(); ++i) in.bind_size(f.size_vars[i], sizes[i]);
   for (size_t i = 0; i < f.args.size(); ++i) {
@@ -305,12 +379,14 @@ void run_interpreter(const LoweredFunc& f, const std::vector<void*>& buffers,
 
 void interpret(const LoweredFunc& f, const std::vector<void*>& buffers,
                const std::vector<int64_t>& sizes) {
-  run_interpreter(f, buffers, sizes, /*gpu=*/false);
+  run_interpreter(f, buffers, sizes, nullptr);
 }
 
-void interpret_gpu(const LoweredFunc& f, const std::vector<void*>& buffers,
-                   const std::vector<int64_t>& sizes) {
-  run_interpreter(f, buffers, sizes, /*gpu=*/true);
+GpuCheckReport interpret_gpu(const LoweredFunc& f, const std::vector<void*>& buffers,
+                             const std::vector<int64_t>& sizes) {
+  LaunchState launch;
+  run_interpreter(f, buffers, sizes, &launch);
+  return launch.report;
 }
 
 }  // namespace tessera::loop

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "loop/race_check.h"
 #include "loop/stmt.h"
 
 namespace tessera::loop {
@@ -16,12 +17,15 @@ namespace tessera::loop {
 void interpret(const LoweredFunc& f, const std::vector<void*>& buffers,
                const std::vector<int64_t>& sizes);
 
-// Same, with GPU semantics: blocks run one after another, and the iterations of a thread-bound
-// loop (the threads of a block) run concurrently, one OS thread each, meeting at barriers and
-// sharing the block's kShared allocations. At most one thread-bound loop may be open at a time
-// (a 1-D block) with at most 1024 threads. Throws tessera::Error when the threads of a block pass
+// Same, with GPU semantics, checked: blocks run one after another; the iterations of a
+// thread-bound loop (the threads of a block) run phase by phase between barriers (in a phase,
+// each thread in index order runs until it reaches a barrier or its end) and share the block's
+// kShared allocations. At most one thread-bound loop may be open at a time (a 1-D block), with
+// at most 1024 threads. Accesses made inside a thread loop are checked for data races
+// (race_check.h), and accesses outside their buffer are counted and skipped (reads give 0);
+// both are returned rather than thrown. Throws tessera::Error when the threads of a block pass
 // different numbers of barriers (on a GPU: undefined behaviour, often a hang).
-void interpret_gpu(const LoweredFunc& f, const std::vector<void*>& buffers,
-                   const std::vector<int64_t>& sizes);
+GpuCheckReport interpret_gpu(const LoweredFunc& f, const std::vector<void*>& buffers,
+                             const std::vector<int64_t>& sizes);
 
 }  // namespace tessera::loop

@@ -10,6 +10,7 @@
 #include "codegen/cuda/emit_cuda.h"
 #include "codegen/cuda/launch_dims.h"
 #include "cuda_test_util.h"
+#include "gpu_test_util.h"
 #include "ir/eval.h"
 #include "ir/functor.h"
 #include "loop/interpreter.h"
@@ -32,17 +33,11 @@ using ir::Tensor;
 using schedule::gpu::kInjectiveBlockSize;
 using schedule::gpu::lower_injective;
 
-using SizeValues = std::map<const ir::ExprNode*, int64_t>;
+using gpu_test::SizeValues;
 
 loop::LoweredFunc lower_graph(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
                               const std::string& name) {
   return lower_injective(schedule::plan_stages(outs, ins), name);
-}
-
-std::vector<int64_t> concrete(const Tensor& t, const SizeValues& sizes) {
-  std::vector<int64_t> s;
-  for (const Expr& d : t->shape) s.push_back(d->is_const_int() ? d->int_value : sizes.at(d.get()));
-  return s;
 }
 
 // Runs the GPU loop nest with the GPU-semantics interpreter (blocks in turn, the threads of a
@@ -50,28 +45,7 @@ std::vector<int64_t> concrete(const Tensor& t, const SizeValues& sizes) {
 void expect_matches_reference(const loop::LoweredFunc& f, const std::vector<Tensor>& outs,
                               const std::vector<Tensor>& ins, const SizeValues& sizes = {},
                               double tol = 1e-5) {
-  std::map<const ir::TensorNode*, runtime::NDArray> inputs;
-  std::vector<runtime::NDArray> arrays;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    arrays.push_back(runtime::NDArray::random(ins[i]->dtype, concrete(ins[i], sizes), 17 + i));
-    inputs[ins[i].get()] = arrays.back();
-  }
-  for (const Tensor& t : outs) arrays.emplace_back(t->dtype, concrete(t, sizes));
-  std::vector<void*> ptrs;
-  for (runtime::NDArray& a : arrays) ptrs.push_back(a.data());
-  std::vector<int64_t> size_args;
-  for (const ir::Var& v : f.size_vars) size_args.push_back(sizes.at(v.get()));
-  loop::interpret_gpu(f, ptrs, size_args);
-
-  const std::vector<runtime::NDArray> want = ops::run_reference(outs, inputs, sizes);
-  for (size_t o = 0; o < outs.size(); ++o) {
-    const runtime::NDArray& got = arrays[ins.size() + o];
-    ASSERT_EQ(got.numel(), want[o].numel());
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      const float g = got.f32()[i], w = want[o].f32()[i];
-      ASSERT_NEAR(g, w, tol * (1 + std::fabs(w))) << outs[o]->name << " at flat index " << i;
-    }
-  }
+  gpu_test::expect_gpu_matches_reference(f, outs, ins, sizes, tol);
 }
 
 // Whether some expression of `s` loads from a buffer called `name`.

@@ -109,6 +109,8 @@ class KernelEmitter {
       // Not a loop: the kernel runs once per index value (launch_dims gives the extents).
       line(indent) << "{\n";
       line(indent + 1) << "const " << t << " " << v << " = (" << t << ")" << hw << ";\n";
+      // A loop of extent 1 leaves its index unread once simplified (nvcc warns of that).
+      line(indent + 1) << "(void)" << v << ";\n";
       emit_stmt(s->body, indent + 1);
       line(indent) << "}\n";
       return;
