@@ -203,10 +203,9 @@ Relaid apply_layouts(const std::vector<Tensor>& outputs, const std::vector<Tenso
     } else {
       body = retarget.mutate(t->op->body);
     }
+    if (!layout && body.same_as(t->op->body)) continue;  // reads nothing relaid: unchanged
     split_divided_reduce_axes(&reduce_axes, &body);
-    if (layout || !body.same_as(t->op->body)) {
-      rebuilt[t.get()] = with_definition(t, axes, reduce_axes, body, layout);
-    }
+    rebuilt[t.get()] = with_definition(t, axes, reduce_axes, body, layout);
   }
 
   auto pick = [&](const Tensor& t) {
