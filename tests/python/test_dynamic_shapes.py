@@ -159,7 +159,9 @@ def test_kernel_wrong_at_other_sizes_falls_back(monkeypatch):
 
     def f(x):
         return (x - x.mean(0, keepdim=True)).exp()
-    fn = torch.compile(f, backend="tessera", dynamic=True, options=_options())
+    # A range within one sum chunk: the column sum is not split (see the next test).
+    fn = torch.compile(f, backend="tessera", dynamic=True,
+                       options=_options(dynamic_ranges={"*": (2, 1024)}))
     make = lambda n: torch.randn(n, 8)  # noqa: E731
     _check_sizes(fn, f, [6, 3, 12, 50], make)
     failures = [p for g in tessera.backend.compiled_graphs() for s in g.summaries.values()
@@ -172,3 +174,16 @@ def test_size_expressions():
     assert repr(s * 4 + 1) == "s * 4 + 1"
     assert repr((s * 4 + 1) // 2) == "s * 2"  # simplified as built
     assert repr(1 * s) == "s" and repr(s % 1) == "0"
+
+
+def test_long_size_dependent_sums_fall_back():
+    """A column sum over a size whose range exceeds one sum chunk would be split into pieces
+    that can be empty at run time (split_reduction.h): its partition runs through ATen, and the
+    results stay right at sizes below, at and above the chunk."""
+    def f(x):
+        return (x * 2.0).sum(0) + 1.0
+    fn = torch.compile(f, backend="tessera", dynamic=True, options=_options())
+    _check_sizes(fn, f, [5, 3, 8192, 9000], lambda n: torch.randn(n, 16))
+    failures = [p for g in tessera.backend.compiled_graphs() for s in g.summaries.values()
+                for p in s.partitions if p["impl"] == "failed"]
+    assert any("can be empty" in p["reason"] for p in failures), failures

@@ -137,6 +137,8 @@ class CompiledGraph:
         """Runs on any inputs: a static graph's runner is reused only for the signature it was
         specialised on, other signatures get their own (the custom operator's path, where no
         dynamo guard stands in front)."""
+        if self._range_runner is not None and self.sym.in_range(args):
+            return self._range_runner(args)
         sig = _signature(args)
         key = sig if self.dynamic or (self._static_signature is not None
                                       and sig != self._static_signature) else None
