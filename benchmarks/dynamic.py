@@ -3,7 +3,7 @@
     python benchmarks/dynamic.py [--tmax 128] [--step 1] [--rows 16] [--k 768] [--n 2304]
                                  [--json out.json]
     python benchmarks/dynamic.py --case bert [--tmax 128] [--layers 4] [--hidden 256]
-                                 [--time-step 1] [--rounds 5] [--json out.json]
+                                 [--time-step 1] [--rounds 5] [--threads N] [--json out.json]
 
 The dense layer Y = X W^T, X [rows*T, k], W [n, k], for T in 1..tmax. DietCode tunes once over
 the whole range (tessera._C.dynamic.tune); the baseline tunes each sampled T on its own
@@ -52,6 +52,8 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=256, help="bert: hidden size (64 per head)")
     p.add_argument("--time-step", type=int, default=1, help="bert: time every n-th length")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0,
+                   help="bert: torch.set_num_threads (Tessera's pool follows); 0: torch's default")
     p.add_argument("--tmax", type=int, default=128)
     p.add_argument("--step", type=int, default=1, help="per-shape baseline on every step-th T")
     p.add_argument("--rows", type=int, default=16)
@@ -127,6 +129,8 @@ def _jit_compiles() -> int:
 
 
 def bert(args) -> None:
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     model, cfg = _bert_model(args.layers, args.hidden)
     rng = random.Random(args.seed)
@@ -186,7 +190,8 @@ def bert(args) -> None:
                "inductor_vs_eager_geomean": _geomean([r["vs_eager"] / r["vs_inductor"]
                                                       for r in records]),
                "config": {"layers": args.layers, "hidden": args.hidden, "tmax": args.tmax,
-                          "timed_lengths": len(records), "rounds": args.rounds},
+                          "timed_lengths": len(records), "rounds": args.rounds,
+                          "threads": torch.get_num_threads()},
                "warmup": counts}
     bars = {"recompiles": summary["recompiles"] == 0, "all_correct": summary["all_correct"],
             "vs_inductor": summary["vs_inductor_geomean"] >= 1.0}
