@@ -187,3 +187,25 @@ def test_long_size_dependent_sums_fall_back():
     failures = [p for g in tessera.backend.compiled_graphs() for s in g.summaries.values()
                 for p in s.partitions if p["impl"] == "failed"]
     assert any("can be empty" in p["reason"] for p in failures), failures
+
+
+def test_anchor_partitions_are_tuned_by_dietcode_over_the_range():
+    """Under a tuning mode, a size-generic matmul partition is tuned once by DietCode over the
+    declared range (micro-kernels + dispatcher) and serves every size without compiling."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU()).eval()
+    fn = torch.compile(model, backend="tessera",
+                       options=_options(anchor_measure=False, tune="construct",
+                                        dynamic_ranges={"*": (2, 256)}))
+    x = torch.randn(40, 64)
+    torch._dynamo.mark_dynamic(x, 0)
+    tuned = kernel_build.stats["dietcode"]
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-4)
+    assert kernel_build.stats["dietcode"] == tuned + 1
+    jit = _jit()
+    for n in (2, 17, 64, 255, 256, 3):
+        xn = torch.randn(n, 64)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(xn), model(xn), rtol=1e-4, atol=1e-4)
+    assert _jit() == jit

@@ -39,6 +39,7 @@ from .log import log_once, logger
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
 from .meta import TensorMeta, dense_permutation
 from .partition import Classifier, _op_name, input_nodes
+from .dietcode_kernel import DIETCODE_MODES, DietCodeKernel, compile_dietcode
 from .symbolic import NotSizeGeneric, SymbolicMetas
 
 
@@ -228,6 +229,7 @@ class KernelSpec:
         self.metas: Dict[fx.Node, Any] = {}
         self.symbolic = False  # built over size variables (a plan for a range of sizes)
         self.size_ranges: tuple = ()  # (name, lo, hi) of every size variable of the plan
+        self.anchor = False  # has a matmul/conv member (summation work worth tuning)
 
     def size_signature(self) -> tuple:
         """The boundary shapes as printed (size variables by name) and the ranges of the size
@@ -354,6 +356,7 @@ class _Builder:
                                  for d in p.shape) or any(s.symbolic for s in self.spec.out_specs)
         if self.spec.symbolic:
             self.spec.size_ranges = self.shapes.shapes.ranges()
+        self.spec.anchor = any(self.cls.kind(n) == "anchor" for n in self.members)
         return self.spec
 
 
@@ -366,8 +369,9 @@ def build_spec(members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifie
 
 # Compiled kernels by structural key, bounded by the machine code they hold (jit_cache.py).
 _cache = LruCache(default_jit_cache_bytes(), cost=lambda kernel: kernel.code_bytes)
-# weight_packs: packed copies of weights made (PackedInput), at first use and after changes.
-stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0, "weight_packs": 0}
+# weight_packs: packed copies of weights made (PackedInput), at first use and after changes;
+# dietcode: kernels of range plans tuned (or taken from records) by DietCode.
+stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0, "weight_packs": 0, "dietcode": 0}
 
 
 def set_jit_cache_limit(limit_bytes: int) -> None:
@@ -423,6 +427,13 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     if spec.symbolic:  # the same sizes by name, with the same ranges (run() checks them)
         kernel_key += (spec.size_signature(),)
     kernel = _cache.get(kernel_key)
+    if kernel is None and spec.symbolic and spec.anchor and mode in DIETCODE_MODES:
+        records = records_mod.open_records(records_option)
+        kernel = compile_dietcode(spec, records)
+        stats["dietcode"] += isinstance(kernel, DietCodeKernel)
+        stats["compiled"] += 1
+        stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
+        _cache.put(kernel_key, kernel)
     if kernel is None:
         records = records_mod.open_records(records_option) if mode != "default" else None
         request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
