@@ -196,6 +196,7 @@ def test_anchor_partitions_are_tuned_by_dietcode_over_the_range():
     model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU()).eval()
     fn = torch.compile(model, backend="tessera",
                        options=_options(anchor_measure=False, tune="construct",
+                                        prepack_weights=False,  # weights kept packed: rules
                                         dynamic_ranges={"*": (2, 256)}))
     x = torch.randn(40, 64)
     torch._dynamo.mark_dynamic(x, 0)

@@ -7,6 +7,11 @@ few micro-kernels over the size variables' ranges, compiles each once and dispat
 its selection is kept in the records database, so a second process does not tune again. The
 rules' kernel of the same DAG, compiled alongside, gives the size order and output shapes (and
 is what runs if DietCode tuning fails).
+
+A partition reading weights (constant inputs) keeps the rules' kernel instead: that kernel reads
+them packed once (prepack), while DietCode's micro-kernels pack their operands on every call;
+on BERT under dynamic=True (benchmarks/dynamic.py --case bert) the prepacked rules' kernels
+measured faster than the DietCode ones, which then lost their partitions to ATen.
 """
 
 from __future__ import annotations
@@ -49,6 +54,12 @@ class DietCodeKernel:
     @property
     def lower_ms(self) -> float:
         return self.rules.lower_ms
+
+
+def dietcode_applies(spec: Any, mode: str) -> bool:
+    """Is this spec's kernel tuned by DietCode? A symbolic anchor partition, under a tuning
+    mode, reading no weight it could keep packed."""
+    return spec.symbolic and spec.anchor and mode in DIETCODE_MODES and not spec.constant_inputs
 
 
 def _largest_instance(spec: Any, names) -> int:

@@ -39,7 +39,7 @@ from .log import log_once, logger
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
 from .meta import TensorMeta, dense_permutation
 from .partition import Classifier, _op_name, input_nodes
-from .dietcode_kernel import DIETCODE_MODES, DietCodeKernel, compile_dietcode
+from .dietcode_kernel import DietCodeKernel, compile_dietcode, dietcode_applies
 from .symbolic import NotSizeGeneric, SymbolicMetas
 
 
@@ -427,7 +427,7 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     if spec.symbolic:  # the same sizes by name, with the same ranges (run() checks them)
         kernel_key += (spec.size_signature(),)
     kernel = _cache.get(kernel_key)
-    if kernel is None and spec.symbolic and spec.anchor and mode in DIETCODE_MODES:
+    if kernel is None and dietcode_applies(spec, mode):
         records = records_mod.open_records(records_option)
         kernel = compile_dietcode(spec, records)
         stats["dietcode"] += isinstance(kernel, DietCodeKernel)
