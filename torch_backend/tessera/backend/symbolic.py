@@ -83,7 +83,6 @@ class SymbolicShapes:
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.symbols: Dict[sympy.Symbol, SizeSymbol] = {}
         self._find_symbols(dict(declared or {}))
-        self._shapes: Dict[fx.Node, Optional[tuple]] = {}
 
     # ---- symbols ------------------------------------------------------------------------------
 
