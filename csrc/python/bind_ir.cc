@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "ir/printer.h"
+#include "ir/simplify.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -16,6 +17,32 @@ ir::Expr to_dim(const py::handle& h) {
   return ir::int_imm(h.cast<int64_t>());
 }
 
+// Size arithmetic for symbolic shapes (Dynamo's SymInt expressions), simplified as built so
+// that e.g. 1 * s stays the bare variable kernels read their sizes from.
+using SizeOp = ir::Expr (*)(ir::Expr, ir::Expr);
+PyExpr size_op(SizeOp op, const py::handle& a, const py::handle& b) {
+  return PyExpr{ir::simplify(op(to_dim(a), to_dim(b)))};
+}
+
+void bind_size_arithmetic(py::class_<PyExpr>& cls) {
+  struct Binary {
+    const char* name;
+    const char* reflected;
+    SizeOp op;
+  };
+  const Binary binaries[] = {{"__add__", "__radd__", &ir::add},
+                             {"__sub__", "__rsub__", &ir::sub},
+                             {"__mul__", "__rmul__", &ir::mul},
+                             {"__floordiv__", "__rfloordiv__", &ir::floordiv},
+                             {"__mod__", "__rmod__", &ir::floormod}};
+  for (const Binary& b : binaries) {
+    SizeOp op = b.op;
+    cls.def(b.name, [op](const py::object& x, const py::object& y) { return size_op(op, x, y); });
+    cls.def(b.reflected,
+            [op](const py::object& x, const py::object& y) { return size_op(op, y, x); });
+  }
+}
+
 }  // namespace
 
 std::vector<ir::Expr> to_shape(const py::sequence& seq) {
@@ -25,9 +52,10 @@ std::vector<ir::Expr> to_shape(const py::sequence& seq) {
 }
 
 void bind_ir(py::module_& m) {
-  py::class_<PyExpr>(m, "Expr")
-      .def("__repr__", [](const PyExpr& e) { return ir::to_string(e.expr); })
+  py::class_<PyExpr> expr(m, "Expr");
+  expr.def("__repr__", [](const PyExpr& e) { return ir::to_string(e.expr); })
       .def_property_readonly("name", [](const PyExpr& e) { return e.expr->name; });
+  bind_size_arithmetic(expr);
   py::class_<PyTensor>(m, "Tensor")
       .def_property_readonly("name", [](const PyTensor& t) { return t.tensor->name; })
       .def_property_readonly("dtype",

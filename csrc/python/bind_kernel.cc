@@ -118,6 +118,14 @@ void bind_kernel(py::module_& m) {
            "Runs on raw data pointers (inputs then outputs) with the size values.")
       .def("infer_sizes", &PyKernel::infer_sizes, py::arg("input_shapes"))
       .def("output_shapes", &PyKernel::output_shapes, py::arg("sizes"))
+      .def_property_readonly(
+          "size_names",
+          [](const PyKernel& k) {
+            std::vector<std::string> names;
+            for (const ir::Var& v : k.built->func().size_vars) names.push_back(v->name);
+            return names;
+          },
+          "Names of the size variables run() takes values for, in order.")
       .def(
           "measure",
           [](const PyKernel& k, const std::vector<uintptr_t>& ptrs,

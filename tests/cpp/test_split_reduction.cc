@@ -117,6 +117,24 @@ TEST(SplitReduction, SymbolicExtentsSplitAtRunTimeSizes) {
   }
 }
 
+TEST(SplitReduction, SizeDependentSumsThatSplitIntoPiecesThatCanBeEmptyAreFlagged) {
+  // A column sum over K rows, K in [2, 65536]: its blocks (K / chunk) and its tail (K % chunk)
+  // can each be empty at run time although the sum never is.
+  ir::Var k = ir::size_var("K", 2, 65536);
+  Tensor x = ir::placeholder("x", {k, ir::int_imm(32)});
+  EXPECT_TRUE(schedule::splits_into_empty_sums({ops::reduce_sum(x, {0})}));
+  // Constant extents split into non-empty pieces; a range within one chunk does not split.
+  Tensor c = ir::placeholder("c", dims({100000, 32}));
+  EXPECT_FALSE(schedule::splits_into_empty_sums({ops::reduce_sum(c, {0})}));
+  ir::Var s = ir::size_var("S", 2, schedule::kSumChunk);
+  Tensor y = ir::placeholder("y", {s, ir::int_imm(32)});
+  EXPECT_FALSE(schedule::splits_into_empty_sums({ops::reduce_sum(y, {0})}));
+  // A sum that may itself be empty is not what the flag is about.
+  ir::Var n = ir::size_var("N", 0, 100000);
+  Tensor z = ir::placeholder("z", {n});
+  EXPECT_FALSE(schedule::splits_into_empty_sums({ops::reduce_sum(z, {0})}));
+}
+
 TEST(SplitReduction, AFullSumOfTwoToThe25TwosIsExact) {
   // One accumulator stops at 2^25 (its ulp reaches 4 and every + 2 rounds back), the answer
   // eager gives is 2^26; so does every chunked order, exactly.

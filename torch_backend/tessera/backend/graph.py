@@ -3,9 +3,11 @@
 aot_autograd hands the backend forward and backward ATen graphs with fake example inputs. The
 real work happens on the first call with real tensors: the graph runs eagerly once (recording
 every value's shape, strides and dtype; its results are that call's results), then partitions
-are compiled and the runner replaces the graph. Graphs traced with dynamic shapes keep one runner
-per distinct input signature (recompiling per shape; kernels are cached by structure and shape
-across graphs, so a shape seen before costs only planning).
+are compiled and the runner replaces the graph. Graphs traced with dynamic shapes get one runner
+for the whole range of their sizes (symbolic.py: kernels over size variables, nothing compiled
+per size); a call outside that range, or a graph whose sizes cannot be made symbolic, gets one
+runner per distinct input signature (kernels are cached by structure and shape across graphs,
+so a shape seen before costs only planning).
 
 A runner is generated Python (runner.py): ATen operators are Python calls, and every run of
 consecutive Tessera kernels is one call into a C++ Program (program_runner.py) that keeps the
@@ -29,9 +31,10 @@ import torch
 import torch.fx as fx
 
 from . import graph_guard
+from . import symbolic
 from .gc_pause import gc_paused
 from ..jit_cache import SHAPES_PER_GRAPH, LruCache
-from .log import log_once
+from .log import log_once, logger
 from .meta import record
 from .options import Options
 from .plan import Summary, build_plan
@@ -42,6 +45,9 @@ _serial = itertools.count()
 # (torch._dynamo.reset() drops graphs; benchmarks and tests still want to know what happened).
 _recent: "collections.deque" = collections.deque(maxlen=64)
 _last_serial = [-1]
+# plans: runners built (one per input signature, or one per range of sizes); range_plans: those
+# serving a range of sizes; range_fallbacks: dynamic graphs planned per signature instead.
+stats = {"plans": 0, "range_plans": 0, "range_fallbacks": 0}
 
 
 def _is_dynamic(gm: fx.GraphModule) -> bool:
@@ -56,6 +62,11 @@ def _is_dynamic(gm: fx.GraphModule) -> bool:
         if isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in v.shape):
             return True
     return False
+
+
+def _has_symbolic_shape(placeholder: fx.Node) -> bool:
+    v = placeholder.meta.get("val")
+    return isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in v.shape)
 
 
 def _signature(args) -> tuple:
@@ -86,11 +97,15 @@ class CompiledGraph:
         self.options = options
         self.kind = kind  # "forward" | "backward" | "inference"
         self.dynamic = _is_dynamic(gm)
+        # The size symbols of a dynamic graph, when one plan can serve a range of sizes.
+        self.sym = self._symbols() if self.dynamic and options.symbolic else None
+        self._range_runner = None  # the runner for the symbols' ranges, once planned
         # Placeholders holding weights whose packed copies kernels may keep (entry.py); not
-        # with symbolic sizes (a packed copy's size would depend on them).
+        # those with symbolic sizes (a packed copy's size would depend on them).
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        self.weights = frozenset() if self.dynamic else frozenset(
-            placeholders[i] for i in weight_inputs if i < len(placeholders))
+        self.weights = frozenset(
+            placeholders[i] for i in weight_inputs if i < len(placeholders)
+            and not (self.dynamic and _has_symbolic_shape(placeholders[i])))
         # Per input signature (one entry for a static graph), the most recently used kept.
         self._runners = LruCache(SHAPES_PER_GRAPH)
         self.summaries = LruCache(SHAPES_PER_GRAPH)
@@ -110,6 +125,8 @@ class CompiledGraph:
             args = args[0]
         if CALL_VIA_OP and self.op_supported():
             return self._call_op(args)
+        if self._range_runner is not None and self.sym.in_range(args):
+            return self._range_runner(args)
         key = _signature(args) if self.dynamic else None
         runner = self._runners.get(key)
         if runner is not None:
@@ -120,6 +137,8 @@ class CompiledGraph:
         """Runs on any inputs: a static graph's runner is reused only for the signature it was
         specialised on, other signatures get their own (the custom operator's path, where no
         dynamo guard stands in front)."""
+        if self._range_runner is not None and self.sym.in_range(args):
+            return self._range_runner(args)
         sig = _signature(args)
         key = sig if self.dynamic or (self._static_signature is not None
                                       and sig != self._static_signature) else None
@@ -183,11 +202,41 @@ class CompiledGraph:
         with gc_paused():
             return self._specialise(args, key)
 
+    def _symbols(self):
+        try:
+            return symbolic.analyse(self.gm, dict(self.options.dynamic_ranges))
+        except symbolic.NotSizeGeneric as e:
+            self._note_per_signature(str(e))
+            return None
+
+    def _note_per_signature(self, reason: str) -> None:
+        stats["range_fallbacks"] += 1
+        log_once(f"range-fallback:{reason}", f"tessera: a {self.kind} graph with dynamic shapes "
+                 f"is planned per input signature ({reason})", level=logging.INFO)
+
+    def _plan_range(self, args: List[Any], metas) -> Any:
+        """The runner and summary of a plan for the symbols' whole ranges; None when the graph
+        cannot have one (logged: it is then planned per input signature)."""
+        probe = symbolic.Probe(self.gm, self.sym, args)
+        try:
+            planned = build_plan(self.gm, metas, self.options, self.weights, self.sym, probe)
+        except Exception as e:
+            self._note_per_signature(f"{type(e).__name__}: {e}")
+            self.sym = None
+            return None
+        stats["range_plans"] += 1
+        if self.options.verbose:
+            logger.info("tessera: one plan for %s", self.sym.describe())
+        return planned
+
     def _specialise(self, args: List[Any], key) -> Any:
         outs, metas = record(self.gm, args)
         t0 = time.perf_counter()
+        for_range = self.sym is not None and self.sym.in_range(args)
         try:
-            runner, summary = build_plan(self.gm, metas, self.options, self.weights)
+            planned = self._plan_range(args, metas) if for_range else None
+            for_range = planned is not None
+            runner, summary = planned or build_plan(self.gm, metas, self.options, self.weights)
         except Exception as e:
             if not self.options.fallback:
                 raise
@@ -199,9 +248,14 @@ class CompiledGraph:
                 and not graph_guard.has_side_effects(self.gm):
             runner = self._guard(runner, summary, args)
         self.compile_s += time.perf_counter() - t0
+        stats["plans"] += 1
         with self._lock:
-            self._runners.put(key, runner)
-            self.summaries.put(key, summary)
+            if for_range:
+                self._range_runner = runner
+                self.summaries.put("range", summary)
+            else:
+                self._runners.put(key, runner)
+                self.summaries.put(key, summary)
         _recent.append((self.serial, self.kind, summary.without_code()))
         return outs
 

@@ -10,6 +10,11 @@ Kernels are compiled by the one compile call (_C.compile) and cached in-process 
 workload key (keys.py: structural hash + canonical text of the tensor-expression DAG), so
 repeated blocks of a model, and identical partitions of other models, compile once.
 
+Dynamic shapes (symbolic.py): a partition of a plan made for a range of sizes is built over
+Tessera size variables; the runner passes their values on every call (read off the graph's
+inputs) and the kernel sizes its outputs from them (cached per sizes), so no size compiles
+anything.
+
 Schedules: the compile call's tuning mode (construct by default) tunes kernels with enough
 summation work (matmul, conv, large reductions) and stores the result in the records database
 (records.py); a later process takes it from there instead of tuning again. Other kernels get the
@@ -34,6 +39,8 @@ from .log import log_once, logger
 from .lowering import LowerCtx, identity, is_te, ops, te_dtype
 from .meta import TensorMeta, dense_permutation
 from .partition import Classifier, _op_name, input_nodes
+from .dietcode_kernel import DietCodeKernel, compile_dietcode, dietcode_applies
+from .symbolic import NotSizeGeneric, SymbolicMetas
 
 
 # ---- layouts ------------------------------------------------------------------------------
@@ -59,15 +66,17 @@ class PackedInput:
     of the tensor it was made from. A call whose tensor has another address or version (changed
     in place: load_state_dict, an optimizer step) packs again first. The tensor's storage is
     held, so its address cannot be reused by another tensor while the copy is kept."""
-    __slots__ = ("prep", "kernel", "input", "numel", "dtype", "_packed", "_ptr", "_src", "_version",
-                 "_src_ptr", "_lock")
+    __slots__ = ("prep", "kernel", "input", "numel", "dtype", "shape", "_packed", "_ptr", "_src",
+                 "_version", "_src_ptr", "_lock")
 
-    def __init__(self, prep: Optional[InputPrep], kernel, input: int, numel: int, dtype):
+    def __init__(self, prep: Optional[InputPrep], kernel, input: int, numel: int, dtype,
+                 shape=()):
         self.prep = prep        # how the kernel's plain input is made from the value (or None)
         self.kernel = kernel
         self.input = input      # position among the kernel's inputs
         self.numel = numel      # elements of the packed copy
         self.dtype = dtype
+        self.shape = tuple(shape)  # the plain input's shape (as the kernel declares it)
         self._packed = None
         self._ptr = 0
         self._src = None        # storage of the tensor the copy was made from
@@ -105,10 +114,13 @@ class PackedInput:
 
 
 class OutputSpec:
-    __slots__ = ("shape", "numel", "dtype", "inv_perm", "restride")
+    __slots__ = ("shape", "numel", "dtype", "inv_perm", "restride", "symbolic")
 
     def __init__(self, shape, dtype, inv_perm, restride):
         self.shape = tuple(shape) if shape else ((),)  # physical (buffer) shape, as *args
+        # Entries are size expressions (_C.Expr) where the shape depends on the sizes; the
+        # kernel then gives the concrete shape per call.
+        self.symbolic = any(isinstance(d, _C.Expr) for d in shape)
         self.numel = 1
         for d in shape:
             self.numel *= d
@@ -119,11 +131,18 @@ class OutputSpec:
 
 # ---- the runtime object -------------------------------------------------------------------
 
+# Size tuples a size-generic KernelCall keeps its output shapes for.
+SIZES_PER_KERNEL = 1024
+
+
 class KernelCall:
-    """A compiled kernel called with torch tensors; returns a tensor or a tuple of tensors."""
+    """A compiled kernel called with torch tensors; returns a tensor or a tuple of tensors.
+    A kernel over size variables (`symbolic`) takes their values, in the order of
+    `size_names`, as `sizes=`; without them it reads them from `size_env` (name -> value:
+    the sizes of the call a plan was made on)."""
 
     def __init__(self, kernel, in_preps: List[Optional[InputPrep]], out_specs: List[OutputSpec],
-                 name: str):
+                 name: str, symbolic: bool = False):
         self.kernel = kernel
         self.name = name
         self._run = kernel.run
@@ -132,18 +151,39 @@ class KernelCall:
         self._plain_inputs = all(p is None for p in in_preps)
         self._plain_outputs = all(s.inv_perm is None and s.restride is None for s in out_specs)
         self._single = len(out_specs) == 1
+        self.symbolic = symbolic
+        self.size_names: List[str] = list(kernel.size_names) if symbolic else []
+        self.size_env: Dict[str, int] = {}
+        self._shapes: Dict[tuple, list] = {}  # sizes -> output shapes
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, sizes=None):
         if self._plain_inputs:
             keep = [t if t.is_contiguous() else t.contiguous() for t in inputs]
         else:
             keep = [self._prepare(t, p) for t, p in zip(inputs, self._in_preps)]
-        # empty(*sizes) parses about twice as fast as empty(list) (~1.7 vs ~2.9 us).
-        outs = [torch.empty(*s.shape, dtype=s.dtype) for s in self._out_specs]
-        self._run([t.data_ptr() for t in keep] + [o.data_ptr() for o in outs], [])
+        if self.symbolic:
+            if sizes is None:
+                sizes = [self.size_env[n] for n in self.size_names]
+            shapes = self._output_shapes(sizes)
+            outs = [torch.empty(sh, dtype=s.dtype) for sh, s in zip(shapes, self._out_specs)]
+        else:
+            # empty(*sizes) parses about twice as fast as empty(list) (~1.7 vs ~2.9 us).
+            sizes = []
+            outs = [torch.empty(*s.shape, dtype=s.dtype) for s in self._out_specs]
+        self._run([t.data_ptr() for t in keep] + [o.data_ptr() for o in outs], sizes)
         if not self._plain_outputs:
             outs = [self._finish(o, s) for o, s in zip(outs, self._out_specs)]
         return outs[0] if self._single else tuple(outs)
+
+    def _output_shapes(self, sizes) -> list:
+        key = tuple(sizes)
+        got = self._shapes.get(key)
+        if got is None:
+            got = [tuple(s) for s in self.kernel.output_shapes(list(key))]
+            if len(self._shapes) >= SIZES_PER_KERNEL:
+                self._shapes.clear()
+            self._shapes[key] = got
+        return got
 
     @staticmethod
     def _prepare(t: torch.Tensor, prep: Optional[InputPrep]) -> torch.Tensor:
@@ -187,6 +227,15 @@ class KernelSpec:
         self._workload = None
         self.name: str = "kernel"
         self.metas: Dict[fx.Node, Any] = {}
+        self.symbolic = False  # built over size variables (a plan for a range of sizes)
+        self.size_ranges: tuple = ()  # (name, lo, hi) of every size variable of the plan
+        self.anchor = False  # has a matmul/conv member (summation work worth tuning)
+
+    def size_signature(self) -> tuple:
+        """The boundary shapes as printed (size variables by name) and the ranges of the size
+        variables: with the workload, what makes two symbolic kernels interchangeable."""
+        shapes = tuple(tuple(repr(d) for d in t.shape) for t in self.te_inputs + self.te_outputs)
+        return shapes, self.size_ranges
 
     def workload(self) -> "_C.WorkloadKey":
         """The kernel's workload key (keys.kernel_key), made on first use."""
@@ -197,12 +246,14 @@ class KernelSpec:
 
 class _Builder:
     def __init__(self, members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifier,
-                 outputs: List[fx.Node], keep_layout: set):
+                 outputs: List[fx.Node], keep_layout: set, sym=None):
         self.member_set = set(members)
         self.members = members
-        self.metas = metas
+        self.metas = metas  # the recorded call's: layouts are decided on them
         self.cls = cls
-        self.ctx = LowerCtx(metas, cls.kind)
+        # Shapes the kernel is built over: symbolic in a plan for a range of sizes.
+        self.shapes = SymbolicMetas(metas, sym) if sym is not None else metas
+        self.ctx = LowerCtx(self.shapes, cls.kind, concrete=metas)
         self.spec = KernelSpec()
         self.spec.metas = metas
         self.spec.members = members
@@ -226,6 +277,7 @@ class _Builder:
 
     def add_input(self, n: fx.Node) -> None:
         m: TensorMeta = self.metas[n]
+        shape = self.shapes[n].shape
         i = len(self.spec.inputs)
         bdims = [d for d in range(m.ndim) if m.stride[d] == 0 and m.shape[d] > 1]
         base_shape = [1 if d in bdims else s for d, s in enumerate(m.shape)]
@@ -233,7 +285,8 @@ class _Builder:
         perm = dense_permutation(base_shape, base_stride)
         if perm is not None and _is_identity_order(perm, base_shape):
             perm = None
-        phys_shape = [base_shape[d] for d in perm] if perm else base_shape
+        base_sym = [1 if d in bdims else s for d, s in enumerate(shape)]
+        phys_shape = [base_sym[d] for d in perm] if perm else base_sym
         p = _C.placeholder(f"in{i}", phys_shape, te_dtype(m.dtype))
         t = p
         if perm:
@@ -244,7 +297,7 @@ class _Builder:
             if not bdims:
                 self.ctx.physical[n] = (p, perm)
         if bdims:
-            t = ops.broadcast_to(t, list(m.shape))
+            t = ops.broadcast_to(t, list(shape))
         index = tuple(slice(0, 1) if d in bdims else slice(None) for d in range(m.ndim)) \
             if bdims else None
         self.spec.inputs.append(n)
@@ -276,6 +329,7 @@ class _Builder:
             if not is_te(t):
                 raise RuntimeError(f"internal: output {o.name} has no tensor value")
             m: TensorMeta = self.metas[o]
+            shape = self.shapes[o].shape
             if any(t is p for p in self.spec.te_inputs):
                 t = identity(t)  # an output must be computed, even when it equals an input
             perm = dense_permutation(m.shape, m.stride)
@@ -286,27 +340,38 @@ class _Builder:
                 inv = [0] * len(perm)
                 for j, d in enumerate(perm):
                     inv[d] = j
-                phys = [m.shape[d] for d in perm]
+                phys = [shape[d] for d in perm]
             else:
-                phys = list(m.shape)
+                phys = list(shape)
                 if perm is None and o in self.keep_layout:
+                    if shape != m.shape:
+                        raise NotSizeGeneric(f"output {o.name} has a non-dense layout that "
+                                             "depends on the sizes")
                     restride = (tuple(m.shape), tuple(m.stride))
             self.spec.te_outputs.append(t)
             self.spec.out_specs.append(OutputSpec(phys, m.dtype, inv, restride))
         names = [_op_name(n.target).replace("aten.", "").split(".")[0] for n in self.members]
         self.spec.name = "_".join(dict.fromkeys(names))[:60] or "kernel"
+        self.spec.symbolic = any(isinstance(d, _C.Expr) for p in self.spec.te_inputs
+                                 for d in p.shape) or any(s.symbolic for s in self.spec.out_specs)
+        if self.spec.symbolic:
+            self.spec.size_ranges = self.shapes.shapes.ranges()
+        self.spec.anchor = any(self.cls.kind(n) == "anchor" for n in self.members)
         return self.spec
 
 
 def build_spec(members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifier,
-               outputs: List[fx.Node], keep_layout: set) -> KernelSpec:
-    return _Builder(members, metas, cls, outputs, keep_layout).build()
+               outputs: List[fx.Node], keep_layout: set, sym=None) -> KernelSpec:
+    """The kernel spec of a partition; over the size variables of `sym` (symbolic.py) when
+    given, else for the recorded shapes."""
+    return _Builder(members, metas, cls, outputs, keep_layout, sym).build()
 
 
 # Compiled kernels by structural key, bounded by the machine code they hold (jit_cache.py).
 _cache = LruCache(default_jit_cache_bytes(), cost=lambda kernel: kernel.code_bytes)
-# weight_packs: packed copies of weights made (PackedInput), at first use and after changes.
-stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0, "weight_packs": 0}
+# weight_packs: packed copies of weights made (PackedInput), at first use and after changes;
+# dietcode: kernels of range plans tuned (or taken from records) by DietCode.
+stats = {"compiled": 0, "cache_hits": 0, "jit_ms": 0.0, "weight_packs": 0, "dietcode": 0}
 
 
 def set_jit_cache_limit(limit_bytes: int) -> None:
@@ -359,7 +424,16 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     key = keys.cache_key(spec.workload(), mode, trials)
     # Kernels reading weights prepacked take other arguments: cached apart.
     kernel_key = key + (tuple(spec.constant_inputs),) if spec.constant_inputs else key
+    if spec.symbolic:  # the same sizes by name, with the same ranges (run() checks them)
+        kernel_key += (spec.size_signature(),)
     kernel = _cache.get(kernel_key)
+    if kernel is None and dietcode_applies(spec, mode):
+        records = records_mod.open_records(records_option)
+        kernel = compile_dietcode(spec, records)
+        stats["dietcode"] += isinstance(kernel, DietCodeKernel)
+        stats["compiled"] += 1
+        stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
+        _cache.put(kernel_key, kernel)
     if kernel is None:
         records = records_mod.open_records(records_option) if mode != "default" else None
         request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
@@ -384,8 +458,9 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
         stats["cache_hits"] += 1
     preps = list(spec.in_preps)
     for i, numel in kernel.prepacks:  # fresh per call site: each keeps its own packed copy
-        preps[i] = PackedInput(spec.in_preps[i], kernel, i, numel, spec.metas[spec.inputs[i]].dtype)
-    return KernelCall(kernel, preps, spec.out_specs, spec.name)
+        preps[i] = PackedInput(spec.in_preps[i], kernel, i, numel, spec.metas[spec.inputs[i]].dtype,
+                               spec.te_inputs[i].shape)
+    return KernelCall(kernel, preps, spec.out_specs, spec.name, symbolic=spec.symbolic)
 
 
 # Schedules chosen by a whole graph's search (search_specs), by cache key: the compile of each

@@ -18,7 +18,7 @@ def _promoted(ctx, node, a, b) -> torch.dtype:
     """torch's result dtype of (a, b) for comparisons: a and b are the FX arguments."""
     def example(x):
         if hasattr(x, "op"):  # an FX node
-            m = ctx.meta(x)
+            m = ctx.concrete[x]
             if hasattr(m, "dtype"):
                 return torch.empty(m.shape, dtype=m.dtype, device="meta")
             return m

@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from .lowering import aten, identity, ops, register, reshape
+from .lowering import aten, identity, ops, register, reshape, same_shape
 
 
 def _out_shape(ctx, node):
@@ -48,7 +48,7 @@ def _transpose(ctx, node, x, d0, d1):
 @register([aten.expand.default], "view")
 def _expand(ctx, node, x, size, implicit=False):
     shape = _out_shape(ctx, node)
-    return x if list(x.shape) == shape else ops.broadcast_to(x, shape)
+    return x if same_shape(x.shape, shape) else ops.broadcast_to(x, shape)
 
 
 @register([aten.alias.default, aten.detach.default, aten.lift_fresh.default], "view")

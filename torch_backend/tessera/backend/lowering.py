@@ -13,6 +13,10 @@ that builds tensor-expression definitions from the operator library (tessera._C.
 
 The lowering functions (lower_*.py) receive resolved arguments: tensor arguments as Tessera
 tensors, everything else as concrete Python values (the graph is specialised on its shapes).
+In a plan for a range of sizes (symbolic.py) the metas a lowering reads through ctx.meta carry
+symbolic shapes (Tessera size expressions, _C.Expr, where a dimension depends on a size): a
+lowering that needs a concrete size raises on them (int() of an Expr), and its partition is
+left to ATen; ctx.concrete holds the metas recorded for the first call.
 """
 
 from __future__ import annotations
@@ -74,8 +78,10 @@ def register(targets, kind: str, check=None):
 class LowerCtx:
     """State of lowering one partition: the Tessera value of every FX node lowered so far."""
 
-    def __init__(self, metas: Dict[fx.Node, Any], kind_of: Callable[[fx.Node], Any] = None):
+    def __init__(self, metas: Dict[fx.Node, Any], kind_of: Callable[[fx.Node], Any] = None,
+                 concrete: Optional[Dict[fx.Node, Any]] = None):
         self.metas = metas
+        self.concrete = metas if concrete is None else concrete  # the recorded call's metas
         self.kind_of = kind_of or (lambda n: LOWERINGS[n.target].kind)
         self.env: Dict[fx.Node, Any] = {}
         # External inputs read in a permuted physical layout: node -> (placeholder, perm)
@@ -135,9 +141,18 @@ def cast(x: Any, dtype: torch.dtype) -> Any:
     return x if x.dtype == want else ops.cast(x, want)
 
 
+def _dim(d: Any) -> Any:
+    return d if isinstance(d, _C.Expr) else int(d)
+
+
+def same_shape(a, b) -> bool:
+    """Equal shapes, symbolic entries compared by their printed (simplified) form."""
+    return len(a) == len(b) and all(repr(x) == repr(y) for x, y in zip(a, b))
+
+
 def reshape(x, shape) -> Any:
-    shape = [int(d) for d in shape]
-    return x if list(x.shape) == shape else ops.reshape(x, shape)
+    shape = [_dim(d) for d in shape]
+    return x if same_shape(x.shape, shape) else ops.reshape(x, shape)
 
 
 def identity(x) -> Any:

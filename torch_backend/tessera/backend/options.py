@@ -70,10 +70,22 @@ class Options:
     # EinNet: convolution partitions are also offered the program derivation finds for the
     # convolution (e.g. a matmul plus an offset-reduce), as one more measured candidate.
     derive: bool = False
+<<<<<<< HEAD
     # ALT's layout propagation at graph level: convolution outputs and the activations computed
     # from them are stored NHWC (activation_layout.py), so kernels write and read channel
     # vectors contiguously; graph inputs and outputs keep eager's strides.
     layouts: bool = False
+=======
+    # Graphs traced with dynamic shapes (dynamic=True, mark_dynamic): one plan whose kernels
+    # take their sizes at run time serves every size in range (symbolic.py); the range of a
+    # size is Dynamo's, narrowed by the one declared here, keyed by the input dimension
+    # ("input_ids.size(1)") or "*" for all: {"input_ids.size(1)": (1, 512)}. Kept as sorted
+    # (key, (lo, hi)) pairs. A call outside the range gets a plan for its own shapes.
+    dynamic_ranges: tuple = ()
+    # False: graphs with dynamic shapes get one plan per input signature instead (every new
+    # size plans and may compile kernels again).
+    symbolic: bool = True
+>>>>>>> dyn
 
 
 _DESCRIPTIONS = {
@@ -89,13 +101,33 @@ _DESCRIPTIONS = {
     "prepack_weights": "bool (inference: weights packed once, repacked when changed in place)",
     "reuse": "bool (search mode over a graph: kernels tuned from other kernels' programs)",
     "derive": "bool (EinNet derivations offered to convolution partitions)",
+<<<<<<< HEAD
     "layouts": "bool (ALT: convolution activations stored NHWC, propagated through the graph)",
+=======
+    "dynamic_ranges": "dict: input dimension ('x.size(1)') or '*' -> (lo, hi) size range",
+    "symbolic": "bool (dynamic shapes: one plan over a range of sizes, not one per size)",
+>>>>>>> dyn
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
 
 def _valid_list() -> str:
     return ", ".join(f"{k} ({v})" for k, v in _DESCRIPTIONS.items())
+
+
+def _parse_ranges(value: Any) -> tuple:
+    """{"x.size(1)": (lo, hi)} -> sorted ((key, (lo, hi)), ...), validated."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"tessera: option 'dynamic_ranges' must be a dict, got {value!r}")
+    out = []
+    for key, rng in value.items():
+        ok = isinstance(key, str) and isinstance(rng, (tuple, list)) and len(rng) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in rng) and 0 <= rng[0] <= rng[1]
+        if not ok:
+            raise ValueError(f"tessera: option 'dynamic_ranges': {key!r}: {rng!r} is not a "
+                             f"(lo, hi) range of sizes with 0 <= lo <= hi")
+        out.append((key, (int(rng[0]), int(rng[1]))))
+    return tuple(sorted(out))
 
 
 def parse_options(mode: Optional[str] = None,
@@ -145,6 +177,8 @@ def parse_options(mode: Optional[str] = None,
         elif key == "trials":
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"tessera: option 'trials' must be an int >= 0, got {value!r}")
+        elif key == "dynamic_ranges":
+            value = _parse_ranges(value)
         elif not isinstance(value, bool):
             raise ValueError(f"tessera: option {key!r} must be a bool, got {value!r}")
         values[key] = value

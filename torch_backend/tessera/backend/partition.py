@@ -30,6 +30,13 @@ _SIZE_QUERIES = {
     torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
     torch.ops.aten.sym_storage_offset.default,
 }
+# Operators whose size arguments a lowering never reads: it takes the output shape from the
+# value's (symbolic) meta. In a plan for a range of sizes these may take size-dependent scalars.
+_SIZES_FROM_META = {
+    torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+    torch.ops.aten.reshape.default, torch.ops.aten.view_copy.default,
+    torch.ops.aten.expand.default,
+}
 # Operators that run through ATen by design (mutations, no data): never reported as missing.
 _ATEN_BY_DESIGN = {torch.ops.aten.copy_.default, torch.ops.aten.copy.default}
 
@@ -86,9 +93,10 @@ class Classifier:
     """Kind of every node ('anchor', 'reduce', 'elementwise', 'view', 'source' or None = ATen),
     with the reason an operator is not supported logged once per operator."""
 
-    def __init__(self, metas: Dict[fx.Node, Any], folded: Set[fx.Node]):
+    def __init__(self, metas: Dict[fx.Node, Any], folded: Set[fx.Node], sym=None):
         self.metas = metas
         self.folded = folded
+        self.sym = sym  # symbolic.SymbolicShapes of a plan for a range of sizes, or None
         self.kinds: Dict[fx.Node, Optional[str]] = {}
         self.reasons: Dict[fx.Node, str] = {}  # why a node runs through ATen (kind None)
 
@@ -119,8 +127,12 @@ class Classifier:
         for a in input_nodes(node):
             am = self.metas.get(a)
             if not isinstance(am, TensorMeta) and not any(True for _ in _flat_metas(am)):
-                if a not in self.folded:
+                if a in self.folded:
+                    continue
+                if self.sym is None or not self.sym.is_symbolic(a):
                     return None, "data-dependent scalar argument"
+                if node.target not in _SIZES_FROM_META:
+                    return None, "size-dependent scalar argument (dynamic shapes)"
         for t in list(_flat_metas(m)) + [x for a in input_nodes(node)
                                          for x in _flat_metas(self.metas.get(a))]:
             if t.device.type != "cpu":

@@ -2,6 +2,11 @@
 
 Input: an ATen FX graph and the recorded meta of every node (shapes of this call). Output: the
 generated runner (runner.py) plus a summary of what was done (kernels, ATen ops, choices).
+
+A plan for a range of sizes (`sym`, symbolic.py) builds its kernels over size variables and
+keeps size-dependent scalars as run-time values (ATen steps) instead of folding them; each
+kernel must also match eager at a second size (symbolic.Probe), and a partition that cannot be
+made size-generic runs through ATen, logged with its reason.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from .meta import TensorMeta
 from .options import Options
 from .partition import Classifier, _op_name, foldable_scalars, input_nodes, partition
 from .runner import Step, _nodes_in, generate
+from .symbolic import NotSizeGeneric
 
 
 # ATen operators whose result depends on their inputs' exact strides.
@@ -105,8 +111,12 @@ class _Unit:
 
 class Planner:
     def __init__(self, gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options,
-                 weights: frozenset = frozenset()):
+                 weights: frozenset = frozenset(), sym=None, probe=None):
         self.gm = gm
+        self.sym = sym      # symbolic.SymbolicShapes: a plan for a range of sizes
+        self.probe = probe  # symbolic.Probe checking its kernels at other sizes
+        # The recorded call's sizes by name: what size-generic kernels run with while planning.
+        self.size_env = sym.recorded(metas) if sym is not None else {}
         self.weights = weights  # placeholders holding weights (graph.py)
         self.graph = gm.graph
         self.metas = metas
@@ -114,11 +124,14 @@ class Planner:
         self.nodes = list(self.graph.nodes)
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.folded = foldable_scalars(self.graph, metas)
-        self.cls = Classifier(metas, self.folded)
+        if sym is not None:  # size-dependent scalars are run-time values
+            self.folded = {n for n in self.folded if not sym.is_symbolic(n)}
+        self.cls = Classifier(metas, self.folded, sym)
         self.original_metas = metas
-        if options.layouts:
+        # Layouts need constant shapes: plans for a range of sizes keep eager's strides.
+        if options.layouts and sym is None:
             self.metas = channels_last_activations(gm, metas, self.cls)
-            self.cls = Classifier(self.metas, self.folded)
+            self.cls = Classifier(self.metas, self.folded, sym)
         out = [n for n in self.nodes if n.op == "output"][0]
         self.output_args = out.args[0]
         self.graph_outputs: Set[fx.Node] = set(_nodes_in(self.output_args))
@@ -176,7 +189,7 @@ class Planner:
         for o in outputs:
             if any(u.target in _STRIDE_SENSITIVE for u in o.users if u.op == "call_function"):
                 keep_layout.add(o)
-        spec = build_spec(members, self.metas, self.cls, outputs, keep_layout)
+        spec = build_spec(members, self.metas, self.cls, outputs, keep_layout, self.sym)
         spec.constant_inputs = [i for i, n in enumerate(spec.inputs)
                                 if self.root(n) in self.weights]
         for n in list(spec.inputs) + list(spec.outputs):
@@ -192,6 +205,8 @@ class Planner:
 
     def _add_kernel(self, spec: KernelSpec, call) -> None:
         if not spec.inputs and not (set(spec.outputs) & self.graph_outputs):
+            if spec.symbolic:
+                raise NotSizeGeneric("reads no input, and its shape depends on the sizes")
             # Reads nothing (masks from arange/full): computed once, here, as constants.
             values = call()
             values = values if isinstance(values, tuple) else (values,)
@@ -241,7 +256,16 @@ class Planner:
                      level=30)
 
     def _compile(self, spec: KernelSpec):
-        return compile_spec(spec, self.options)
+        if spec.symbolic and _C.dynamic.splits_into_empty_sums(spec.te_outputs):
+            # Such a kernel reads unwritten memory at some sizes, which the probe cannot be
+            # relied on to see (split_reduction.h).
+            raise NotSizeGeneric(f"{spec.name}: a long sum over a size-dependent extent would "
+                                 "be split into pieces that can be empty at run time")
+        call = compile_spec(spec, self.options)
+        call.size_env = self.size_env
+        if self.probe is not None:
+            self.probe.check(spec, call)
+        return call
 
     def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
                 build_fused: bool) -> None:
@@ -464,7 +488,7 @@ class Planner:
 
     def build(self) -> Callable:
         groups = list(partition(self.graph, self.cls))
-        if self.options.tune == "search":
+        if self.options.tune == "search" and self.sym is None:
             search_graph.tune_graph(self, groups)
         for members in groups:
             self._plan_group(members)
@@ -476,7 +500,7 @@ class Planner:
             reads = [a for a in input_nodes(n) if a not in self.folded]
             units.append(_Unit(Step("aten", [n], reads, node=n), self.index[n]))
         steps = self._order(units)
-        if program_runner.ENABLED:
+        if program_runner.ENABLED and self.sym is None:  # programs have fixed sizes
             steps, self.summary.segments = program_runner.segment_steps(
                 steps, self.output_args, self.metas, self.cls.kind)
         placeholders = [n for n in self.nodes if n.op == "placeholder"]
@@ -485,7 +509,8 @@ class Planner:
         for n in self.nodes:
             if n.op == "get_attr":
                 constants[n] = _get_attr(self.gm, n.target)
-        fn = generate(placeholders, steps, self.output_args, constants, kind_of=self.cls.kind)
+        fn = generate(placeholders, steps, self.output_args, constants, kind_of=self.cls.kind,
+                      sizes=self.sym.sources() if self.sym is not None else None)
         self.summary.source = fn.source
         self.summary.steps = steps
         return fn
@@ -527,10 +552,11 @@ def _mutates(n: fx.Node) -> bool:
 
 
 def build_plan(gm: fx.GraphModule, metas: Dict[fx.Node, Any], options: Options,
-               weights: frozenset = frozenset()):
+               weights: frozenset = frozenset(), sym=None, probe=None):
     """The runner for gm specialised on the recorded metas, and its Summary. `weights`: the
-    placeholders whose values kernels may keep packed copies of."""
-    planner = Planner(gm, metas, options, weights)
+    placeholders whose values kernels may keep packed copies of. With `sym` (and its `probe`),
+    the runner serves every size in the symbols' ranges."""
+    planner = Planner(gm, metas, options, weights, sym, probe)
     fn = planner.build()
     if options.verbose:
         logger.info("tessera: compiled graph (%d nodes)\n%s", len(planner.nodes),

@@ -81,9 +81,11 @@ class _Emitter:
 
 def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
              constants: Dict[fx.Node, Any], name: str = "compiled_graph",
-             kind_of: Optional[Callable[[fx.Node], Optional[str]]] = None) -> Callable:
+             kind_of: Optional[Callable[[fx.Node], Optional[str]]] = None,
+             sizes: Optional[Dict[str, Any]] = None) -> Callable:
     """Python function run(args) executing `steps` (boxed: it empties a list argument so that
-    inputs can be freed as soon as they are dead)."""
+    inputs can be freed as soon as they are dead). `sizes`: where each size variable of
+    size-generic kernels is read, name -> (placeholder, dim or None for an int input)."""
     em = _Emitter(constants)
     last_use: Dict[fx.Node, int] = {}
     for i, s in enumerate(steps):
@@ -96,6 +98,7 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     if placeholders:
         body.append(", ".join(em.name(p) for p in placeholders) + ", = args")
     body.append("if type(args) is list: args.clear()")
+    size_vars = _emit_sizes(em, body, steps, sizes or {})
     unused = [p for p in placeholders if p not in last_use and p not in keep]
     if unused:
         body.append("del " + ", ".join(em.name(p) for p in unused))
@@ -108,8 +111,11 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
             outs = ", ".join(em.name(o) for o in s.outputs)
             if len(s.outputs) > 1:
                 outs += ","
-            body.append(f"{outs} = {g}({', '.join(em.expr(n) for n in s.inputs)})  "
-                        f"# {s.call.name}")
+            call_args = [em.expr(n) for n in s.inputs]
+            if getattr(s.call, "symbolic", False):
+                call_args.append("sizes=(" + "".join(f"{size_vars[v]}, "
+                                                     for v in s.call.size_names) + ")")
+            body.append(f"{outs} = {g}({', '.join(call_args)})  # {s.call.name}")
         else:
             n = s.node
             g = f"f{len(em.globals)}"
@@ -128,6 +134,22 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     fn._boxed_call = True
     fn.source = src
     return fn
+
+
+def _emit_sizes(em: _Emitter, body: List[str], steps: List[Step],
+                sizes: Dict[str, Any]) -> Dict[str, str]:
+    """Lines reading the values of the size variables the kernels take off the graph's inputs
+    (before any input is freed); returns the local variable of each."""
+    used = dict.fromkeys(v for s in steps if s.kind == "kernel" and getattr(s.call, "symbolic",
+                                                                             False)
+                         for v in s.call.size_names)
+    out = {}
+    for v in used:
+        node, dim = sizes[v]
+        out[v] = f"z{len(out)}_"
+        read = em.name(node) if dim is None else f"{em.name(node)}.shape[{dim}]"
+        body.append(f"{out[v]} = {read}")
+    return out
 
 
 def _emit_program(em: _Emitter, seg) -> List[str]:
