@@ -70,12 +70,10 @@ class Options:
     # EinNet: convolution partitions are also offered the program derivation finds for the
     # convolution (e.g. a matmul plus an offset-reduce), as one more measured candidate.
     derive: bool = False
-<<<<<<< HEAD
     # ALT's layout propagation at graph level: convolution outputs and the activations computed
     # from them are stored NHWC (activation_layout.py), so kernels write and read channel
     # vectors contiguously; graph inputs and outputs keep eager's strides.
     layouts: bool = False
-=======
     # Graphs traced with dynamic shapes (dynamic=True, mark_dynamic): one plan whose kernels
     # take their sizes at run time serves every size in range (symbolic.py); the range of a
     # size is Dynamo's, narrowed by the one declared here, keyed by the input dimension
@@ -85,7 +83,6 @@ class Options:
     # False: graphs with dynamic shapes get one plan per input signature instead (every new
     # size plans and may compile kernels again).
     symbolic: bool = True
->>>>>>> dyn
 
 
 _DESCRIPTIONS = {
@@ -101,12 +98,9 @@ _DESCRIPTIONS = {
     "prepack_weights": "bool (inference: weights packed once, repacked when changed in place)",
     "reuse": "bool (search mode over a graph: kernels tuned from other kernels' programs)",
     "derive": "bool (EinNet derivations offered to convolution partitions)",
-<<<<<<< HEAD
     "layouts": "bool (ALT: convolution activations stored NHWC, propagated through the graph)",
-=======
     "dynamic_ranges": "dict: input dimension ('x.size(1)') or '*' -> (lo, hi) size range",
     "symbolic": "bool (dynamic shapes: one plan over a range of sizes, not one per size)",
->>>>>>> dyn
 }
 VALID_OPTIONS = tuple(_DESCRIPTIONS)
 
