@@ -84,14 +84,6 @@ void bind_dynamic(py::module_& m) {
       "scaled",
       [](const PyExpr& e, int64_t factor) { return PyExpr{ir::int_imm(factor) * e.expr}; },
       py::arg("size"), py::arg("factor"), "factor * size, as a dimension (e.g. 16 * T rows).");
-  d.def(
-      "splits_into_empty_sums",
-      [](const std::vector<PyTensor>& outputs) {
-        return schedule::splits_into_empty_sums(unwrap(outputs));
-      },
-      py::arg("outputs"),
-      "Whether the long-sum split cuts a size-dependent sum of these outputs into pieces that "
-      "can be empty at run time (such kernels are not size-generic; see split_reduction.h).");
   py::class_<PyDynamicKernel>(d, "DynamicKernel")
       .def("run", &PyDynamicKernel::run, py::arg("ptrs"), py::arg("sizes"),
            "Runs the kernel for these sizes (one per size variable): buffers = inputs then "

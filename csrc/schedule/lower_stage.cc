@@ -224,7 +224,10 @@ class MultiLevelTiling {
     std::vector<Expr> first_c, last_c;
     for (size_t r = 0; r < m_; ++r) {
       const std::string nm = op_.reduce_axes[r].var->name;
-      rcount_[r] = ceil_div(op_.reduce_axes[r].extent, ann_.tile_reduce[r]);
+      // At least one outer tile: a sum over a size that is 0 at run time still runs one (its
+      // inner loops have no trips), so the identity is written instead of nothing.
+      rcount_[r] =
+          ir::max(ceil_div(op_.reduce_axes[r].extent, ann_.tile_reduce[r]), ir::int_imm(1));
       ro_[r] = tile_var(nm + "_o", rcount_[r]);
       ri_[r] = ir::var(nm + "_i", 0, ann_.tile_reduce[r] - 1);
       Expr start = ro_[r] * ir::int_imm(ann_.tile_reduce[r]);

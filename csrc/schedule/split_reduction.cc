@@ -223,24 +223,4 @@ std::vector<Tensor> split_long_sums(const std::vector<Tensor>& outputs, int64_t 
   return out;
 }
 
-namespace {
-
-// Whether some sum of the DAG may reduce over no values (a reduce extent whose lower bound is
-// below 1).
-bool has_possibly_empty_sum(const std::vector<Tensor>& outputs) {
-  for (const Tensor& t : ir::collect_dag(outputs).computes) {
-    for (const IterVar& r : t->op->reduce_axes) {
-      if (ir::const_int_bound(r.extent).lo < 1) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
-bool splits_into_empty_sums(const std::vector<Tensor>& outputs, int64_t chunk) {
-  if (has_possibly_empty_sum(outputs)) return false;  // the sum itself may be empty
-  return has_possibly_empty_sum(split_long_sums(outputs, chunk));
-}
-
 }  // namespace tessera::schedule

@@ -35,11 +35,4 @@ int64_t reduce_count_bound(const ir::ComputeOpNode& op);
 std::vector<ir::Tensor> split_long_sums(const std::vector<ir::Tensor>& outputs,
                                         int64_t chunk = kSumChunk);
 
-// Whether split_long_sums cuts a sum over a size-dependent extent into pieces (blocks of a
-// chunk, the tail) that can sum over no values at run time, where the sum itself never does
-// (every reduce extent of `outputs` is at least 1). A multi-level tiled reduction over no values
-// leaves its output unwritten (its first outer reduce tile initialises it), so a kernel made for
-// a range of sizes must not contain such pieces; constant extents never produce them.
-bool splits_into_empty_sums(const std::vector<ir::Tensor>& outputs, int64_t chunk = kSumChunk);
-
 }  // namespace tessera::schedule

@@ -256,11 +256,6 @@ class Planner:
                      level=30)
 
     def _compile(self, spec: KernelSpec):
-        if spec.symbolic and _C.dynamic.splits_into_empty_sums(spec.te_outputs):
-            # Such a kernel reads unwritten memory at some sizes, which the probe cannot be
-            # relied on to see (split_reduction.h).
-            raise NotSizeGeneric(f"{spec.name}: a long sum over a size-dependent extent would "
-                                 "be split into pieces that can be empty at run time")
         call = compile_spec(spec, self.options)
         call.size_env = self.size_env
         if self.probe is not None:
