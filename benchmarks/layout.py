@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -181,12 +182,14 @@ def model_study(name, args):
     model, x = build(name, 1)
     model.eval()
     torch._dynamo.reset()
+    # A fresh records database: choices and schedules measured now, not by an earlier process.
+    db = os.path.join(tempfile.mkdtemp(prefix="tessera-layout-"), "records.db")
     fns = {}
     with torch.no_grad():
         want = model(x)
         for alt in (False, True):
             f = torch.compile(copy.deepcopy(model), backend="tessera",
-                              options={"layouts": alt})
+                              options={"layouts": alt, "records_db": db})
             torch.testing.assert_close(f(x), want, rtol=1e-3, atol=1e-3)
             fns[alt] = (lambda f=f: f(x))
         r = paired_with_reference({"alt": fns[True]}, fns[False], rounds=args.rounds,

@@ -148,18 +148,38 @@ std::vector<int64_t> constant_shape(const Tensor& t) {
   return shape;
 }
 
-LayoutMap parse_layouts(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                        const std::map<std::string, std::string>& texts) {
+namespace {
+
+// The DAG's tensors by name; a name two tensors share maps to null (it names neither).
+std::map<std::string, Tensor> tensors_by_name(const std::vector<Tensor>& outputs,
+                                              const std::vector<Tensor>& inputs) {
   const ir::TensorDAG dag = ir::collect_dag(outputs);
   std::map<std::string, Tensor> by_name;
   for (const std::vector<Tensor>* ts : {&dag.placeholders, &dag.computes, &inputs}) {
-    for (const Tensor& t : *ts) by_name[t->name] = t;
+    for (const Tensor& t : *ts) {
+      auto [it, fresh] = by_name.emplace(t->name, t);
+      if (!fresh && it->second.get() != t.get()) it->second = nullptr;
+    }
   }
+  return by_name;
+}
+
+const Tensor& named(const std::map<std::string, Tensor>& by_name, const std::string& name) {
+  auto it = by_name.find(name);
+  TESSERA_CHECK(it != by_name.end()) << "layout: no tensor named " << name << " in the DAG";
+  TESSERA_CHECK(it->second != nullptr)
+      << "layout: " << name << " names more than one tensor of the DAG";
+  return it->second;
+}
+
+}  // namespace
+
+LayoutMap parse_layouts(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                        const std::map<std::string, std::string>& texts) {
+  const std::map<std::string, Tensor> by_name = tensors_by_name(outputs, inputs);
   LayoutMap m;
   for (const auto& [name, text] : texts) {
-    auto it = by_name.find(name);
-    TESSERA_CHECK(it != by_name.end()) << "layout: no tensor named " << name << " in the DAG";
-    m.emplace(name, Layout::parse(constant_shape(it->second), text));
+    m.emplace(name, Layout::parse(constant_shape(named(by_name, name)), text));
   }
   return m;
 }
@@ -167,17 +187,13 @@ LayoutMap parse_layouts(const std::vector<Tensor>& outputs, const std::vector<Te
 Relaid apply_layouts(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                      const LayoutMap& layouts) {
   const ir::TensorDAG dag = ir::collect_dag(outputs);
-  std::map<std::string, Tensor> by_name;
-  for (const std::vector<Tensor>* ts : {&dag.placeholders, &dag.computes, &inputs}) {
-    for (const Tensor& t : *ts) by_name[t->name] = t;
-  }
+  const std::map<std::string, Tensor> by_name = tensors_by_name(outputs, inputs);
   std::unordered_map<const TensorNode*, const Layout*> laid;
   for (const auto& [name, layout] : layouts) {
-    auto it = by_name.find(name);
-    TESSERA_CHECK(it != by_name.end()) << "layout: no tensor named " << name << " in the DAG";
-    TESSERA_CHECK(constant_shape(it->second) == layout.logical_shape())
+    const Tensor& t = named(by_name, name);
+    TESSERA_CHECK(constant_shape(t) == layout.logical_shape())
         << "layout: " << layout.to_string() << " is for another shape than " << name << "'s";
-    laid[it->second.get()] = &layout;
+    laid[t.get()] = &layout;
   }
 
   std::unordered_map<const TensorNode*, Tensor> rebuilt;

@@ -31,8 +31,8 @@ struct Relaid {
   std::vector<ir::Tensor> inputs;   // in the given order; a relaid input has its physical shape
 };
 
-// Throws tessera::Error when a name is not a tensor of the DAG or a layout's logical shape is
-// not the tensor's (constant) shape.
+// Throws tessera::Error when a name is not exactly one tensor of the DAG or a layout's logical
+// shape is not the tensor's (constant) shape.
 Relaid apply_layouts(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                      const LayoutMap& layouts);
 

@@ -373,7 +373,9 @@ def test_dynamic_graph_op_has_symint_inputs():
     for n in [5, 7]:
         x = torch.randn(n, 4)
         placeholders = [p for p in g.gm.graph.nodes if p.op == "placeholder"]
-        args = [x if isinstance(p.meta["val"], torch.Tensor) else n for p in placeholders]
+        # A size placeholder per symbolic dim: dim 0 (traced as 5) is n, dim 1 stays 4.
+        args = [x if isinstance(p.meta["val"], torch.Tensor)
+                else (n if p.meta["val"].node.hint == 5 else 4) for p in placeholders]
         out = g.op(*args)
         assert_close(out, f(x))
         assert_close(c(x), f(x))

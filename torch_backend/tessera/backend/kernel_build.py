@@ -323,6 +323,7 @@ class _Builder:
     def build(self) -> KernelSpec:
         for n in self.members:
             self.ensure(n)
+        permuted: Dict[int, List[int]] = {}  # output position -> the dim order it is stored in
         for o in self.spec.outputs:
             self.ensure(o)
             t = self.ctx.env[o]
@@ -336,7 +337,7 @@ class _Builder:
             restride = None
             inv = None
             if perm is not None and not _is_identity_order(perm, m.shape):
-                t = ops.permute(t, perm)
+                permuted[len(self.spec.te_outputs)] = perm
                 inv = [0] * len(perm)
                 for j, d in enumerate(perm):
                     inv[d] = j
@@ -350,6 +351,9 @@ class _Builder:
                     restride = (tuple(m.shape), tuple(m.stride))
             self.spec.te_outputs.append(t)
             self.spec.out_specs.append(OutputSpec(phys, m.dtype, inv, restride))
+        if permuted:
+            self.spec.te_outputs = _stored_in_order(self.spec.te_outputs, self.spec.te_inputs,
+                                                    permuted)
         names = [_op_name(n.target).replace("aten.", "").split(".")[0] for n in self.members]
         self.spec.name = "_".join(dict.fromkeys(names))[:60] or "kernel"
         self.spec.symbolic = any(isinstance(d, _C.Expr) for p in self.spec.te_inputs
@@ -358,6 +362,24 @@ class _Builder:
             self.spec.size_ranges = self.shapes.shapes.ranges()
         self.spec.anchor = any(self.cls.kind(n) == "anchor" for n in self.members)
         return self.spec
+
+
+def _stored_in_order(outputs: List[Any], inputs: List[Any], permuted: Dict[int, List[int]]):
+    """The outputs, those in `permuted` stored in their dim order. Each is relaid with ALT's
+    reorder primitive, propagated back through the elementwise ops that produce it
+    (csrc/layout/relayout.h), so the op computing it -- a convolution with its fused epilogue --
+    writes that order directly; permuting its result afterwards would be a separate transposing
+    copy and would cut the epilogue off. The permute op is the fallback where a layout does not
+    apply (symbolic shapes, or tensor names the layout cannot tell apart)."""
+    layouts = {t.name: "identity" for t in outputs}  # the others keep their order
+    for i, perm in permuted.items():
+        layouts[outputs[i].name] = "reorder(" + ",".join(map(str, perm)) + ")"
+    if len(layouts) == len(outputs):
+        try:
+            return _C.layout.apply(outputs, inputs, layouts, True)[0]
+        except RuntimeError:
+            pass
+    return [ops.permute(t, permuted[i]) if i in permuted else t for i, t in enumerate(outputs)]
 
 
 def build_spec(members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifier,
