@@ -29,10 +29,48 @@ bool reads_in_place(const Tensor& c, const Tensor& p) {
   return any && all;
 }
 
+// For a compute reading a placeholder at a permutation of its own iterators (a transposed view
+// of a kernel input), the reorder that stores it in the placeholder's order: q[k] = the
+// iterator indexing the placeholder's dim k. Empty otherwise.
+std::vector<int64_t> input_order(const Tensor& view) {
+  const ir::Expr& body = view->op->body;
+  if (view->op->reduce != ir::ReduceKind::kNone || body->kind != ir::ExprKind::kAccess ||
+      !body->tensor->is_placeholder() || body->operands.size() != view->op->axes.size()) {
+    return {};
+  }
+  std::vector<int64_t> q;
+  for (const Expr& i : body->operands) {
+    for (size_t a = 0; a < view->op->axes.size(); ++a) {
+      if (i.same_as(view->op->axes[a].var)) q.push_back(static_cast<int64_t>(a));
+    }
+  }
+  bool identity = true;
+  for (size_t k = 0; k < q.size(); ++k) identity = identity && q[k] == static_cast<int64_t>(k);
+  return q.size() == view->op->axes.size() && !identity ? q : std::vector<int64_t>{};
+}
+
+// Pads reading a transposed view of an input, stored in the input's order (see the header).
+void pads_in_input_order(const std::vector<Tensor>& computes, LayoutMap* layouts) {
+  for (const Tensor& c : computes) {
+    if (c->op->tag != "pad" || layouts->count(c->name)) continue;
+    const std::vector<Tensor> src = ir::direct_inputs(c);
+    if (src.size() != 1 || src[0]->is_placeholder()) continue;
+    const std::vector<int64_t> q = input_order(src[0]);
+    if (q.empty() || q.size() != c->shape.size()) continue;
+    std::vector<int64_t> shape;
+    for (const Expr& d : c->shape) {
+      if (!d->is_const_int()) return;
+      shape.push_back(d->int_value);
+    }
+    layouts->emplace(c->name, Layout(shape, {Primitive::reorder(q)}));
+  }
+}
+
 }  // namespace
 
 LayoutMap propagate_layouts(const std::vector<Tensor>& outputs, LayoutMap layouts) {
   const std::vector<Tensor> computes = ir::collect_dag(outputs).computes;
+  pads_in_input_order(computes, &layouts);
   for (bool changed = true; changed;) {
     changed = false;
     for (const Tensor& c : computes) {

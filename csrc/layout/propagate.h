@@ -5,6 +5,10 @@
 // has no summation, P and C have the same shape, and every read of P in C's body is at C's own
 // iterators in order (C[i] = f(..., P[i], ...): a bias add, an activation, a residual add).
 // Placeholders never receive a layout this way: a kernel input's layout is its caller's choice.
+// One more rule carries an input's order into the kernel: a pad op (tag "pad", materialised
+// for a convolution) reading a transposed view of an input (a compute that reads a placeholder
+// at a permutation of its own iterators, e.g. an NHWC tensor seen as NCHW) is stored in the
+// input's order, so the convolution reads its padded copy in that order too.
 #include <vector>
 
 #include "ir/tensor.h"

@@ -120,6 +120,22 @@ TEST(Relayout, EveryTemplateCandidateKeepsValues) {
   }
 }
 
+TEST(Relayout, APaddedCopyOfATransposedInputIsStoredInTheInputsOrder) {
+  // An NHWC input seen as NCHW (the backend's view of a channels_last tensor), padded for a
+  // convolution: the pad takes the input's order, so the conv reads channels contiguously.
+  Tensor p = ir::placeholder("P", dims({1, 6, 7, 16}));
+  Tensor x = ops::permute(p, {0, 3, 1, 2});
+  Tensor w = ir::placeholder("W", dims({16, 16, 3, 3}));
+  Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {1, 1});
+  const LayoutMap m = propagate_layouts({y}, {});
+  const Tensor pad = ir::direct_inputs(y)[0];
+  ASSERT_EQ(pad->op->tag, "pad");
+  ASSERT_EQ(m.count(pad->name), 1u);
+  EXPECT_EQ(m.at(pad->name).to_string(), "reorder(0,2,3,1)");
+  LayoutCase c{{y}, {p, w}, m};
+  testing::expect_relaid_values(c, {compiler::TuneMode::kDefault});
+}
+
 TEST(Relayout, RejectsUnknownNamesAndOtherShapes) {
   Tensor a = ir::placeholder("A", dims({4, 8}));
   Tensor r = ops::relu(a, "R");

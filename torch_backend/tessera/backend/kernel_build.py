@@ -351,7 +351,7 @@ class _Builder:
                     restride = (tuple(m.shape), tuple(m.stride))
             self.spec.te_outputs.append(t)
             self.spec.out_specs.append(OutputSpec(phys, m.dtype, inv, restride))
-        if permuted:
+        if permuted or any(getattr(p, "perm", None) is not None for p in self.spec.in_preps):
             self.spec.te_outputs = _stored_in_order(self.spec.te_outputs, self.spec.te_inputs,
                                                     permuted)
         names = [_op_name(n.target).replace("aten.", "").split(".")[0] for n in self.members]
@@ -367,10 +367,11 @@ class _Builder:
 def _stored_in_order(outputs: List[Any], inputs: List[Any], permuted: Dict[int, List[int]]):
     """The outputs, those in `permuted` stored in their dim order. Each is relaid with ALT's
     reorder primitive, propagated back through the elementwise ops that produce it
-    (csrc/layout/relayout.h), so the op computing it -- a convolution with its fused epilogue --
+    (csrc/layout/propagate.h), so the op computing it -- a convolution with its fused epilogue --
     writes that order directly; permuting its result afterwards would be a separate transposing
-    copy and would cut the epilogue off. The permute op is the fallback where a layout does not
-    apply (symbolic shapes, or tensor names the layout cannot tell apart)."""
+    copy and would cut the epilogue off. A convolution's padded copy of a permuted input is
+    stored in the input's order by the same propagation. The permute op is the fallback where a
+    layout does not apply (symbolic shapes, or tensor names the layout cannot tell apart)."""
     layouts = {t.name: "identity" for t in outputs}  # the others keep their order
     for i, perm in permuted.items():
         layouts[outputs[i].name] = "reorder(" + ",".join(map(str, perm)) + ")"
