@@ -19,13 +19,6 @@ struct Loaded {
   std::string why_not;
 };
 
-template <typename F>
-bool bind(const DynamicLibrary& lib, const char* name, F* out, std::string* why_not) {
-  *out = reinterpret_cast<F>(lib.symbol(name));
-  if (!*out) *why_not = lib.name() + " has no " + name;
-  return *out != nullptr;
-}
-
 Loaded load() {
   Loaded l;
   l.lib = DynamicLibrary::open(library_candidates(kDriverEnv, {"libcuda.so.1", "libcuda.so"}),
@@ -39,22 +32,21 @@ Loaded load() {
   std::string& w = l.why_not;
   // Entry points with a _v2 symbol are bound by it: the unversioned ones keep 32-bit sizes.
   const bool bound =
-      bind(d, "cuInit", &a.Init, &w) && bind(d, "cuGetErrorString", &a.GetErrorString, &w) &&
-      bind(d, "cuDeviceGetCount", &a.DeviceGetCount, &w) &&
-      bind(d, "cuDeviceGet", &a.DeviceGet, &w) &&
-      bind(d, "cuDeviceGetName", &a.DeviceGetName, &w) &&
-      bind(d, "cuDeviceGetAttribute", &a.DeviceGetAttribute, &w) &&
-      bind(d, "cuDevicePrimaryCtxRetain", &a.DevicePrimaryCtxRetain, &w) &&
-      bind(d, "cuCtxSetCurrent", &a.CtxSetCurrent, &w) &&
-      bind(d, "cuCtxSynchronize", &a.CtxSynchronize, &w) &&
-      bind(d, "cuModuleLoadData", &a.ModuleLoadData, &w) &&
-      bind(d, "cuModuleUnload", &a.ModuleUnload, &w) &&
-      bind(d, "cuModuleGetFunction", &a.ModuleGetFunction, &w) &&
-      bind(d, "cuFuncGetAttribute", &a.FuncGetAttribute, &w) &&
-      bind(d, "cuLaunchKernel", &a.LaunchKernel, &w) && bind(d, "cuMemAlloc_v2", &a.MemAlloc, &w) &&
-      bind(d, "cuMemFree_v2", &a.MemFree, &w) && bind(d, "cuMemcpyHtoD_v2", &a.MemcpyHtoD, &w) &&
-      bind(d, "cuMemcpyDtoH_v2", &a.MemcpyDtoH, &w) &&
-      bind(d, "cuStreamSynchronize", &a.StreamSynchronize, &w);
+      d.bind("cuInit", &a.Init, &w) && d.bind("cuGetErrorString", &a.GetErrorString, &w) &&
+      d.bind("cuDeviceGetCount", &a.DeviceGetCount, &w) &&
+      d.bind("cuDeviceGet", &a.DeviceGet, &w) && d.bind("cuDeviceGetName", &a.DeviceGetName, &w) &&
+      d.bind("cuDeviceGetAttribute", &a.DeviceGetAttribute, &w) &&
+      d.bind("cuDevicePrimaryCtxRetain", &a.DevicePrimaryCtxRetain, &w) &&
+      d.bind("cuCtxSetCurrent", &a.CtxSetCurrent, &w) &&
+      d.bind("cuCtxSynchronize", &a.CtxSynchronize, &w) &&
+      d.bind("cuModuleLoadData", &a.ModuleLoadData, &w) &&
+      d.bind("cuModuleUnload", &a.ModuleUnload, &w) &&
+      d.bind("cuModuleGetFunction", &a.ModuleGetFunction, &w) &&
+      d.bind("cuFuncGetAttribute", &a.FuncGetAttribute, &w) &&
+      d.bind("cuLaunchKernel", &a.LaunchKernel, &w) && d.bind("cuMemAlloc_v2", &a.MemAlloc, &w) &&
+      d.bind("cuMemFree_v2", &a.MemFree, &w) && d.bind("cuMemcpyHtoD_v2", &a.MemcpyHtoD, &w) &&
+      d.bind("cuMemcpyDtoH_v2", &a.MemcpyDtoH, &w) &&
+      d.bind("cuStreamSynchronize", &a.StreamSynchronize, &w);
   if (!bound) return l;
   if (const int rc = a.Init(0); rc != 0) {
     const char* msg = nullptr;

@@ -20,6 +20,13 @@ class DynamicLibrary {
 
   // The address of `symbol`, or null when the library has none.
   void* symbol(const char* name) const;
+  // Sets `*out` to the function `name`; false, with the reason in `*why_not`, when missing.
+  template <typename F>
+  bool bind(const char* name, F* out, std::string* why_not) const {
+    *out = reinterpret_cast<F>(symbol(name));
+    if (!*out) *why_not = name_ + " has no " + name;
+    return *out != nullptr;
+  }
   const std::string& name() const { return name_; }
 
  private:

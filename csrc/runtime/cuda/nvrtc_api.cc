@@ -24,13 +24,6 @@ struct Loaded {
   std::string why_not;
 };
 
-template <typename F>
-bool bind(const DynamicLibrary& lib, const char* name, F* out, std::string* why_not) {
-  *out = reinterpret_cast<F>(lib.symbol(name));
-  if (!*out) *why_not = lib.name() + " has no " + name;
-  return *out != nullptr;
-}
-
 Loaded load() {
   Loaded l;
   l.lib = DynamicLibrary::open(library_candidates(kNvrtcEnv, nvrtc_names()), &l.why_not);
@@ -40,15 +33,15 @@ Loaded load() {
   }
   const DynamicLibrary& d = *l.lib;
   NvrtcApi& a = l.api;
-  l.ok = bind(d, "nvrtcGetErrorString", &a.GetErrorString, &l.why_not) &&
-         bind(d, "nvrtcVersion", &a.Version, &l.why_not) &&
-         bind(d, "nvrtcCreateProgram", &a.CreateProgram, &l.why_not) &&
-         bind(d, "nvrtcCompileProgram", &a.CompileProgram, &l.why_not) &&
-         bind(d, "nvrtcGetCUBINSize", &a.GetCUBINSize, &l.why_not) &&
-         bind(d, "nvrtcGetCUBIN", &a.GetCUBIN, &l.why_not) &&
-         bind(d, "nvrtcGetProgramLogSize", &a.GetProgramLogSize, &l.why_not) &&
-         bind(d, "nvrtcGetProgramLog", &a.GetProgramLog, &l.why_not) &&
-         bind(d, "nvrtcDestroyProgram", &a.DestroyProgram, &l.why_not);
+  l.ok = d.bind("nvrtcGetErrorString", &a.GetErrorString, &l.why_not) &&
+         d.bind("nvrtcVersion", &a.Version, &l.why_not) &&
+         d.bind("nvrtcCreateProgram", &a.CreateProgram, &l.why_not) &&
+         d.bind("nvrtcCompileProgram", &a.CompileProgram, &l.why_not) &&
+         d.bind("nvrtcGetCUBINSize", &a.GetCUBINSize, &l.why_not) &&
+         d.bind("nvrtcGetCUBIN", &a.GetCUBIN, &l.why_not) &&
+         d.bind("nvrtcGetProgramLogSize", &a.GetProgramLogSize, &l.why_not) &&
+         d.bind("nvrtcGetProgramLog", &a.GetProgramLog, &l.why_not) &&
+         d.bind("nvrtcDestroyProgram", &a.DestroyProgram, &l.why_not);
   return l;
 }
 
