@@ -1,6 +1,7 @@
 #include "layout/layout_tuner.h"
 
 #include <algorithm>
+#include <set>
 
 #include "db/record.h"
 #include "db/workload_key.h"
@@ -19,7 +20,18 @@ struct LoopRun {
   schedule::KernelSchedule schedule;
   double best_ms = -1;  // best verified candidate (-1: none; `schedule` is the rules')
   int measured = 0;
+  std::set<std::string> measured_texts;  // stages_text of every measured candidate
 };
+
+void keep_if_better(const schedule::KernelSchedule& s, const tune::CandidateResult& r,
+                    LoopRun* run) {
+  ++run->measured;
+  run->measured_texts.insert(s.stages_text());
+  if (r.ok && (run->best_ms < 0 || r.median_ms < run->best_ms)) {
+    run->best_ms = r.median_ms;
+    run->schedule = s;
+  }
+}
 
 Relaid relaid_dag(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                   const LayoutCandidate& c) {
@@ -41,14 +53,31 @@ LoopRun tune_loops(const tune::Task& task, int measurements, uint64_t seed) {
   LoopRun run;
   run.schedule = task.default_schedule();
   for (const tune::gensor::ConstructCandidate& c : r.candidates) {
-    if (!c.measured) continue;
-    ++run.measured;
-    if (c.result.ok && (run.best_ms < 0 || c.result.median_ms < run.best_ms)) {
-      run.best_ms = c.result.median_ms;
-      run.schedule = c.schedule;
-    }
+    if (c.measured) keep_if_better(c.schedule, c.result, &run);
   }
   return run;
+}
+
+// The loop stage: the next `rest` candidates of the same ranking (construct mode with the
+// layout stage's seed, predicted only) that the layout stage did not measure, measured in one
+// batch. Continuing the ranking, rather than drawing a new one, keeps a layout whose loops the
+// layout stage already explored from spending the rest on candidates it ranked lower.
+void continue_loops(const tune::Task& task, int rest, uint64_t seed, LoopRun* run) {
+  tune::gensor::ConstructOptions opts = tune::gensor::policy_construct_options(seed);
+  opts.predict_only = true;
+  opts.include_default = false;
+  opts.top_k = rest + run->measured;
+  std::vector<schedule::KernelSchedule> fresh;
+  for (const tune::gensor::ConstructCandidate& c : tune::gensor::construct(task, opts).candidates) {
+    if (static_cast<int>(fresh.size()) < rest &&
+        !run->measured_texts.count(c.schedule.stages_text())) {
+      fresh.push_back(c.schedule);
+    }
+  }
+  if (fresh.empty()) return;
+  tune::CandidateMeasurer measurer(task, tune::gensor::policy_construct_options(seed).measure);
+  const std::vector<tune::CandidateResult> results = measurer.measure_all(fresh);
+  for (size_t i = 0; i < fresh.size(); ++i) keep_if_better(fresh[i], results[i], run);
 }
 
 // Where ALT's choices are stored: the workload with its boundary layouts free, on this target.
@@ -151,9 +180,9 @@ LayoutTuneResult tune_layouts(const std::vector<ir::Tensor>& outputs,
   res.chosen = res.trials[static_cast<size_t>(best)].candidate;
   const int rest = options.budget - res.layout_stage_measured;
   if (rest > 0) {
-    const LoopRun loops = tune_loops(*best_task, rest, options.seed + 1);
-    res.loop_stage_measured = loops.measured;
-    if (loops.best_ms > 0 && loops.best_ms < best_run.best_ms) best_run = loops;
+    const int before = best_run.measured;
+    continue_loops(*best_task, rest, options.seed, &best_run);
+    res.loop_stage_measured = best_run.measured - before;
   }
   finish(outputs, best_dag, best_run.schedule, best_run.best_ms, options, &res);
   store(outputs, inputs, options, res);

@@ -3,8 +3,9 @@
 //   layout stage: every candidate layout assignment (templates.h, propagated) gets a short loop
 //                 tuning (construct mode, `per_layout` measurements) and is scored by its best
 //                 measured time;
-//   loop stage:   the best assignment gets the rest of the budget (construct mode with a larger
-//                 top-k and another seed); the better of the two stages' schedules is kept.
+//   loop stage:   the best assignment gets the rest of the budget: the next candidates of the
+//                 same construct-mode ranking that the layout stage did not measure; the best
+//                 of all its measured candidates is kept.
 // The chosen schedule carries its layouts (KernelSchedule::layouts, propagated ones included) and
 // the tuner name "alt:<candidate>". Every measured candidate is verified against the rules'
 // schedule of the same relaid DAG (the construct tuner's check), and relaid DAGs compute the same

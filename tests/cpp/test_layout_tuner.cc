@@ -46,6 +46,7 @@ TEST(LayoutTuner, TunesEveryCandidateThenSpendsTheRestOnTheBest) {
     EXPECT_LE(t.measured, o.per_layout);
   }
   EXPECT_GT(r.layout_stage_measured, 0);
+  EXPECT_GT(r.loop_stage_measured, 0);  // the rest of the ranking, not measured before
   EXPECT_LE(r.layout_stage_measured + r.loop_stage_measured, o.budget);
   // The chosen layout is the best of the layout stage (the loop stage only refines it).
   double best = 1e30;
