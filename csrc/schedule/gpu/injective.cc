@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ir/functor.h"
-#include "loop/pipeline.h"
+#include "schedule/gpu/kernel_frame.h"
 #include "schedule/lower_access.h"
 #include "util/check.h"
 
@@ -66,14 +66,7 @@ loop::LoweredFunc lower_injective(const StagePlan& plan, const std::string& name
   loop::LoweredFunc f;
   f.name = name;
   AccessLowering al;
-  for (const ir::Tensor& t : plan.inputs) {
-    f.args.push_back(ir::make_buffer(t->name, t->dtype, t->shape));
-    al.bind(t.get(), f.args.back());
-  }
-  for (const ir::Tensor& t : plan.outputs) {
-    f.args.push_back(ir::make_buffer(t->name, t->dtype, t->shape));
-    al.bind(t.get(), f.args.back());
-  }
+  bind_plan_args(plan, &f, &al);
   const std::set<const ir::TensorNode*> computes = all_computes(plan);
 
   // One grid for all outputs: enough blocks for the largest. Temporaries the plan materialised
@@ -91,11 +84,8 @@ loop::LoweredFunc lower_injective(const StagePlan& plan, const std::string& name
   for (const ir::Tensor& t : plan.outputs) {
     stores.push_back(output_store(t, flat, al.buffer_of(t.get()), computes, al));
   }
-  Stmt threads = loop::make_for(tx, ir::int_imm(0), ir::int_imm(kInjectiveBlockSize),
-                                loop::ForKind::kGpuThreadX, loop::make_seq(stores));
-  f.body = loop::make_for(bx, ir::int_imm(0), blocks, loop::ForKind::kGpuBlockX, threads);
-  f.size_vars = ir::collect_dag(plan.outputs).size_vars;
-  return loop::run_loop_passes(std::move(f));
+  return finish_launch(std::move(f), plan, bx, blocks, tx, kInjectiveBlockSize,
+                       loop::make_seq(stores));
 }
 
 }  // namespace tessera::schedule::gpu

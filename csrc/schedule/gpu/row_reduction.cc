@@ -6,7 +6,7 @@
 
 #include "ir/functor.h"
 #include "ir/linear_form.h"
-#include "loop/pipeline.h"
+#include "schedule/gpu/kernel_frame.h"
 #include "schedule/lower_access.h"
 #include "util/check.h"
 
@@ -75,8 +75,7 @@ class RowLowering {
  public:
   RowLowering(const StagePlan& plan, const std::string& name) : plan_(plan) {
     f_.name = name;
-    for (const ir::Tensor& t : plan.inputs) bind_arg(t);
-    for (const ir::Tensor& t : plan.outputs) bind_arg(t);
+    bind_plan_args(plan, &f_, &al_);
     for (const ir::Tensor& t : plan.outputs) outputs_.insert(t.get());
     // Elementwise temporaries are recomputed where they are read (their values would otherwise
     // need a per-row buffer).
@@ -104,19 +103,10 @@ class RowLowering {
     }
     Stmt body = loop::make_seq(stages);
     for (const ir::Buffer& b : allocations_) body = loop::make_allocate(b, body);
-    const Stmt threads =
-        loop::make_for(tx_, ir::int_imm(0), ir::int_imm(threads_), ForKind::kGpuThreadX, body);
-    f_.body = loop::make_for(bx_, ir::int_imm(0), row_count_, ForKind::kGpuBlockX, threads);
-    f_.size_vars = ir::collect_dag(plan_.outputs).size_vars;
-    return loop::run_loop_passes(std::move(f_));
+    return finish_launch(std::move(f_), plan_, bx_, row_count_, tx_, threads_, body);
   }
 
  private:
-  void bind_arg(const ir::Tensor& t) {
-    f_.args.push_back(ir::make_buffer(t->name, t->dtype, t->shape));
-    al_.bind(t.get(), f_.args.back());
-  }
-
   // Points one thread walks at most in a stage decide the block: a power of two covering the
   // longest stage, clamped to [kRowMinThreads, kRowBlockThreads].
   int64_t block_threads() const {

@@ -5,7 +5,7 @@
 
 #include "ir/functor.h"
 #include "ir/linear_form.h"
-#include "loop/pipeline.h"
+#include "schedule/gpu/kernel_frame.h"
 #include "schedule/gpu/shared_staging.h"
 #include "schedule/lower_access.h"
 #include "util/check.h"
@@ -181,8 +181,7 @@ class TiledLowering {
   TiledLowering(const StagePlan& plan, const GpuTileConfig& c, const std::string& name)
       : plan_(plan), op_(reduction_of(plan)), c_(c) {
     f_.name = name;
-    for (const ir::Tensor& t : plan.inputs) bind_arg(t);
-    for (const ir::Tensor& t : plan.outputs) bind_arg(t);
+    bind_plan_args(plan, &f_, &al_);
     make_vars();
   }
 
@@ -198,19 +197,10 @@ class TiledLowering {
     Stmt thread_body = loop::make_seq({init(), reduce_steps(body), write_back()});
     thread_body = loop::make_allocate(acc_, thread_body);
     for (const StagedAccess& s : staged_) thread_body = loop::make_allocate(s.shared, thread_body);
-    const Stmt threads = loop::make_for(tx_, ir::int_imm(0), ir::int_imm(c_.threads()),
-                                        ForKind::kGpuThreadX, thread_body);
-    f_.body = loop::make_for(bx_, ir::int_imm(0), blocks_, ForKind::kGpuBlockX, threads);
-    f_.size_vars = ir::collect_dag(plan_.outputs).size_vars;
-    return loop::run_loop_passes(std::move(f_));
+    return finish_launch(std::move(f_), plan_, bx_, blocks_, tx_, c_.threads(), thread_body);
   }
 
  private:
-  void bind_arg(const ir::Tensor& t) {
-    f_.args.push_back(ir::make_buffer(t->name, t->dtype, t->shape));
-    al_.bind(t.get(), f_.args.back());
-  }
-
   void make_vars() {
     const size_t n = op_.axes.size(), m = op_.reduce_axes.size();
     std::vector<Expr> blocks_per_axis, threads_per_axis;
