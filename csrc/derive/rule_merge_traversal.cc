@@ -39,8 +39,8 @@ std::optional<State> merge_traversal(const State& s, const Tensor& consumer,
     if (!reads_in_bounds(r)) return std::nullopt;  // Phi(X x Y) must lie within Z
   }
   InlineProducer inl(producer);
-  Tensor merged = rebuild_scope(consumer, consumer->op->axes, consumer->op->reduce_axes,
-                                inl.mutate(consumer->op->body));
+  Tensor merged = ir::with_definition(consumer, consumer->op->axes, consumer->op->reduce_axes,
+                                      inl.mutate(consumer->op->body));
   return replace_scope(s, consumer, {merged, {}},
                        "merge_traversal(" + producer->name + " into " + consumer->name + ")");
 }

@@ -248,8 +248,8 @@ std::optional<Tensor> merge_inputs(const Tensor& a, const Tensor& b, int axis) {
   if (ir::uses_var(ReplaceReads(to_zero).mutate(oa.body), v)) return std::nullopt;
   Tensor wide = shift_iterator(a, false, axis, ea + eb, 0, a->name + "_" + b->name);
   // shift_iterator copied a's reads; point the paired ones at the concatenations.
-  return rebuild_scope(wide, wide->op->axes, wide->op->reduce_axes,
-                       ReplaceReads(to_concat).mutate(wide->op->body));
+  return ir::with_definition(wide, wide->op->axes, wide->op->reduce_axes,
+                             ReplaceReads(to_concat).mutate(wide->op->body));
 }
 
 }  // namespace

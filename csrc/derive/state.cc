@@ -75,7 +75,7 @@ State rebuild(const State& s, const std::map<const TensorNode*, Replacement>& re
     RetargetAccesses retarget(repl, rebuilt);
     Expr body = rewrite(t, retarget.mutate(t->op->body));
     if (!body.same_as(t->op->body)) {
-      rebuilt[t.get()] = rebuild_scope(t, t->op->axes, t->op->reduce_axes, body);
+      rebuilt[t.get()] = ir::with_definition(t, t->op->axes, t->op->reduce_axes, body);
     }
   }
   State out;
@@ -111,19 +111,6 @@ State map_bodies(const State& s, const std::function<Expr(const Tensor&, const E
 
 State replace_scope(const State& s, const Tensor& old, Replacement repl, const std::string& rule) {
   return replace_scopes(s, {{old.get(), std::move(repl)}}, rule);
-}
-
-Tensor rebuild_scope(const Tensor& t, std::vector<ir::IterVar> axes,
-                     std::vector<ir::IterVar> reduce_axes, Expr body) {
-  auto op = std::make_shared<ir::ComputeOpNode>(*t->op);
-  op->axes = std::move(axes);
-  op->reduce_axes = std::move(reduce_axes);
-  op->body = std::move(body);
-  auto n = std::make_shared<TensorNode>(*t);
-  n->shape.clear();
-  for (const ir::IterVar& iv : op->axes) n->shape.push_back(iv.extent);
-  n->op = op;
-  return n;
 }
 
 Tensor make_scope(const std::string& name, std::vector<ir::IterVar> axes,

@@ -56,11 +56,6 @@ State map_bodies(const State& s,
                  const std::function<ir::Expr(const ir::Tensor&, const ir::Expr&)>& rewrite,
                  const std::string& rule);
 
-// A copy of `t` whose op has `body` (and the given iterators) instead; name, dtype and
-// pad_value are kept.
-ir::Tensor rebuild_scope(const ir::Tensor& t, std::vector<ir::IterVar> axes,
-                         std::vector<ir::IterVar> reduce_axes, ir::Expr body);
-
 // A new scope. Its pad_value is `pad_value` (a scope that replaces another keeps the replaced
 // one's, so consumers reading outside its shape see the same value).
 ir::Tensor make_scope(const std::string& name, std::vector<ir::IterVar> axes,

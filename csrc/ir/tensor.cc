@@ -161,6 +161,20 @@ Tensor reduce(const std::string& name, std::vector<Expr> shape, std::vector<Expr
   return make_tensor(name, op, dt);
 }
 
+Tensor with_definition(const Tensor& t, std::vector<IterVar> axes, std::vector<IterVar> reduce_axes,
+                       Expr body) {
+  TESSERA_CHECK(!t->is_placeholder()) << "placeholders have no definition to rewrite";
+  auto op = std::make_shared<ComputeOpNode>(*t->op);
+  op->axes = std::move(axes);
+  op->reduce_axes = std::move(reduce_axes);
+  op->body = std::move(body);
+  auto n = std::make_shared<TensorNode>(*t);
+  n->shape.clear();
+  for (const IterVar& iv : op->axes) n->shape.push_back(iv.extent);
+  n->op = op;
+  return n;
+}
+
 Tensor with_attrs(const Tensor& t, std::map<std::string, std::string> attrs) {
   TESSERA_CHECK(!t->is_placeholder()) << "placeholders have no op to annotate";
   auto op = std::make_shared<ComputeOpNode>(*t->op);

@@ -67,6 +67,11 @@ Tensor reduce(const std::string& name, std::vector<Expr> shape, std::vector<Expr
 // Builds a tensor from an explicit op (used by passes that rewrite definitions).
 Tensor make_tensor(const std::string& name, ComputeOp op, DType dtype);
 
+// A copy of compute tensor `t` whose op has these iterators and body instead (its shape follows
+// the axes); name, dtype, tag, attrs and pad_value are kept. For passes that rewrite a definition.
+Tensor with_definition(const Tensor& t, std::vector<IterVar> axes, std::vector<IterVar> reduce_axes,
+                       Expr body);
+
 // Attaches metadata to the op behind `t` (returns a new tensor node sharing everything else).
 Tensor with_attrs(const Tensor& t, std::map<std::string, std::string> attrs);
 

@@ -89,19 +89,6 @@ void split_divided_reduce_axes(std::vector<IterVar>* reduce_axes, Expr* body) {
   *reduce_axes = std::move(out);
 }
 
-Tensor with_definition(const Tensor& t, std::vector<IterVar> axes, std::vector<IterVar> reduce_axes,
-                       Expr body, const Layout* layout) {
-  auto op = std::make_shared<ir::ComputeOpNode>(*t->op);
-  op->axes = std::move(axes);
-  op->reduce_axes = std::move(reduce_axes);
-  op->body = std::move(body);
-  if (layout) op->attrs["layout"] = layout->to_string();
-  Tensor n = ir::make_tensor(t->name, op, t->dtype);
-  auto copy = std::make_shared<TensorNode>(*n);
-  copy->pad_value = t->pad_value;
-  return copy;
-}
-
 std::vector<IterVar> physical_axes(const Layout& layout) {
   std::vector<IterVar> axes;
   const std::vector<int64_t>& shape = layout.physical_shape();
@@ -221,7 +208,8 @@ Relaid apply_layouts(const std::vector<Tensor>& outputs, const std::vector<Tenso
     }
     if (!layout && body.same_as(t->op->body)) continue;  // reads nothing relaid: unchanged
     split_divided_reduce_axes(&reduce_axes, &body);
-    rebuilt[t.get()] = with_definition(t, axes, reduce_axes, body, layout);
+    Tensor r = ir::with_definition(t, axes, reduce_axes, body);
+    rebuilt[t.get()] = layout ? ir::with_attrs(r, {{"layout", layout->to_string()}}) : r;
   }
 
   auto pick = [&](const Tensor& t) {
