@@ -95,9 +95,10 @@ def test_graph_layouts_store_conv_activations_nhwc_and_keep_results(monkeypatch)
     original = plan.channels_last_activations
 
     def spy(gm, metas, cls):
-        new = original(gm, metas, cls)
+        new, nodes = original(gm, metas, cls)
         chosen.append(sum(1 for n in metas if new[n] is not metas[n]))
-        return new
+        assert chosen[-1] == len(nodes)
+        return new, nodes
     monkeypatch.setattr(plan, "channels_last_activations", spy)
     torch.manual_seed(0)
     model = _Block().eval()

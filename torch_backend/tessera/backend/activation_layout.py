@@ -16,7 +16,7 @@ is made contiguous in that order first (kernel_build._prepare), and ATen steps t
 
 from __future__ import annotations
 
-from typing import Any, Dict, Set
+from typing import Any, Dict, Set, Tuple
 
 import torch
 import torch.fx as fx
@@ -47,8 +47,8 @@ def _candidate(n: fx.Node, meta: Any, cls: Classifier, outputs: Set[fx.Node]) ->
 
 
 def channels_last_activations(gm: fx.GraphModule, metas: Dict[fx.Node, Any],
-                              cls: Classifier) -> Dict[fx.Node, Any]:
-    """`metas` with the chosen activations' strides changed to NHWC (a new dict)."""
+                              cls: Classifier) -> Tuple[Dict[fx.Node, Any], Set[fx.Node]]:
+    """(`metas` with the chosen activations' strides changed to NHWC, the chosen nodes)."""
     out_node = [n for n in gm.graph.nodes if n.op == "output"][0]
     outputs = set(_nodes_in(out_node.args[0]))
     chosen: Set[fx.Node] = set()
@@ -61,10 +61,8 @@ def channels_last_activations(gm: fx.GraphModule, metas: Dict[fx.Node, Any],
             for a in n.all_input_nodes)
         if from_conv:
             chosen.add(n)
-    if not chosen:
-        return metas
     new = dict(metas)
     for n in chosen:
         m = metas[n]
         new[n] = TensorMeta(m.shape, _channels_last_strides(m.shape), m.dtype, m.device)
-    return new
+    return new, chosen

@@ -127,10 +127,10 @@ class Planner:
         if sym is not None:  # size-dependent scalars are run-time values
             self.folded = {n for n in self.folded if not sym.is_symbolic(n)}
         self.cls = Classifier(metas, self.folded, sym)
-        self.original_metas = metas
+        self.nhwc: Set[fx.Node] = set()  # activations stored NHWC (options layouts)
         # Layouts need constant shapes: plans for a range of sizes keep eager's strides.
         if options.layouts and sym is None:
-            self.metas = channels_last_activations(gm, metas, self.cls)
+            self.metas, self.nhwc = channels_last_activations(gm, metas, self.cls)
             self.cls = Classifier(self.metas, self.folded, sym)
         out = [n for n in self.nodes if n.op == "output"][0]
         self.output_args = out.args[0]
@@ -473,8 +473,7 @@ class Planner:
     def _note_layouts(self, aten_nodes) -> None:
         """Summary.layouts: the activations stored NHWC (options layouts) and the ATen
         operators reading one (they take it as it is, or copy it if they need NCHW)."""
-        nhwc = [n for n in self.nodes if n in self.metas and
-                self.metas[n] is not self.original_metas.get(n, self.metas[n])]
+        nhwc = [n for n in self.nodes if n in self.nhwc]
         if not nhwc:
             return
         aten = set(aten_nodes)
