@@ -75,7 +75,7 @@ void continue_loops(const tune::Task& task, int rest, uint64_t seed, LoopRun* ru
     }
   }
   if (fresh.empty()) return;
-  tune::CandidateMeasurer measurer(task, tune::gensor::policy_construct_options(seed).measure);
+  tune::CandidateMeasurer measurer(task, opts.measure);
   const std::vector<tune::CandidateResult> results = measurer.measure_all(fresh);
   for (size_t i = 0; i < fresh.size(); ++i) keep_if_better(fresh[i], results[i], run);
 }
