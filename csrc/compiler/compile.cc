@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "compiler/search_session.h"
+#include "ir/read_bounds.h"
 #include "runtime/parallel.h"
 #include "schedule/prepack.h"
 #include "schedule/tuning_policy.h"
@@ -207,6 +208,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
                       const CompileRequest& req) {
   util::bump(util::Counter::kCompileCalls);
   const auto t0 = Clock::now();
+  ir::check_reads_within_shapes(outputs);
   CompileResult out;
   CompileReport& rep = out.report;
   rep.name = req.name;
@@ -219,6 +221,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
   Tuned chosen;
   if (req.schedule) {
     chosen.schedule = *req.schedule;
+    chosen.kernel = req.built;
     rep.source = "given";
   } else if (req.tune == TuneMode::kDefault) {
     chosen.schedule = task.default_schedule();

@@ -60,6 +60,10 @@ struct CompileRequest {
   // Build exactly this schedule (no tuning, no records); a schedule that does not build is an
   // error.
   std::optional<schedule::KernelSchedule> schedule;
+  // The kernel a tuner built from `schedule` over these outputs and inputs, verified and timed:
+  // handed out instead of building the schedule again when it reads the same inputs prepacked
+  // (and keep_source is off). Ignored without `schedule`.
+  std::shared_ptr<const BuiltKernel> built;
   // Tuned schedules are looked up here before tuning and stored after it; search mode also logs
   // its measurements here and resumes from them (not owned; null: no records).
   db::RecordsDB* records = nullptr;

@@ -50,3 +50,22 @@ def test_derive_option_is_validated_and_off_by_default():
     assert parse_options(None, {"derive": True}).derive is True
     with pytest.raises(ValueError):
         parse_options(None, {"derive": 1})
+
+
+def test_einnet_form_expression_is_rejected_by_kernel_and_exact_through_derive():
+    """A band matmul in EinNet form reads outside B (implicit zero padding): tessera.Kernel
+    refuses it with the range it reads instead of reading other memory, and the program
+    _C.derive returns (explicit padding) gives the band product with zeros outside."""
+    import tessera
+    from tessera import _C
+    a, b = tessera.placeholder("A", [2, 24, 8]), tessera.placeholder("B", [2, 24, 8])
+    g = _C.derive_expr.g2bmm(a, b, 3, 2)
+    with pytest.raises(Exception, match=r"reads B outside its shape.*\[-6, 29\]"):
+        tessera.Kernel([g], [a, b])
+    r = _C.derive([g], [a, b], depth=1, tune="default")
+    k = tessera.Kernel(r["outputs"], [a, b])
+    A, B = torch.randn(2, 24, 8), torch.randn(2, 24, 8)
+    Bp = torch.nn.functional.pad(B, (0, 0, 6, 6))  # row r of B is row r + 6 of Bp
+    want = torch.stack([torch.einsum("bmk,bmk->bm", A, Bp[:, 6 + 2 * (w - 3):][:, :24])
+                        for w in range(7)], dim=-1)
+    torch.testing.assert_close(k(A, B), want)
