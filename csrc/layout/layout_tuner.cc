@@ -19,6 +19,7 @@ namespace {
 struct LoopRun {
   schedule::KernelSchedule schedule;
   double best_ms = -1;  // best verified candidate (-1: none; `schedule` is the rules')
+  std::shared_ptr<const compiler::BuiltKernel> kernel;  // `schedule` as measured (null: none)
   int measured = 0;
   std::set<std::string> measured_texts;  // stages_text of every measured candidate
 };
@@ -30,6 +31,7 @@ void keep_if_better(const schedule::KernelSchedule& s, const tune::CandidateResu
   if (r.ok && (run->best_ms < 0 || r.median_ms < run->best_ms)) {
     run->best_ms = r.median_ms;
     run->schedule = s;
+    run->kernel = r.kernel;
   }
 }
 
@@ -86,14 +88,17 @@ db::WorkloadKey layouts_key(const std::vector<ir::Tensor>& outputs,
   return db::make_workload_key(outputs, inputs, db::host_target() + ":layouts");
 }
 
-// The result's kernel: `schedule` built over the relaid DAG (weights prepacked where it packs),
-// and the schedule as stored: the chosen layouts (propagated ones included) and the tuner.
+// The result's kernel: `schedule` over the relaid DAG (weights prepacked where it packs), the
+// measured kernel when there is one (no second JIT), and the schedule as stored: the chosen
+// layouts (propagated ones included) and the tuner.
 void finish(const std::vector<ir::Tensor>& outputs, const Relaid& relaid,
-            const schedule::KernelSchedule& schedule, double best_ms, const LayoutTuneOptions& o,
-            LayoutTuneResult* res) {
+            const schedule::KernelSchedule& schedule,
+            std::shared_ptr<const compiler::BuiltKernel> measured, double best_ms,
+            const LayoutTuneOptions& o, LayoutTuneResult* res) {
   compiler::CompileRequest req;
   req.name = "layout";
   req.schedule = schedule;
+  req.built = std::move(measured);
   for (size_t i = 0; i < relaid.inputs.size(); ++i) {
     const std::string& name = relaid.inputs[i]->name;
     if (std::find(o.constant_inputs.begin(), o.constant_inputs.end(), name) !=
@@ -126,7 +131,7 @@ std::optional<LayoutTuneResult> replay(const std::vector<ir::Tensor>& outputs,
     res.chosen = {s.tuner.rfind("alt:", 0) == 0 ? s.tuner.substr(4) : s.tuner,
                   parse_layouts(outputs, inputs, s.layouts)};
     res.from_records = true;
-    finish(outputs, apply_layouts(outputs, inputs, res.chosen.layouts), s,
+    finish(outputs, apply_layouts(outputs, inputs, res.chosen.layouts), s, nullptr,
            rec->median_ms.value_or(-1), o, &res);
     return res;
   } catch (const std::exception&) {
@@ -184,7 +189,7 @@ LayoutTuneResult tune_layouts(const std::vector<ir::Tensor>& outputs,
     continue_loops(*best_task, rest, options.seed, &best_run);
     res.loop_stage_measured = best_run.measured - before;
   }
-  finish(outputs, best_dag, best_run.schedule, best_run.best_ms, options, &res);
+  finish(outputs, best_dag, best_run.schedule, best_run.kernel, best_run.best_ms, options, &res);
   store(outputs, inputs, options, res);
   return res;
 }
@@ -198,7 +203,7 @@ LayoutTuneResult tune_loops_only(const std::vector<ir::Tensor>& outputs,
   const Relaid dag = relaid_dag(outputs, inputs, candidate);
   const LoopRun run = tune_loops(task_for(dag, options), options.budget, options.seed);
   res.loop_stage_measured = run.measured;
-  finish(outputs, dag, run.schedule, run.best_ms, options, &res);
+  finish(outputs, dag, run.schedule, run.kernel, run.best_ms, options, &res);
   return res;
 }
 

@@ -96,6 +96,19 @@ TEST(LayoutTuner, LoopsOnlyInFixedLayoutsUsesTheWholeBudget) {
   expect_result_correct(c, r);
 }
 
+TEST(LayoutTuner, TheMeasuredWinnerIsHandedOutWithoutAnotherJit) {
+  const testing::LayoutCase c = conv_case();
+  LayoutTuneOptions o;
+  o.budget = 4;
+  const int64_t jit_before = util::read(util::Counter::kJitCompiles);
+  const LayoutTuneResult r = tune_loops_only(c.outputs, c.inputs, {"fixed", {}}, o);
+  const int64_t jits = util::read(util::Counter::kJitCompiles) - jit_before;
+  // One JIT per measured candidate (the rules' schedule is the verification reference, built
+  // once), none for the kernel handed out.
+  EXPECT_EQ(jits, r.loop_stage_measured);
+  expect_result_correct(c, r);
+}
+
 TEST(LayoutTuner, ScheduleLayoutsRoundTripThroughJsonAndCanonicalNames) {
   const testing::LayoutCase c = conv_case();
   schedule::KernelSchedule s;
