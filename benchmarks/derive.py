@@ -24,9 +24,18 @@ g2bmm_d2 / g2bmm_d4 [8,10000,64], band 65, dilation 2 / 4 (Longformer attention)
 ResNet-18 (batch 1, --tune) compiled with options derive=True and without, timed side by side
 (--no-resnet: skip).
 
+Fingerprints (EinNet's Figure 19 ablation): the same search runs again without fingerprints
+(_C.derive_search, fingerprints=False: every successor kept); pruned_share = 1 - states with /
+states without (a lower bound when the search without hits its budget). repeat_share is the
+share of successors the fingerprinted search dropped as repeats.
+
+--depths 2 3 4: the explorative-depth ablation per case: states with and without fingerprints,
+search seconds, derivations found, and whether one won (_C.derive at that depth).
+
 JSON: one record per case {"case", "found", "depth", "states", "pruned_share", "search_s",
-"baseline_ms", "derived_ms", "speedup", "max_rel_err", "rules", ...} and {"case": "resnet18",
-"speedup", "without_ms", "with_ms", "derived_partitions"}.
+"baseline_ms", "derived_ms", "speedup", "max_rel_err", "rules", "states_without_fingerprints",
+"repeat_share", ...}, {"case": "resnet18", "speedup", "without_ms", "with_ms",
+"derived_partitions"}, and with --depths one {"ablation": "depth", "case", "depth", ...} each.
 Bar (issue 17): every case derived in <= 60 s; geomean speedup >= 1.3x over conv3x3, convT,
 g2bmm_d2, g2bmm_d4; G2BMM >= 2x; no case below 1.0x; fingerprints prune >= 90% of states;
 max relative error <= 1e-4.
@@ -78,17 +87,51 @@ def conv5x5():
 CASES = {"conv3x3": conv3x3, "convT": conv_transpose, "g2bmm_d2": g2bmm(2),
          "g2bmm_d4": g2bmm(4), "conv5x5": conv5x5}
 SPEEDUP_CASES = ["conv3x3", "convT", "g2bmm_d2", "g2bmm_d4"]
+# Seconds the search without fingerprints may take (its count is a lower bound past it).
+ABLATION_TIME_LIMIT_S = 120.0
 
 
 def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
+def fingerprint_ablation(outputs, inputs, weights, depth: int) -> dict:
+    """States kept by the search with fingerprints and without (EinNet's Figure 19)."""
+    w = [inputs[i] for i in weights]
+    on = _C.derive_search(outputs, depth=depth, weights=w)
+    off = _C.derive_search(outputs, depth=depth, weights=w, fingerprints=False,
+                           time_limit_s=ABLATION_TIME_LIMIT_S)
+    return {"states": on["states"], "states_without_fingerprints": off["states"],
+            "without_budget_hit": off["budget_hit"],
+            "pruned_share": 1.0 - on["states"] / max(off["states"], 1),
+            "search_s": on["search_s"], "search_s_without_fingerprints": off["search_s"],
+            "derivations": on["derivations"]}
+
+
+def depth_ablation(name: str, depths, args) -> list:
+    outputs, inputs, weights, _ = CASES[name]()
+    rows = []
+    for depth in depths:
+        row = {"ablation": "depth", "case": name, "depth": depth}
+        row.update(fingerprint_ablation(outputs, inputs, weights, depth))
+        r = _C.derive(outputs, inputs, depth=depth, weights=weights, tune=args.tune)
+        row.update({"found": r["found"], "original_ms": r["original_ms"],
+                    "derived_ms": r["derived_ms"]})
+        print(f"{name} depth {depth}: {row['states']} states ({row['states_without_fingerprints']}"
+              f" without fingerprints, pruned {row['pruned_share']:.2f}), "
+              f"{row['derivations']} derivations, search {row['search_s']:.1f} s, "
+              f"found={r['found']}", flush=True)
+        rows.append(row)
+    return rows
+
+
 def bench_case(name: str, args) -> dict:
     outputs, inputs, weights, torch_fn = CASES[name]()
     r = _C.derive(outputs, inputs, depth=args.depth, weights=weights, tune=args.tune)
+    ablation = fingerprint_ablation(outputs, inputs, weights, args.depth)
     print(f"{name}: found={r['found']} depth={r['depth']} states={r['states']} "
-          f"pruned={r['pruned_share']:.2f} search={r['search_s']:.1f} s; compiled "
+          f"(without fingerprints {ablation['states_without_fingerprints']}, pruned "
+          f"{ablation['pruned_share']:.2f}) search={r['search_s']:.1f} s; compiled "
           f"original {r['original_ms']:.3f} ms, derived {r['derived_ms']:.3f} ms", flush=True)
     data = [torch.randn(*[int(d) for d in t.shape]) for t in inputs]
     original = tessera.Kernel(r["original"], inputs, tune=args.tune, name=f"{name}_original")
@@ -115,7 +158,10 @@ def bench_case(name: str, args) -> dict:
     return {"case": name, "found": kept, "beats_tessera_original": r["found"],
             "depth": r["depth"] if kept else 0, "states": r["states"],
             "generated": r["generated"], "pruned": r["pruned"],
-            "pruned_share": r["pruned_share"],
+            "pruned_share": ablation["pruned_share"],
+            "states_without_fingerprints": ablation["states_without_fingerprints"],
+            "without_budget_hit": ablation["without_budget_hit"],
+            "repeat_share": r["pruned_share"],
             "explorative_pruned_share": r["explorative_pruned_share"], "search_s": r["search_s"],
             "baseline_ms": baseline, "derived_ms": derived_ms,
             "derived_program_ms": times.get("derived"),
@@ -158,10 +204,13 @@ def main() -> None:
     p.add_argument("--tune", default="construct", choices=["default", "construct", "search"])
     p.add_argument("--no-resnet", dest="resnet", action="store_false",
                    help="skip ResNet-18 with and without derivation")
+    p.add_argument("--depths", nargs="*", type=int, default=[],
+                   help="explorative-depth ablation over these depths")
     args = p.parse_args()
     records = [bench_case(name, args) for name in args.cases]
-    print_table(records, ["case", "found", "depth", "states", "pruned_share", "search_s",
-                          "baseline_ms", "derived_ms", "speedup", "max_rel_err"])
+    print_table(records, ["case", "found", "depth", "states", "states_without_fingerprints",
+                          "pruned_share", "search_s", "baseline_ms", "derived_ms", "speedup",
+                          "max_rel_err"])
     speedups = [r["speedup"] for r in records if r["case"] in SPEEDUP_CASES]
     g2 = [r["speedup"] for r in records if r["case"].startswith("g2bmm")]
     bars = {
@@ -180,6 +229,8 @@ def main() -> None:
         bars["resnet18_ge_1.0"] = resnet["speedup"] >= 0.99
         records.append(resnet)
     print("bars:", bars)
+    for name in args.cases if args.depths else []:
+        records.extend(depth_ablation(name, args.depths, args))
     write_json(args.json, records)
 
 

@@ -35,6 +35,18 @@ State post_optimize(const State& s, OperatorKind target, const DeriveContext& ct
   return cur;
 }
 
+void SearchStats::add(const SearchStats& o) {
+  generated += o.generated;
+  explored += o.explored;
+  pruned += o.pruned;
+  collisions += o.collisions;
+  converged += o.converged;
+  seconds += o.seconds;
+  budget_hit |= o.budget_hit;
+  explorative_kept += o.explorative_kept;
+  explorative_paths += o.explorative_paths;
+}
+
 namespace {
 
 class Search {
@@ -190,13 +202,7 @@ SearchResult optimize_program(const State& program, const DeriveContext& ctx,
   StateSet seen;
   for (const State& v : variants) {
     SearchResult r = derive_programs(v, ctx, config);
-    all.stats.generated += r.stats.generated;
-    all.stats.explored += r.stats.explored;
-    all.stats.pruned += r.stats.pruned;
-    all.stats.collisions += r.stats.collisions;
-    all.stats.converged += r.stats.converged;
-    all.stats.seconds += r.stats.seconds;
-    all.stats.budget_hit |= r.stats.budget_hit;
+    all.stats.add(r.stats);
     for (Derivation& d : r.derivations) {
       if (seen.insert(d.state)) all.derivations.push_back(std::move(d));
     }

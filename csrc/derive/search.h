@@ -51,6 +51,8 @@ struct SearchStats {
   double pruned_share() const {
     return generated ? static_cast<double>(pruned) / static_cast<double>(generated) : 0.0;
   }
+  // Adds another search's counts (Algorithm 1 runs one search per program variant).
+  void add(const SearchStats& o);
 };
 
 // One derived program: its state, how each scope runs, and the operator it converged to.

@@ -4,6 +4,7 @@
 
 #include "derive/derive_kernel.h"
 #include "derive/expressions.h"
+#include "derive/search.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -32,6 +33,41 @@ void bind_derive(py::module_& m) {
         return PyTensor{derive::g2bmm_expr(a.tensor, b.tensor, half, dilation)};
       },
       py::arg("a"), py::arg("b"), py::arg("half"), py::arg("dilation") = 1);
+  m.def(
+      "derive_search",
+      [](const std::vector<PyTensor>& outputs, int depth, bool fingerprints, double time_limit_s,
+         size_t max_states, const std::vector<PyTensor>& weights) {
+        derive::DeriveContext ctx;
+        for (const PyTensor& w : weights) ctx.weights.insert(w.tensor.get());
+        derive::SearchConfig cfg;
+        cfg.explorative_depth = depth;
+        cfg.use_fingerprints = fingerprints;
+        cfg.time_limit_s = time_limit_s;
+        cfg.max_states = max_states;
+        derive::SearchResult r;
+        {
+          py::gil_scoped_release release;
+          r = derive::optimize_program(derive::State{unwrap(outputs), {}}, ctx, cfg);
+        }
+        py::dict d;
+        d["derivations"] = r.derivations.size();
+        d["states"] = r.stats.explored;
+        d["generated"] = r.stats.generated;
+        d["pruned"] = r.stats.pruned;
+        d["converged"] = r.stats.converged;
+        d["explorative_kept"] = r.stats.explorative_kept;
+        d["explorative_paths"] = r.stats.explorative_paths;
+        d["budget_hit"] = r.stats.budget_hit;
+        d["search_s"] = r.stats.seconds;
+        return d;
+      },
+      py::arg("outputs"), py::arg("depth") = 2, py::arg("fingerprints") = true,
+      py::arg("time_limit_s") = 60.0, py::arg("max_states") = 200000,
+      py::arg("weights") = std::vector<PyTensor>{},
+      "EinNet's search alone (Algorithm 1 over `outputs` in EinNet form), without choice or "
+      "measurement: the counts of states kept, successors generated and pruned, derivations "
+      "found. With fingerprints=False every successor is kept: the ablation of EinNet's "
+      "Figure 19 (budget_hit: the count is a lower bound).");
   m.def(
       "derive",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs, int depth,

@@ -119,6 +119,21 @@ TEST(DeriveSearch, FingerprintsPruneRepeatedStates) {
             << 100 * with.stats.explorative_pruned_share() << "%)\n";
 }
 
+TEST(DeriveSearch, AlgorithmOneAddsUpEveryVariantsCounts) {
+  // optimize_program runs one search per program variant; its stats are their sums, the
+  // explorative stage's path counts included (they once stayed 0, reporting no pruning).
+  const State conv = derivetest::conv_state(1, 4, 5, 5, 4, 3, 1);
+  derive::SearchConfig cfg;
+  cfg.converge = false;
+  cfg.explorative_depth = 2;
+  const derive::SearchResult one = derive::derive_programs(conv, {}, cfg);
+  const derive::SearchResult all = derive::optimize_program(conv, {}, cfg);
+  EXPECT_GE(all.stats.explorative_kept, one.stats.explorative_kept);
+  EXPECT_GE(all.stats.explorative_paths, one.stats.explorative_paths);
+  EXPECT_GE(all.stats.explored, one.stats.explored);
+  EXPECT_GT(all.stats.explorative_pruned_share(), 0.0);
+}
+
 TEST(DeriveSearch, RuleOrdersMeetInOneState) {
   // Split, then substitute h and w: the scope reads X[.., t_h - 1, t_w - 1] and both t_h and
   // t_w can be tightened. Tightening in either order gives one state.
