@@ -4,6 +4,8 @@
                                  [--json out.json]
     python benchmarks/dynamic.py --case bert [--tmax 128] [--layers 4] [--hidden 256]
                                  [--time-step 1] [--rounds 5] [--threads N] [--json out.json]
+    python benchmarks/dynamic.py --case padding [--at 60] [--tmax 128] [--rows 16] [--k 768]
+                                 [--n 2304] [--rounds 5] [--json out.json]
 
 The dense layer Y = X W^T, X [rows*T, k], W [n, k], for T in 1..tmax. DietCode tunes once over
 the whole range (tessera._C.dynamic.tune); the baseline tunes each sampled T on its own
@@ -21,6 +23,17 @@ Dynamo's graph compiles ("recompiles") and Tessera's kernel JIT compiles ("tesse
 checks every output against eager, and times eager, Tessera and Inductor side by side on every
 time-step-th length (paired rounds, medians). Record: {"case": "bert", "lengths", "recompiles",
 "all_correct", "vs_eager_geomean", "vs_inductor_geomean", ...}.
+
+--case padding: DietCode's ablation of edge handling (its Figure 10) on the same dense layer at
+T = --at. The micro-kernel is construct mode's schedule for the largest instance (T = tmax, the
+paper's M0), compiled once over the symbolic rows with each edge mode (StageAnnotation.edge):
+"guard" (if-checks: every point predicated in the inner loop), "local_pad" (one unpredicated
+tile body, safe reads, bounded write-back), "split" (edge variants, Tessera's static default),
+and whole-tensor padding: X padded to a whole number of cache tiles before the call and the
+output sliced after. Paired timing against local padding; "local_again" is local padding timed
+against itself, the size of the noise. A second part sweeps row counts that cut register tiles
+(X [M, k], M = rows of any count) with local padding against the edge variants. Record:
+{"case": "padding", "local_vs_ifcheck", "local_vs_global", "local_vs_split", "noise", ...}.
 """
 
 from __future__ import annotations
@@ -49,7 +62,10 @@ def dense(rows, k: int, n: int):
 
 def main() -> None:
     p = arg_parser(__doc__)
-    p.add_argument("--case", choices=["dense", "bert"], default="dense")
+    p.add_argument("--case", choices=["dense", "bert", "padding"], default="dense")
+    p.add_argument("--at", type=int, default=60, help="padding: the T of the ablation")
+    p.add_argument("--sweep", type=str, default="1,7,61,333,965,1501,2047",
+                   help="padding: row counts of the local-padding vs edge-variants sweep")
     p.add_argument("--layers", type=int, default=4, help="bert: encoder layers")
     p.add_argument("--hidden", type=int, default=256, help="bert: hidden size (64 per head)")
     p.add_argument("--time-step", type=int, default=1, help="bert: time every n-th length")
@@ -64,6 +80,8 @@ def main() -> None:
     args = p.parse_args()
     if args.case == "bert":
         return bert(args)
+    if args.case == "padding":
+        return padding(args)
 
     T = tessera.size_var("T", 1, args.tmax)
     y, x, w = dense(_C.dynamic.scaled(T, args.rows), args.k, args.n)
@@ -206,6 +224,101 @@ def bert(args) -> None:
                        for k, v in summary.items() if k != "warmup"})
     print("bars met:", bars)
     write_json(args.json, records + [summary])
+
+
+EDGE_MODES = ("guard", "local_pad", "split")
+
+
+def _with_edge(schedule, edge: str):
+    """The schedule with every stage's edge mode set (a copy)."""
+    s = _C.KernelSchedule.parse(schedule.dump())
+    stages = list(s.stages)
+    for st in stages:
+        st.edge = edge
+    s.stages = stages
+    return s
+
+
+def _raw_call(kernel, tensors, sizes):
+    """A call of `kernel` on these tensors (inputs then outputs) with explicit sizes."""
+    ptrs = [t.data_ptr() for t in tensors]
+    return lambda: kernel._kernel.run(ptrs, sizes)
+
+
+def _padded_rows(m: int, multiple: int) -> int:
+    return -(-m // multiple) * multiple
+
+
+def padding(args) -> None:
+    torch.manual_seed(args.seed)
+    big, xb, wb = dense(args.rows * args.tmax, args.k, args.n)
+    micro = tessera.Kernel([big], [xb, wb], name="dense_m0", tune="construct").schedule
+    stage = micro.stages[0]
+    print("micro-kernel:", micro.dump())
+    T = tessera.size_var("T", 1, args.tmax)
+    y, x, w = dense(_C.dynamic.scaled(T, args.rows), args.k, args.n)
+    kernels = {e: tessera.Kernel([y], [x, w], schedule=_with_edge(micro, e), name=f"dense_{e}")
+               for e in EDGE_MODES}
+    m = args.rows * args.at
+    cache_rows = stage.tile_outer[0]
+    # Padded to whole cache tiles and to a whole number of `rows` (the kernel's T).
+    mp = _padded_rows(m, math.lcm(cache_rows, args.rows))
+    wt = torch.randn(args.n, args.k)
+    xt = torch.randn(m, args.k)
+    want = torch.nn.functional.linear(xt, wt)
+    outs = {e: torch.empty_like(want) for e in EDGE_MODES}
+    out_padded = torch.empty(mp, args.n)
+    # The kernels take T as their size (the rows are rows * T): called through the raw ABI.
+    calls = {e: _raw_call(kernels[e], [xt, wt, outs[e]], [args.at]) for e in EDGE_MODES}
+
+    def whole_tensor_padding():  # the pad op makes a new tensor per call, as a graph's would
+        xp = torch.nn.functional.pad(xt, (0, 0, 0, mp - m))
+        _raw_call(kernels["local_pad"], [xp, wt, out_padded], [mp // args.rows])()
+        return out_padded[:m]
+
+    for e in EDGE_MODES:
+        calls[e]()
+        torch.testing.assert_close(outs[e], want, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(whole_tensor_padding(), want, rtol=1e-4, atol=1e-3)
+    ratios = paired_with_reference(
+        {"guard": calls["guard"], "global": whole_tensor_padding, "split": calls["split"],
+         "local_again": calls["local_pad"]}, reference=calls["local_pad"], rounds=args.rounds,
+        min_time_ms=100.0)
+    record = {"case": "padding", "T": args.at, "rows": m, "padded_rows": mp,
+              "local_ms": ratios["reference"], "local_vs_ifcheck": ratios["guard"],
+              "local_vs_global": ratios["global"], "local_vs_split": ratios["split"],
+              "noise": abs(ratios["local_again"] - 1.0), "tile_reg": list(stage.tile_reg),
+              "tile_outer": list(stage.tile_outer), "micro_kernel": micro.dump()}
+    record["bar_met"] = record["local_vs_ifcheck"] >= 1.3
+    print({k: round(v, 3) if isinstance(v, float) else v for k, v in record.items()
+           if k != "micro_kernel"})
+    sweep = _padding_sweep(args, micro, [int(v) for v in args.sweep.split(",") if v])
+    write_json(args.json, [record] + sweep)
+
+
+def _padding_sweep(args, micro, row_counts) -> list:
+    """Local padding against the edge variants at row counts that cut register tiles (any M)."""
+    M = tessera.size_var("M", 1, max(row_counts))
+    y, x, w = dense(M, args.k, args.n)
+    kernels = {e: tessera.Kernel([y], [x, w], schedule=_with_edge(micro, e), name=f"densem_{e}")
+               for e in ("local_pad", "split")}
+    wt = torch.randn(args.n, args.k)
+    records = []
+    for m in row_counts:
+        xt = torch.randn(m, args.k)
+        want = torch.nn.functional.linear(xt, wt)
+        out = {e: torch.empty_like(want) for e in kernels}
+        for e, k in kernels.items():
+            torch.testing.assert_close(k(xt, wt, out=[out[e]]), want, rtol=1e-4, atol=1e-3)
+        local = lambda: kernels["local_pad"](xt, wt, out=[out["local_pad"]])  # noqa: E731
+        ratios = paired_with_reference(
+            {"split": lambda: kernels["split"](xt, wt, out=[out["split"]]), "local_again": local},
+            reference=local, rounds=args.rounds, min_time_ms=50.0)
+        records.append({"case": "padding_sweep", "M": m, "local_ms": ratios["reference"],
+                        "local_vs_split": ratios["split"],
+                        "noise": abs(ratios["local_again"] - 1.0)})
+    print_table(records, ["M", "local_ms", "local_vs_split", "noise"])
+    return records
 
 
 if __name__ == "__main__":

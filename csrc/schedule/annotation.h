@@ -39,7 +39,7 @@ enum class EdgeMode {
   // Local padding: a cut tile runs the full tile's code (unrolled, register accumulators,
   // unpredicated compute) on reads that are safe past the end -- zero-filled packed panels or
   // indices clamped into the tensor -- and writes back only its valid part (rows bounded, lanes
-  // masked). Full tiles run the same body.
+  // masked). Full tiles run the same body when no read needs a clamp, else the full-tile code.
   kLocalPad,
   // If-checks: one nest whose every point is predicated, in the inner loop too (the ablation
   // baseline of DietCode's Figure 7a).

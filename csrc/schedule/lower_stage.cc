@@ -281,13 +281,14 @@ class MultiLevelTiling {
 
   // kLocalPad: the full tile's code on safe reads; rows past the end skipped and lanes past it
   // masked only where something is read from or written to the output. The compute masks
-  // lanes only when some read along the vector axis is not padded.
-  TileVariant local_pad_tile(bool lanes_cut) const {
+  // lanes only when some read along the vector axis is not padded. `unrolled`: inner reduce
+  // steps unrolled and hinted as in full tiles.
+  TileVariant local_pad_tile(bool lanes_cut, bool unrolled) const {
     TileVariant v;
     v.compute.mask_lanes = lanes_cut && !safe_.lanes_padded;
     v.load.mask_lanes = lanes_cut;
     v.write = Bounds{false, rows_cuttable(), lanes_cut};
-    v.unrolled = !lanes_cut;  // as kSplit, only the common case is unrolled (compile time)
+    v.unrolled = unrolled;
     v.safe_reads = true;
     return v;
   }
@@ -300,16 +301,35 @@ class MultiLevelTiling {
     return v;
   }
 
-  // kLocalPad's tiles: one body for full tiles and tiles cut along rows; a second one, lanes
-  // masked, where the vector axis can be cut.
+  // kLocalPad's tiles. When every read is safe as it is (zero-filled panels along the cut
+  // axes), full tiles and tiles cut along rows run one body: the full tile's plus a bounded
+  // write-back. Otherwise clamped reads would cost full tiles an address computation per row
+  // and step, so full tiles keep the full tile's body and tiles cut along rows run the padded
+  // one, its inner reduce steps not unrolled (compile time, as kSplit's edge variants). A tile
+  // cut along the vector axis masks its lanes.
   Stmt local_pad_tiles() const {
-    Stmt body = register_tile(local_pad_tile(false));
+    const bool one_body = safe_.value.same_as(sb_.value);
+    Stmt body = register_tile(local_pad_tile(false, one_body));
+    if (!one_body && rows_cuttable()) {
+      body = loop::make_if(all_of(full_conditions(false)), register_tile(fast_tile()), body);
+    }
     if (lanes_cuttable()) {
-      const Expr full_vec =
-          ir::le(base1_[vaxis_] + ir::int_imm(ann_.tile_reg[vaxis_]), grid_.extent[vaxis_]);
-      body = loop::make_if(full_vec, body, register_tile(local_pad_tile(true)));
+      body = loop::make_if(all_of(full_conditions(true)), body,
+                           register_tile(local_pad_tile(true, false)));
     }
     return loop::make_if(tile_exists(), body);
+  }
+
+  // Does the register tile lie before the end of each cuttable axis (the vector axis when
+  // `vector`, else the others)?
+  std::vector<Expr> full_conditions(bool vector) const {
+    std::vector<Expr> c;
+    for (size_t a = 0; a < n_; ++a) {
+      if (cut_[a] && is_vector_axis(a) == vector) {
+        c.push_back(ir::le(base1_[a] + ir::int_imm(ann_.tile_reg[a]), grid_.extent[a]));
+      }
+    }
+    return c;
   }
 
   static StageAnnotation checked(const ir::ComputeOpNode& op, ir::DType dtype,

@@ -5,9 +5,11 @@
 // operands, several outer reduce tiles, a fused epilogue and a long float sum; the loop-IR
 // interpreter (which throws on any out-of-bounds access) checks that the reads local padding
 // makes past the end stay inside their buffers. The loop IR shows the design: local padding
-// runs one unpredicated body for full and cut tiles, the if-checks sit in the inner loop.
+// computes cut tiles unpredicated with register accumulators (one body with full tiles when the
+// reads need no clamp), the if-checks sit in the inner loop.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -167,10 +169,16 @@ TEST(LocalPadding, InjectiveStagesMatchTheReference) {
   }
 }
 
-// The lines of the first inner reduce loop ("for k_i..."): its header and the lines indented
-// deeper than it.
-std::string inner_loop(const std::string& text) {
-  const size_t p = text.find("for k_i");
+// Position of the next inner reduce loop at or after `from`: "for k_i in" (not unrolled) or
+// "for k_i_g in" (groups of unrolled steps).
+size_t next_reduce_loop(const std::string& text, size_t from) {
+  return std::min(text.find("for k_i in", from), text.find("for k_i_g in", from));
+}
+
+// The lines of the `nth` inner reduce loop: its header and the lines indented deeper than it.
+std::string inner_loop(const std::string& text, int nth = 0) {
+  size_t p = next_reduce_loop(text, 0);
+  for (int i = 0; i < nth && p != std::string::npos; ++i) p = next_reduce_loop(text, p + 1);
   EXPECT_NE(p, std::string::npos) << text;
   if (p == std::string::npos) return "";
   const size_t line_start = text.rfind('\n', p) + 1;
@@ -203,21 +211,25 @@ TEST(LocalPadding, LoopStructureOfEachMode) {
   // kSplit: a second tile body whose rows loop serially over what is left of the tile.
   EXPECT_NE(split.find("i_r in [0, min("), std::string::npos) << split;
   EXPECT_GE(count(split, "allocate acc"), 2) << split;
-  // kLocalPad: one tile body for full and cut tiles; its rows never loop over a bound; the
-  // inner loop is unpredicated and reads X at clamped rows; the write-back skips rows past the
-  // end.
+  // kLocalPad, X read as it is: full tiles keep the full tile's body; cut ones run a second
+  // body with register accumulators whose rows never loop over a bound, whose inner loop is
+  // unpredicated and reads X at clamped rows, and whose write-back skips rows past the end.
   EXPECT_EQ(local.find("i_r in [0, min("), std::string::npos) << local;
-  EXPECT_EQ(count(local, "allocate acc"), 1) << local;
-  EXPECT_EQ(inner_loop(local).find("if "), std::string::npos) << local;
-  EXPECT_NE(inner_loop(local).find("min("), std::string::npos) << local;
-  EXPECT_NE(local.find("+ i_r + tile // 2 % ((M + 7) // 8) * 8 < M:"), std::string::npos) << local;
+  EXPECT_EQ(count(local, "allocate acc"), 2) << local;
+  EXPECT_EQ(inner_loop(local, 0).find("min("), std::string::npos) << local;
+  EXPECT_NE(inner_loop(local, 1).find("min("), std::string::npos) << local;
+  EXPECT_EQ(inner_loop(local, 1).find("if "), std::string::npos) << local;
+  const std::string row_guard = "+ i_r + tile // 2 % ((M + 7) // 8) * 8 < M:";
+  EXPECT_NE(local.find(row_guard), std::string::npos) << local;
+  // X packed: its zero-filled panels need no clamp, and one body serves every tile.
+  const std::string packed = lowered_text(g, dense_schedule(EdgeMode::kLocalPad, {"X", "W"}, 24));
+  EXPECT_EQ(count(packed, "allocate acc"), 1) << packed;
+  EXPECT_EQ(inner_loop(packed).find("min("), std::string::npos) << packed;
+  EXPECT_EQ(inner_loop(packed).find("if "), std::string::npos) << packed;
+  EXPECT_NE(packed.find(row_guard), std::string::npos) << packed;
   // kGuard: one tile body, predicated inside the inner reduce loop.
   EXPECT_EQ(count(guard, "allocate acc"), 1) << guard;
   EXPECT_NE(inner_loop(guard).find("if "), std::string::npos) << guard;
-  // X packed: its zero-filled panels need no clamp.
-  const std::string packed = lowered_text(g, dense_schedule(EdgeMode::kLocalPad, {"X", "W"}, 24));
-  EXPECT_EQ(inner_loop(packed).find("min("), std::string::npos) << packed;
-  EXPECT_EQ(inner_loop(packed).find("if "), std::string::npos) << packed;
 }
 
 }  // namespace
