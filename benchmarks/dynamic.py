@@ -32,7 +32,8 @@ tile body, safe reads, bounded write-back), "split" (edge variants, Tessera's st
 and whole-tensor padding: X padded to a whole number of cache tiles before the call and the
 output sliced after. Paired timing against local padding; "local_again" is local padding timed
 against itself, the size of the noise. A second part sweeps row counts that cut register tiles
-(X [M, k], M = rows of any count) with local padding against the edge variants. Record:
+(X [M, k], M = rows of any count; W prepacked) with local padding against the edge variants
+("padding_sweep" records). Record:
 {"case": "padding", "local_vs_ifcheck", "local_vs_global", "local_vs_split", "noise", ...}.
 """
 
@@ -323,8 +324,9 @@ def _padding_sweep(args, micro, row_counts) -> list:
     """Local padding against the edge variants at row counts that cut register tiles (any M)."""
     M = tessera.size_var("M", 1, max(row_counts))
     y, x, w = dense(M, args.k, args.n)
-    kernels = {e: tessera.Kernel([y], [x, w], schedule=_with_edge(micro, e), name=f"densem_{e}")
-               for e in ("local_pad", "split")}
+    # W prepacked (weights=[1]): the per-call packing of W would hide the edge tiles' cost.
+    kernels = {e: tessera.Kernel([y], [x, w], schedule=_with_edge(micro, e), name=f"densem_{e}",
+                                 weights=[1]) for e in ("local_pad", "split")}
     wt = torch.randn(args.n, args.k)
     records = []
     for m in row_counts:

@@ -37,9 +37,10 @@ The returned object is callable with torch tensors (positionally, in order of fi
 in the source, or by keyword with the tensor names). Calls run a kernel compiled per distinct
 set of input shapes and dtypes -- except for sizes declared ``dynamic={name: (lo, hi)}`` (an
 iterator, standing for the input dims it indexes by itself, or ``"A.size(d)"``): one
-DietCode-tuned kernel serves every size in the range (dynamic_op.py). The op is also registered as ``torch.ops.tessera.<name>`` with
-a fake kernel, so it works under ``torch.compile(fullgraph=True)`` (dynamic shapes included)
-and passes ``torch.library.opcheck``. It has no autograd formula: backward raises.
+DietCode-tuned kernel serves every size in the range (dynamic_op.py). The op is also registered
+as ``torch.ops.tessera.<name>`` with a fake kernel, so it works under
+``torch.compile(fullgraph=True)`` (dynamic shapes included) and passes
+``torch.library.opcheck``. It has no autograd formula: backward raises.
 
 Mistakes in the source raise ``ExpressionError`` (a ``ValueError``) whose message shows the
 source line with a caret under the offending column.

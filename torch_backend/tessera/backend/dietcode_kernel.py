@@ -8,6 +8,9 @@ its selection is kept in the records database, so a second process does not tune
 rules' kernel of the same DAG, compiled alongside, gives the size order and output shapes (and
 is what runs if DietCode tuning fails).
 
+compile_dynamic is the same for any DAG over size variables with ranges: tessera.op's dynamic=
+sizes (dynamic_op.py) use it too.
+
 A partition reading weights (constant inputs) keeps the rules' kernel instead: that kernel reads
 them packed once (prepack), while DietCode's micro-kernels pack their operands on every call;
 on BERT under dynamic=True (benchmarks/dynamic.py --case bert) the prepacked rules' kernels
