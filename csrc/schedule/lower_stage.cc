@@ -308,9 +308,10 @@ class MultiLevelTiling {
   // one, its inner reduce steps not unrolled (compile time, as kSplit's edge variants). A tile
   // cut along the vector axis masks its lanes.
   Stmt local_pad_tiles() const {
+    // Only cuttable row axes are clamped, so two bodies imply rows_cuttable().
     const bool one_body = safe_.value.same_as(sb_.value);
     Stmt body = register_tile(local_pad_tile(false, one_body));
-    if (!one_body && rows_cuttable()) {
+    if (!one_body) {
       body = loop::make_if(all_of(full_conditions(false)), register_tile(fast_tile()), body);
     }
     if (lanes_cuttable()) {
