@@ -32,8 +32,8 @@ tile body, safe reads, bounded write-back), "split" (edge variants, Tessera's st
 and whole-tensor padding: X padded to a whole number of cache tiles before the call and the
 output sliced after. Paired timing against local padding; "local_again" is local padding timed
 against itself, the size of the noise. A second part sweeps row counts that cut register tiles
-(X [M, k], M = rows of any count; W prepacked) with local padding against the edge variants
-("padding_sweep" records). Record:
+(X [M, k], M = rows of any count; W prepacked; one thread) with local padding against the edge
+variants ("padding_sweep" records). Record:
 {"case": "padding", "local_vs_ifcheck", "local_vs_global", "local_vs_split", "noise", ...}.
 """
 
@@ -316,7 +316,13 @@ def padding(args) -> None:
     record["bar_met"] = record["local_vs_ifcheck"] >= 1.3
     print({k: round(v, 3) if isinstance(v, float) else v for k, v in record.items()
            if k != "micro_kernel"})
-    sweep = _padding_sweep(args, micro, [int(v) for v in args.sweep.split(",") if v])
+    # The sweep runs on one thread: on a small shared machine the pool's wake-ups make the
+    # paired ratios of sub-millisecond calls swing by tens of percent (see the "noise" column).
+    tessera.set_num_threads(1)
+    try:
+        sweep = _padding_sweep(args, micro, [int(v) for v in args.sweep.split(",") if v])
+    finally:
+        tessera.set_num_threads(0)  # back to following torch
     write_json(args.json, [record] + sweep)
 
 
