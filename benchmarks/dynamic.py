@@ -4,6 +4,8 @@
                                  [--json out.json]
     python benchmarks/dynamic.py --case bert [--tmax 128] [--layers 4] [--hidden 256]
                                  [--time-step 1] [--rounds 5] [--threads N] [--json out.json]
+    python benchmarks/dynamic.py --case padding [--at 60] [--tmax 128] [--rows 16] [--k 768]
+                                 [--n 2304] [--rounds 5] [--json out.json]
 
 The dense layer Y = X W^T, X [rows*T, k], W [n, k], for T in 1..tmax. DietCode tunes once over
 the whole range (tessera._C.dynamic.tune); the baseline tunes each sampled T on its own
@@ -21,6 +23,18 @@ Dynamo's graph compiles ("recompiles") and Tessera's kernel JIT compiles ("tesse
 checks every output against eager, and times eager, Tessera and Inductor side by side on every
 time-step-th length (paired rounds, medians). Record: {"case": "bert", "lengths", "recompiles",
 "all_correct", "vs_eager_geomean", "vs_inductor_geomean", ...}.
+
+--case padding: DietCode's ablation of edge handling (its Figure 10) on the same dense layer at
+T = --at. The micro-kernel is construct mode's schedule for the largest instance (T = tmax, the
+paper's M0), compiled once over the symbolic rows with each edge mode (StageAnnotation.edge):
+"guard" (if-checks: every point predicated in the inner loop), "local_pad" (one unpredicated
+tile body, safe reads, bounded write-back), "split" (edge variants, Tessera's static default),
+and whole-tensor padding: X padded to a whole number of cache tiles before the call and the
+output sliced after. Paired timing against local padding; "local_again" is local padding timed
+against itself, the size of the noise. A second part sweeps row counts that cut register tiles
+(X [M, k], M = rows of any count; W prepacked; one thread) with local padding against the edge
+variants ("padding_sweep" records). Record:
+{"case": "padding", "local_vs_ifcheck", "local_vs_global", "local_vs_split", "noise", ...}.
 """
 
 from __future__ import annotations
@@ -49,7 +63,12 @@ def dense(rows, k: int, n: int):
 
 def main() -> None:
     p = arg_parser(__doc__)
-    p.add_argument("--case", choices=["dense", "bert"], default="dense")
+    p.add_argument("--case", choices=["dense", "bert", "padding"], default="dense")
+    p.add_argument("--at", type=int, default=60, help="padding: the T of the ablation")
+    p.add_argument("--micro", choices=["paper", "construct"], default="paper",
+                   help="padding: the micro-kernel (see _micro_kernel)")
+    p.add_argument("--sweep", type=str, default="1,7,61,333,965,1501,2047",
+                   help="padding: row counts of the local-padding vs edge-variants sweep")
     p.add_argument("--layers", type=int, default=4, help="bert: encoder layers")
     p.add_argument("--hidden", type=int, default=256, help="bert: hidden size (64 per head)")
     p.add_argument("--time-step", type=int, default=1, help="bert: time every n-th length")
@@ -64,6 +83,8 @@ def main() -> None:
     args = p.parse_args()
     if args.case == "bert":
         return bert(args)
+    if args.case == "padding":
+        return padding(args)
 
     T = tessera.size_var("T", 1, args.tmax)
     y, x, w = dense(_C.dynamic.scaled(T, args.rows), args.k, args.n)
@@ -206,6 +227,129 @@ def bert(args) -> None:
                        for k, v in summary.items() if k != "warmup"})
     print("bars met:", bars)
     write_json(args.json, records + [summary])
+
+
+EDGE_MODES = ("guard", "local_pad", "split")
+
+
+def _with_edge(schedule, edge: str):
+    """The schedule with every stage's edge mode set (a copy)."""
+    s = _C.KernelSchedule.parse(schedule.dump())
+    stages = list(s.stages)
+    for st in stages:
+        st.edge = edge
+    s.stages = stages
+    return s
+
+
+def _raw_call(kernel, tensors, sizes):
+    """A call of `kernel` on these tensors (inputs then outputs) with explicit sizes."""
+    ptrs = [t.data_ptr() for t in tensors]
+    return lambda: kernel._kernel.run(ptrs, sizes)
+
+
+def _padded_rows(m: int, multiple: int) -> int:
+    return -(-m // multiple) * multiple
+
+
+def _micro_kernel(args, y, x, w):
+    """The ablation's micro-kernel. "paper": the rules' schedule of the symbolic dense layer
+    with the paper's 128-row cache tile (deterministic; T = 60 fills 7.5 cache tiles); "construct":
+    construct mode's schedule for the largest instance (the paper's M0; measured, so it varies
+    from run to run on a busy machine)."""
+    if args.micro == "construct":
+        big, xb, wb = dense(args.rows * args.tmax, args.k, args.n)
+        return tessera.Kernel([big], [xb, wb], name="dense_m0", tune="construct").schedule
+    s = tessera.Kernel([y], [x, w], name="dense_rules").schedule
+    stages = list(s.stages)
+    reg = stages[0].tile_reg[0]
+    stages[0].tile_outer = [-(-PAPER_CACHE_ROWS // reg) * reg] + list(stages[0].tile_outer[1:])
+    stages[0].tile_mid = []
+    s.stages = stages
+    return s
+
+
+# The paper's micro-kernel (dense_128x128) computes 128 rows per cache tile.
+PAPER_CACHE_ROWS = 128
+
+
+def padding(args) -> None:
+    torch.manual_seed(args.seed)
+    T = tessera.size_var("T", 1, args.tmax)
+    y, x, w = dense(_C.dynamic.scaled(T, args.rows), args.k, args.n)
+    micro = _micro_kernel(args, y, x, w)
+    stage = micro.stages[0]
+    print("micro-kernel:", micro.dump())
+    kernels = {e: tessera.Kernel([y], [x, w], schedule=_with_edge(micro, e), name=f"dense_{e}")
+               for e in EDGE_MODES}
+    m = args.rows * args.at
+    cache_rows = stage.tile_outer[0]
+    # Padded to whole cache tiles and to a whole number of `rows` (the kernel's T).
+    mp = _padded_rows(m, math.lcm(cache_rows, args.rows))
+    wt = torch.randn(args.n, args.k)
+    xt = torch.randn(m, args.k)
+    want = torch.nn.functional.linear(xt, wt)
+    outs = {e: torch.empty_like(want) for e in EDGE_MODES}
+    out_padded = torch.empty(mp, args.n)
+    # The kernels take T as their size (the rows are rows * T): called through the raw ABI.
+    calls = {e: _raw_call(kernels[e], [xt, wt, outs[e]], [args.at]) for e in EDGE_MODES}
+
+    def whole_tensor_padding():  # the pad op makes a new tensor per call, as a graph's would
+        xp = torch.nn.functional.pad(xt, (0, 0, 0, mp - m))
+        _raw_call(kernels["local_pad"], [xp, wt, out_padded], [mp // args.rows])()
+        return out_padded[:m]
+
+    for e in EDGE_MODES:
+        calls[e]()
+        torch.testing.assert_close(outs[e], want, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(whole_tensor_padding(), want, rtol=1e-4, atol=1e-3)
+    ratios = paired_with_reference(
+        {"guard": calls["guard"], "global": whole_tensor_padding, "split": calls["split"],
+         "local_again": calls["local_pad"]}, reference=calls["local_pad"], rounds=args.rounds,
+        min_time_ms=100.0)
+    record = {"case": "padding", "T": args.at, "rows": m, "padded_rows": mp,
+              "local_ms": ratios["reference"], "local_vs_ifcheck": ratios["guard"],
+              "local_vs_global": ratios["global"], "local_vs_split": ratios["split"],
+              "noise": abs(ratios["local_again"] - 1.0), "tile_reg": list(stage.tile_reg),
+              "tile_outer": list(stage.tile_outer), "micro": args.micro,
+              "micro_kernel": micro.dump()}
+    record["bar_met"] = record["local_vs_ifcheck"] >= 1.3
+    print({k: round(v, 3) if isinstance(v, float) else v for k, v in record.items()
+           if k != "micro_kernel"})
+    # The sweep runs on one thread: on a small shared machine the pool's wake-ups make the
+    # paired ratios of sub-millisecond calls swing by tens of percent (see the "noise" column).
+    tessera.set_num_threads(1)
+    try:
+        sweep = _padding_sweep(args, micro, [int(v) for v in args.sweep.split(",") if v])
+    finally:
+        tessera.set_num_threads(0)  # back to following torch
+    write_json(args.json, [record] + sweep)
+
+
+def _padding_sweep(args, micro, row_counts) -> list:
+    """Local padding against the edge variants at row counts that cut register tiles (any M)."""
+    M = tessera.size_var("M", 1, max(row_counts))
+    y, x, w = dense(M, args.k, args.n)
+    # W prepacked (weights=[1]): the per-call packing of W would hide the edge tiles' cost.
+    kernels = {e: tessera.Kernel([y], [x, w], schedule=_with_edge(micro, e), name=f"densem_{e}",
+                                 weights=[1]) for e in ("local_pad", "split")}
+    wt = torch.randn(args.n, args.k)
+    records = []
+    for m in row_counts:
+        xt = torch.randn(m, args.k)
+        want = torch.nn.functional.linear(xt, wt)
+        out = {e: torch.empty_like(want) for e in kernels}
+        for e, k in kernels.items():
+            torch.testing.assert_close(k(xt, wt, out=[out[e]]), want, rtol=1e-4, atol=1e-3)
+        local = lambda: kernels["local_pad"](xt, wt, out=[out["local_pad"]])  # noqa: E731
+        ratios = paired_with_reference(
+            {"split": lambda: kernels["split"](xt, wt, out=[out["split"]]), "local_again": local},
+            reference=local, rounds=args.rounds, min_time_ms=50.0)
+        records.append({"case": "padding_sweep", "M": m, "local_ms": ratios["reference"],
+                        "local_vs_split": ratios["split"],
+                        "noise": abs(ratios["local_again"] - 1.0)})
+    print_table(records, ["M", "local_ms", "local_vs_split", "noise"])
+    return records
 
 
 if __name__ == "__main__":

@@ -43,6 +43,13 @@ void bind_schedule(py::module_& m) {
       .def_readwrite("parallel", &schedule::StageAnnotation::parallel)
       .def_readwrite("reduce_unroll", &schedule::StageAnnotation::reduce_unroll)
       .def_readwrite("prefetch", &schedule::StageAnnotation::prefetch)
+      .def_property(
+          "edge",
+          [](const schedule::StageAnnotation& a) { return schedule::edge_mode_name(a.edge); },
+          [](schedule::StageAnnotation& a, const std::string& s) {
+            a.edge = schedule::edge_mode_from_name(s);
+          },
+          "Cut register tiles: 'split' (edge variants), 'local_pad' or 'guard' (if-checks).")
       .def("dump", [](const schedule::StageAnnotation& a) { return a.to_json().dump(); })
       .def("__repr__", [](const schedule::StageAnnotation& a) {
         return "StageAnnotation(" + a.to_json().dump() + ")";

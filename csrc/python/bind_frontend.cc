@@ -5,9 +5,11 @@
 #include <pybind11/stl.h>
 
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "frontend/expr_dynamic.h"
 #include "frontend/expr_error.h"
 #include "frontend/expr_parser.h"
 #include "frontend/expr_to_te.h"
@@ -187,6 +189,49 @@ void bind_frontend(py::module_& m) {
       "({name: 'float32', ...}, float32 by default); `extents` is tessera.op's shapes= "
       "({iterator: n} or {tensor: [sizes]}). Returns (outputs, inputs) as Tensor handles, "
       "inputs in order of first appearance.");
+
+  m.def(
+      "expression_dynamic_dims",
+      [](const std::string& source, const std::string& name) {
+        return translate_errors([&] {
+          std::vector<std::pair<int, int>> out;
+          for (const frontend::InputDim& d :
+               frontend::dynamic_dims(frontend::parse_expression(source), name)) {
+            out.push_back({d.input, d.dim});
+          }
+          return out;
+        });
+      },
+      py::arg("source"), py::arg("name"),
+      "The (input index, dim) pairs a name of tessera.op's dynamic= stands for: an iterator (the "
+      "input dims it indexes by itself) or 'A.size(d)'. Raises ExpressionError if none.");
+
+  m.def(
+      "expression_to_te_dynamic",
+      [](const std::string& source, const std::map<std::string, std::vector<int64_t>>& shapes,
+         const std::map<std::string, std::string>& dtypes, const py::dict& extents,
+         const std::vector<std::tuple<std::string, int64_t, int64_t>>& dynamic) {
+        return translate_errors([&] {
+          frontend::Program p = frontend::parse_expression(source);
+          std::map<std::string, frontend::InputSpec> specs = to_specs(shapes, dtypes);
+          for (const auto& [name, lo, hi] : dynamic) {
+            // "A.size(0)" becomes the variable A_size_0_ (names reach generated code).
+            const ir::Var v =
+                ir::size_var(std::regex_replace(name, std::regex("\\W"), "_"), lo, hi);
+            for (const frontend::InputDim& d : frontend::dynamic_dims(p, name)) {
+              specs.at(p.inputs.at(static_cast<size_t>(d.input))).shape.at(d.dim) = v;
+            }
+          }
+          frontend::TeProgram te = frontend::expression_to_te(p, specs, to_hints(extents));
+          std::vector<PyTensor> outputs{PyTensor{te.output}}, inputs;
+          for (const ir::Tensor& t : te.inputs) inputs.push_back(PyTensor{t});
+          return py::make_tuple(outputs, inputs);
+        });
+      },
+      py::arg("source"), py::arg("shapes"), py::arg("dtypes"), py::arg("extents"),
+      py::arg("dynamic"),
+      "expression_to_te with the input dims of each dynamic size (name, lo, hi) replaced by one "
+      "size variable `name` with range [lo, hi] (the other dims as `shapes` gives them).");
 
   m.def(
       "expression_output_shape",

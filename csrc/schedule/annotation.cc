@@ -23,6 +23,25 @@ Sketch sketch_from_name(const std::string& name) {
   TESSERA_FAIL() << "unknown sketch '" << name << "'";
 }
 
+const char* edge_mode_name(EdgeMode e) {
+  switch (e) {
+    case EdgeMode::kSplit:
+      return "split";
+    case EdgeMode::kLocalPad:
+      return "local_pad";
+    case EdgeMode::kGuard:
+      return "guard";
+  }
+  return "?";
+}
+
+EdgeMode edge_mode_from_name(const std::string& name) {
+  for (EdgeMode e : {EdgeMode::kSplit, EdgeMode::kLocalPad, EdgeMode::kGuard}) {
+    if (name == edge_mode_name(e)) return e;
+  }
+  TESSERA_FAIL() << "unknown edge mode '" << name << "' (split, local_pad or guard)";
+}
+
 namespace {
 template <typename T>
 Json to_array(const std::vector<T>& v) {
@@ -70,6 +89,7 @@ Json StageAnnotation::to_json() const {
   // Written only when set, so that schedules from before the option keep their text (and keys).
   if (prefetch) j["prefetch"] = true;
   if (reduce_unroll != 1) j["reduce_unroll"] = reduce_unroll;
+  if (edge != EdgeMode::kSplit) j["edge"] = edge_mode_name(edge);
   return j;
 }
 
@@ -90,6 +110,7 @@ StageAnnotation StageAnnotation::from_json(const Json& j) {
   a.parallel = j.get_bool("parallel", true);
   a.prefetch = j.get_bool("prefetch", false);
   a.reduce_unroll = j.get_int("reduce_unroll", 1);
+  a.edge = edge_mode_from_name(j.get_string("edge", edge_mode_name(EdgeMode::kSplit)));
   return a;
 }
 

@@ -29,6 +29,25 @@ enum class Sketch { kMultiLevelTiling, kCrossLaneReduction };
 const char* sketch_name(Sketch s);
 Sketch sketch_from_name(const std::string& name);
 
+// How multi-level tiling computes register tiles cut by the end of an axis (DietCode's
+// "automatic padding" choices; kCrossLaneReduction bounds its own loops and ignores it).
+enum class EdgeMode {
+  // Edge variants: full tiles unrolled with register accumulators; a tile cut along rows keeps
+  // vector code with accumulators in memory; one cut along the vector axis masks lanes; without
+  // a vector axis a cut tile runs a scalar nest.
+  kSplit,
+  // Local padding: a cut tile runs the full tile's code (unrolled, register accumulators,
+  // unpredicated compute) on reads that are safe past the end -- zero-filled packed panels or
+  // indices clamped into the tensor -- and writes back only its valid part (rows bounded, lanes
+  // masked). Full tiles run the same body when no read needs a clamp, else the full-tile code.
+  kLocalPad,
+  // If-checks: one nest whose every point is predicated, in the inner loop too (the ablation
+  // baseline of DietCode's Figure 7a).
+  kGuard,
+};
+const char* edge_mode_name(EdgeMode e);
+EdgeMode edge_mode_from_name(const std::string& name);  // throws tessera::Error
+
 struct StageAnnotation {
   Sketch sketch = Sketch::kMultiLevelTiling;
   std::string op;                   // name of the stage's op (for readability and checks)
@@ -47,6 +66,7 @@ struct StageAnnotation {
   int64_t reduce_unroll = 1;         // inner reduce steps unrolled per loop iteration
   bool prefetch =
       false;  // hint later register tiles' operands per unrolled group (tile_prefetch.h)
+  EdgeMode edge = EdgeMode::kSplit;  // cut register tiles (written to JSON when not kSplit)
 
   // The S1 loops' order: s1_order, or the axes in order when it is empty.
   std::vector<int> s1_loop_order() const;

@@ -74,6 +74,11 @@ const ir::Buffer& AccessLowering::packed_buffer_or_plain(const ir::TensorNode* t
   return p == packed_.end() ? buffer_of(t) : p->second.buffer;
 }
 
+const PackedLayout* AccessLowering::packed_layout(const ir::TensorNode* t) const {
+  auto p = packed_.find(t);
+  return p == packed_.end() ? nullptr : &p->second;
+}
+
 namespace {
 
 class Lowerer : public ir::ExprMutator {

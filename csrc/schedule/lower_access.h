@@ -29,6 +29,8 @@ class AccessLowering {
   const ir::Buffer& buffer_of(const ir::TensorNode* t) const;
   // The buffer reads of `t` go to: its packed copy when packed, else its own buffer.
   const ir::Buffer& packed_buffer_or_plain(const ir::TensorNode* t) const;
+  // The packed layout reads of `t` go through, or null when `t` is read as it is.
+  const PackedLayout* packed_layout(const ir::TensorNode* t) const;
 
   // Rewrites every kAccess in `e` into a kLoad. Reads inside a select's branches have their
   // indices clamped into the tensor's bounds: a select evaluates both sides in vector code, and

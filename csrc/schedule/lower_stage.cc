@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "ir/functor.h"
+#include "schedule/local_padding.h"
 #include "schedule/split_reduction.h"
 #include "schedule/tile_prefetch.h"
 #include "util/check.h"
@@ -86,6 +87,15 @@ class PointWriter {
     return al_.lower(ir::substitute(sb_.epilogue, vm));
   }
 
+  // The same for another body over the op's axes (e.g. one with reads made safe past the end).
+  Expr value_of(const Expr& body, const std::vector<Expr>& axes,
+                const std::vector<Expr>& raxes) const {
+    ir::VarMap vm;
+    for (size_t a = 0; a < axes.size(); ++a) vm[sb_.op->axes[a].var.get()] = axes[a];
+    for (size_t r = 0; r < raxes.size(); ++r) vm[sb_.op->reduce_axes[r].var.get()] = raxes[r];
+    return al_.lower(ir::substitute(body, vm));
+  }
+
   Expr out_index(const std::vector<Expr>& axes) const { return ir::flat_index(sb_.out, axes); }
   Expr load_out(const std::vector<Expr>& axes) const { return ir::load(sb_.out, out_index(axes)); }
   Stmt store_out(const std::vector<Expr>& axes, const Expr& v) const {
@@ -165,7 +175,7 @@ void check_annotation(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
 //   S0 S1 R0 S2   tile_loops       one (parallel) loop over all cache tiles, the mid tiles of a
 //                                  cache tile, the outer reduce tiles, the register tiles of a
 //                                  mid tile
-//   edge tiles    edge_split       which register tile runs where (see there)
+//   edge tiles    edge_split       which register tile runs where (see there; ann.edge)
 //   S3            register_loops   the register tile: rows unrolled, the vector axis as unrolled
 //                                  vectors of lanes
 //   R1            reduce_loops     the inner reduce steps, the innermost unrolled in groups
@@ -190,7 +200,9 @@ class MultiLevelTiling {
         vl_(vaxis_ >= 0 ? ann_.vector_width : 1),
         restart_(is_long_float_sum(op_, sb.dtype)),
         grid_(make_tile_grid(op_, ann_.tile_outer)),
-        mid_(ann_.mid_tiles()) {
+        mid_(ann_.mid_tiles()),
+        cut_(cuttable_axes(op_, ann_)),
+        safe_(make_safe_reads(sb.value, op_, cut_, ann_.tile_reg, vaxis_, al)) {
     make_reduce_vars();
     make_mid_vars();
     make_s2_vars();
@@ -200,13 +212,126 @@ class MultiLevelTiling {
   }
 
   Stmt build() {
-    Stmt fast = register_tile(false, false);
-    Stmt slow = scalar_tile();
-    return tile_loops(edge_split(fast, slow));
+    switch (ann_.edge) {
+      case EdgeMode::kSplit:
+        return tile_loops(edge_split(register_tile(fast_tile()), scalar_tile()));
+      case EdgeMode::kLocalPad:
+        return tile_loops(local_pad_tiles());
+      case EdgeMode::kGuard:
+        return tile_loops(loop::make_if(tile_exists(), register_tile(guarded_tile())));
+    }
+    TESSERA_FAIL() << "unknown edge mode";
   }
 
  private:
   using Wrap = std::function<Stmt(Stmt)>;
+
+  // How the register-tile loops (S3) bound a tile that the end of the iteration space may cut.
+  struct Bounds {
+    bool serial_rows = false;  // non-vector axes loop over what is left of the tile, serially
+    bool guard_rows = false;   // non-vector axes unrolled in full, the body skipped past the end
+    bool mask_lanes = false;   // lanes past the end of the vector axis masked off
+  };
+
+  // One register tile's code: the bounds of each of its parts, and what the compute reads.
+  struct TileVariant {
+    Bounds compute;           // accumulators initialised to the identity and updated
+    Bounds load;              // accumulators initialised from the output (outer reduce tiles)
+    Bounds write;             // write-back
+    bool unrolled = true;     // inner reduce steps unrolled and hinted as the schedule says
+    bool safe_reads = false;  // reads made safe past the end (local_padding.h)
+  };
+
+  // Axes along which a register tile may be cut: a tile of one point is never cut, nor one that
+  // divides a constant extent.
+  static std::vector<bool> cuttable_axes(const ir::ComputeOpNode& op, const StageAnnotation& ann) {
+    std::vector<bool> cut(op.axes.size());
+    for (size_t a = 0; a < cut.size(); ++a) {
+      const Expr& ext = op.axes[a].extent;
+      const bool divides = ext->is_const_int() && ext->int_value % ann.tile_reg[a] == 0;
+      cut[a] = ann.tile_reg[a] > 1 && !divides;
+    }
+    return cut;
+  }
+
+  bool rows_cuttable() const {
+    for (size_t a = 0; a < n_; ++a) {
+      if (cut_[a] && !is_vector_axis(a)) return true;
+    }
+    return false;
+  }
+  bool lanes_cuttable() const { return vaxis_ >= 0 && cut_[vaxis_]; }
+
+  // Does the register tile hold at least one point of the iteration space?
+  Expr tile_exists() const {
+    std::vector<Expr> c;
+    for (size_t a = 0; a < n_; ++a) c.push_back(ir::lt(base1_[a], grid_.extent[a]));
+    return all_of(c);
+  }
+
+  static TileVariant fast_tile() { return {}; }
+
+  // kSplit's edge variants: rows (and lanes) bounded in every part, inner steps not unrolled.
+  static TileVariant split_edge_tile(bool partial_lanes) {
+    TileVariant v;
+    v.compute = v.load = v.write = Bounds{true, false, partial_lanes};
+    v.unrolled = false;
+    return v;
+  }
+
+  // kLocalPad: the full tile's code on safe reads; rows past the end skipped and lanes past it
+  // masked only where something is read from or written to the output. The compute masks
+  // lanes only when some read along the vector axis is not padded. `unrolled`: inner reduce
+  // steps unrolled and hinted as in full tiles.
+  TileVariant local_pad_tile(bool lanes_cut, bool unrolled) const {
+    TileVariant v;
+    v.compute.mask_lanes = lanes_cut && !safe_.lanes_padded;
+    v.load.mask_lanes = lanes_cut;
+    v.write = Bounds{false, rows_cuttable(), lanes_cut};
+    v.unrolled = unrolled;
+    v.safe_reads = true;
+    return v;
+  }
+
+  // kGuard: every part predicated on every point, in the inner reduce loop too.
+  TileVariant guarded_tile() const {
+    const Bounds all{false, rows_cuttable(), lanes_cuttable()};
+    TileVariant v;
+    v.compute = v.load = v.write = all;
+    return v;
+  }
+
+  // kLocalPad's tiles. When every read is safe as it is (zero-filled panels along the cut
+  // axes), full tiles and tiles cut along rows run one body: the full tile's plus a bounded
+  // write-back. Otherwise clamped reads would cost full tiles an address computation per row
+  // and step, so full tiles keep the full tile's body and tiles cut along rows run the padded
+  // one, its inner reduce steps not unrolled (compile time, as kSplit's edge variants). A tile
+  // cut along the vector axis masks its lanes.
+  Stmt local_pad_tiles() const {
+    // Only cuttable row axes are clamped, so two bodies imply rows_cuttable().
+    const bool one_body = safe_.value.same_as(sb_.value);
+    Stmt body = register_tile(local_pad_tile(false, one_body));
+    if (!one_body) {
+      body = loop::make_if(all_of(full_conditions(false)), register_tile(fast_tile()), body);
+    }
+    if (lanes_cuttable()) {
+      body = loop::make_if(all_of(full_conditions(true)), body,
+                           register_tile(local_pad_tile(true, false)));
+    }
+    return loop::make_if(tile_exists(), body);
+  }
+
+  // Does the register tile lie before the end of each cuttable axis (the vector axis when
+  // `vector`, else the others)?
+  std::vector<Expr> full_conditions(bool vector) const {
+    std::vector<Expr> c;
+    for (size_t a = 0; a < n_; ++a) {
+      if (cut_[a] && is_vector_axis(a) == vector) {
+        c.push_back(ir::le(base1_[a] + ir::int_imm(ann_.tile_reg[a]), grid_.extent[a]));
+      }
+    }
+    return c;
+  }
 
   static StageAnnotation checked(const ir::ComputeOpNode& op, ir::DType dtype,
                                  const StageAnnotation& requested) {
@@ -349,14 +474,15 @@ class MultiLevelTiling {
     return body;
   }
 
-  // S3: the register tile loops. With `partial_rows`, the non-vector axes run serially over what
+  // S3: the register tile loops. With `serial_rows`, the non-vector axes run serially over what
   // is left of the tile (the vector axis is still full): the accumulators then live in memory,
   // but the inner loop keeps its vector code, so edge tiles along rows stay fast. With
-  // `partial_lanes` the tile is cut along the vector axis: lanes past the end are masked off
+  // `guard_rows` they stay unrolled in full and the body is skipped for rows past the end. With
+  // `mask_lanes` the tile is cut along the vector axis: lanes past the end are masked off
   // (masked loads and stores in the vector code) instead of falling back to scalar loops.
-  Stmt register_loops(Stmt body, bool partial_rows, bool partial_lanes) const {
+  Stmt register_loops(Stmt body, const Bounds& b) const {
     if (vaxis_ >= 0) {
-      if (partial_lanes) {
+      if (b.mask_lanes) {
         body = loop::make_if(ir::lt(point_[vaxis_], grid_.extent[vaxis_]), body);
       }
       body = loop::make_for(lane_, ir::int_imm(0), ir::int_imm(vl_),
@@ -364,9 +490,16 @@ class MultiLevelTiling {
       body = loop::make_for(unroll_v_, ir::int_imm(0), ir::int_imm(ann_.tile_reg[vaxis_] / vl_),
                             ForKind::kUnrolled, body);
     }
+    if (b.guard_rows) {
+      std::vector<Expr> rows_in;
+      for (size_t a = 0; a < n_; ++a) {
+        if (cut_[a] && !is_vector_axis(a)) rows_in.push_back(ir::lt(point_[a], grid_.extent[a]));
+      }
+      body = loop::make_if(all_of(rows_in), body);
+    }
     for (size_t a = n_; a-- > 0;) {
       if (is_vector_axis(a)) continue;
-      if (partial_rows) {
+      if (b.serial_rows) {
         Expr ext = ir::min(ir::int_imm(ann_.tile_reg[a]), grid_.extent[a] - base1_[a]);
         body = loop::make_for(s3_[a], ir::int_imm(0), ext, ForKind::kSerial, body);
       } else {
@@ -398,31 +531,44 @@ class MultiLevelTiling {
     return next_tile_prefetches(pw_.value(point_, rval_), loops, line_elems);
   }
 
-  // One register tile (full, cut along rows, or cut along lanes): accumulators initialised,
-  // updated over the inner reduce steps and written back.
-  Stmt register_tile(bool partial_rows, bool partial_lanes) const {
-    const Wrap w = [&](Stmt b) {
-      return register_loops(std::move(b), partial_rows, partial_lanes);
-    };
-    if (m_ == 0) return w(pw_.store_out(point_, pw_.value(point_, {})));
+  // The register tile's point with every cuttable non-vector axis clamped into its extent: an
+  // address that is valid for every point of a cut tile (the vector axis is masked instead).
+  std::vector<Expr> clamped_point() const {
+    std::vector<Expr> pt = point_;
+    for (size_t a = 0; a < n_; ++a) {
+      if (cut_[a] && !is_vector_axis(a)) pt[a] = ir::min(pt[a], grid_.extent[a] - ir::int_imm(1));
+    }
+    return pt;
+  }
+
+  // One register tile (see TileVariant): accumulators initialised, updated over the inner
+  // reduce steps and written back.
+  Stmt register_tile(const TileVariant& v) const {
+    const Wrap compute = [&](Stmt b) { return register_loops(std::move(b), v.compute); };
+    const Wrap load = [&](Stmt b) { return register_loops(std::move(b), v.load); };
+    const Wrap write = [&](Stmt b) { return register_loops(std::move(b), v.write); };
+    // Without a reduction the value is computed where it is written, under the write's bounds.
+    if (m_ == 0) return write(pw_.store_out(point_, pw_.value(point_, {})));
     ir::Buffer acc =
         ir::make_buffer("acc", sb_.dtype, {ir::int_imm(acc_size_)}, ir::MemScope::kRegister);
     Expr acc_val = ir::load(acc, acc_index_);
+    const Expr value =
+        v.safe_reads ? pw_.value_of(safe_.value, point_, rval_) : pw_.value(point_, rval_);
+    const Expr earlier = pw_.load_out(v.safe_reads ? clamped_point() : point_);
     Stmt init = init_accumulators(
-        w(loop::make_store(acc, acc_index_, ir::reduce_identity(op_.reduce, sb_.dtype))),
-        w(loop::make_store(acc, acc_index_, pw_.load_out(point_))));
-    Stmt step = w(loop::make_store(
-        acc, acc_index_, ir::reduce_combine(op_.reduce, acc_val, pw_.value(point_, rval_))));
-    // Only full tiles are unrolled and hinted: edge tiles are rare, and unrolling their loops too
-    // would double the kernel's compile time. Hints open unrolled groups, so without groups
-    // there is nothing to plan.
-    const bool full = !partial_rows && !partial_lanes;
+        compute(loop::make_store(acc, acc_index_, ir::reduce_identity(op_.reduce, sb_.dtype))),
+        load(loop::make_store(acc, acc_index_, earlier)));
+    Stmt step =
+        compute(loop::make_store(acc, acc_index_, ir::reduce_combine(op_.reduce, acc_val, value)));
+    // Only the common tiles are unrolled and hinted: edge tiles are rare, and unrolling their
+    // loops too would double the kernel's compile time. Hints open unrolled groups, so without
+    // groups there is nothing to plan.
     const bool hinted = ann_.prefetch && ann_.reduce_unroll > 1;
-    Stmt update =
-        full ? reduce_loops(step, ann_.reduce_unroll, hinted ? prefetches() : std::vector<Stmt>{})
-             : reduce_loops(step, 1, {});
-    Stmt write = write_back(w, point_, acc_val);
-    return loop::make_allocate(acc, loop::make_seq({init, update, write}));
+    Stmt update = v.unrolled ? reduce_loops(step, ann_.reduce_unroll,
+                                            hinted ? prefetches() : std::vector<Stmt>{})
+                             : reduce_loops(step, 1, {});
+    Stmt out = write_back(write, point_, acc_val);
+    return loop::make_allocate(acc, loop::make_seq({init, update, out}));
   }
 
   // Partial register tiles without vector code: plain loops over what is left of the tile, one
@@ -488,8 +634,8 @@ class MultiLevelTiling {
     }
     Stmt partial = slow;
     if (vaxis_ >= 0) {
-      partial = loop::make_if(full_vec, register_tile(true, false),
-                              vl_ > 1 ? register_tile(true, true) : slow);
+      partial = loop::make_if(full_vec, register_tile(split_edge_tile(false)),
+                              vl_ > 1 ? register_tile(split_edge_tile(true)) : slow);
     }
     return loop::make_if(
         all_of(exists_c),
@@ -537,6 +683,9 @@ class MultiLevelTiling {
   Expr first_, last_;  // first / last outer reduce tile
   // S1 (mid tiles; undefined on axes with one mid tile per cache tile).
   const std::vector<int64_t> mid_;  // mid tile per axis
+  // Edges: the axes a register tile may be cut along, and the body with reads safe past them.
+  const std::vector<bool> cut_;
+  const SafeReads safe_;
   std::vector<Var> mid_tile_;
   std::vector<Expr> base_mid_;
   std::vector<int> order_;  // S1 and S2 loop order

@@ -47,7 +47,7 @@ inline std::vector<int64_t> shape_at(const ir::Tensor& t,
 inline void expect_runs_like_reference(
     const tune::dynamic::DynamicWorkload& w, const tune::dynamic::SizePoint& sizes,
     const std::function<void(const std::vector<void*>&, const tune::dynamic::SizePoint&)>& run,
-    uint64_t seed = 3) {
+    uint64_t seed = 3, double tol = 1e-4) {
   const auto sm = w.size_map(sizes);
   std::map<const ir::TensorNode*, runtime::NDArray> ins;
   std::vector<runtime::NDArray> arrays;
@@ -66,7 +66,7 @@ inline void expect_runs_like_reference(
   const std::vector<runtime::NDArray> want = ops::run_reference(w.outputs(), ins, sm);
   for (size_t o = 0; o < want.size(); ++o) {
     const runtime::CompareResult r =
-        runtime::allclose(arrays[w.inputs().size() + o], want[o], 1e-4, 1e-4);
+        runtime::allclose(arrays[w.inputs().size() + o], want[o], tol, tol);
     EXPECT_TRUE(r.ok) << "sizes " << ::testing::PrintToString(sizes) << ": " << r.message;
   }
 }

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <set>
 
 #include "dynamic_check.h"
 #include "runtime/parallel.h"
@@ -233,6 +235,43 @@ TEST(DynamicTune, TwoDynamicAxesGetADecisionTree) {
     testing::expect_runs_like_reference(
         w, p, [&](const std::vector<void*>& bufs, const SizePoint& s) { r.kernel->run(bufs, s); });
   }
+}
+
+TEST(DynamicTune, MicroKernelsUseTheEdgeModeAsked) {
+  // Rows 3 T: register tiles of 2, 4, 8... rows are cut at most sizes.
+  PinThreads pin(2);
+  testing::DynamicDense d(3, 1, 20);
+  const DynamicWorkload w = d.workload();
+  const auto edges_of = [](const schedule::KernelSchedule& s) {
+    std::set<schedule::EdgeMode> e;
+    for (const schedule::StageAnnotation& st : s.stages) e.insert(st.edge);
+    return e;
+  };
+  using E = schedule::EdgeMode;
+  for (std::optional<E> asked :
+       std::vector<std::optional<E>>{std::nullopt, E::kSplit, E::kLocalPad}) {
+    DynamicTuneOptions o = fast_options();
+    o.edge = asked;
+    o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+      return model_ms(w, k, p);
+    };
+    const DynamicTuneResult r = tune_dynamic(w, o);
+    ASSERT_TRUE(r.kernel);
+    // Candidates carry the edge mode asked (nullopt: their own, kSplit from every producer).
+    const std::set<E> want = {asked.value_or(E::kSplit)};
+    for (const CandidateReport& c : r.candidates) {
+      EXPECT_TRUE(c.ok) << c.origin << ": " << c.error;
+      EXPECT_EQ(edges_of(c.schedule), want) << c.schedule.dump();
+    }
+    for (size_t k = 0; k < r.kernel->num_kernels(); ++k) {
+      EXPECT_EQ(edges_of(r.kernel->kernel(k).schedule()), want);
+    }
+    for (int64_t t : {1, 2, 3, 5, 7, 13, 19, 20, 23}) {
+      testing::expect_runs_like_reference(
+          w, {t}, [&](const std::vector<void*>& b, const SizePoint& s) { r.kernel->run(b, s); });
+    }
+  }
+  EXPECT_EQ(DynamicTuneOptions{}.edge, std::optional<E>(E::kLocalPad)) << "the default";
 }
 
 TEST(DynamicTune, RealTimerSmoke) {

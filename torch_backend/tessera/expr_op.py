@@ -35,9 +35,12 @@ right-hand side never uses, or a clamped index like ``X[max(i - 1, 0)]`` -- need
 
 The returned object is callable with torch tensors (positionally, in order of first appearance
 in the source, or by keyword with the tensor names). Calls run a kernel compiled per distinct
-set of input shapes and dtypes. The op is also registered as ``torch.ops.tessera.<name>`` with
-a fake kernel, so it works under ``torch.compile(fullgraph=True)`` (dynamic shapes included)
-and passes ``torch.library.opcheck``. It has no autograd formula: backward raises.
+set of input shapes and dtypes -- except for sizes declared ``dynamic={name: (lo, hi)}`` (an
+iterator, standing for the input dims it indexes by itself, or ``"A.size(d)"``): one
+DietCode-tuned kernel serves every size in the range (dynamic_op.py). The op is also registered
+as ``torch.ops.tessera.<name>`` with a fake kernel, so it works under
+``torch.compile(fullgraph=True)`` (dynamic shapes included) and passes
+``torch.library.opcheck``. It has no autograd formula: backward raises.
 
 Mistakes in the source raise ``ExpressionError`` (a ``ValueError``) whose message shows the
 source line with a caret under the offending column.
@@ -55,7 +58,8 @@ import torch
 
 from . import _C
 from .jit_cache import SHAPES_PER_GRAPH, LruCache
-from .backend.log import logger
+from .backend.log import log_once, logger
+from .dynamic_op import DynamicCall, DynamicSizes, normalize_dynamic
 from .kernel import _DTYPES, Kernel
 
 ExpressionError = _C.ExpressionError
@@ -90,8 +94,11 @@ def _normalize_shapes(shapes: ShapesArg) -> Dict[str, Union[int, list]]:
     return out
 
 
-def _default_name(output: str, source: str, shapes: Dict[str, Union[int, list]]) -> str:
-    digest = hashlib.sha1(f"{source}\0{sorted(shapes.items())!r}".encode()).hexdigest()[:8]
+def _default_name(output: str, source: str, shapes: Dict[str, Union[int, list]],
+                  dynamic: Dict[str, tuple]) -> str:
+    text = f"{source}\0{sorted(shapes.items())!r}" + (f"\0{sorted(dynamic.items())!r}"
+                                                      if dynamic else "")
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
     return f"{output}_{digest}"
 
 
@@ -133,7 +140,8 @@ class ExpressionOp:
 
     def __init__(self, source: str, name: Optional[str] = None, shapes: ShapesArg = None,
                  tune: str = "default", trials: int = 0, records: Any = None,
-                 progress: bool = True, runner: Any = None, derive: bool = False):
+                 progress: bool = True, runner: Any = None, derive: bool = False,
+                 dynamic: Optional[Mapping[str, Sequence[int]]] = None):
         if not isinstance(source, str):
             raise TypeError("tessera.op takes the expression source as a string")
         if tune not in ("default", "construct", "search"):
@@ -148,17 +156,22 @@ class ExpressionOp:
         self._progress = progress
         self._runner = runner
         self._shapes = _normalize_shapes(shapes)
+        self._dynamic = normalize_dynamic(dynamic)
+        if self._dynamic and derive:
+            raise ValueError("derive=True and dynamic= do not combine (derivation is per shape)")
         info = _C.parse_expression(source, self._shapes)  # raises ExpressionError
+        self._dynamic_sizes = DynamicSizes(source, self._dynamic, self._shapes)
         self.source = source
         self.inputs: Tuple[str, ...] = tuple(info["inputs"])
         self.output: str = info["output"]
         self.intermediates: Tuple[str, ...] = tuple(info["intermediates"])
         if name is None:
-            name = _default_name(self.output, source, self._shapes)
+            name = _default_name(self.output, source, self._shapes, self._dynamic)
         elif not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"op name must be a valid identifier, got {name!r}")
         self.name = name
         self._kernels = LruCache(SHAPES_PER_GRAPH)  # per input shapes and dtypes
+        self._dynamic_kernels: Dict[tuple, DynamicCall] = {}  # per signature (dynamic_op.py)
         self._signatures: Dict[tuple, tuple] = {}
         self._lock = threading.Lock()
         self._overload = self._register()
@@ -166,6 +179,7 @@ class ExpressionOp:
     # ---- registration --------------------------------------------------------------------
     def _same_definition(self, other: "ExpressionOp") -> bool:
         return (other.source == self.source and other._shapes == self._shapes
+                and other._dynamic == self._dynamic
                 and (other.tune, other.trials) == (self.tune, self.trials))
 
     def _register(self):
@@ -179,6 +193,7 @@ class ExpressionOp:
                         f"trials={existing.trials}); choose another name")
                 # Same definition: share the registered op and its compiled kernels.
                 self._kernels = existing._kernels
+                self._dynamic_kernels = existing._dynamic_kernels
                 self._signatures = existing._signatures
                 self._lock = existing._lock
                 return existing._overload
@@ -275,7 +290,41 @@ class ExpressionOp:
         for n, t in zip(self.inputs, tensors):
             if t.device.type != "cpu":
                 raise ValueError(f"input {n} is on {t.device}; tessera.op kernels run on the CPU")
+        if self._dynamic:
+            call = self._dynamic_kernel_for(tensors)
+            if call is not None:
+                return call(*tensors)
         return self._kernel_for(tensors)(*tensors)
+
+    def dynamic_kernel(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> Optional[DynamicCall]:
+        """The one kernel serving inputs like these at every size of the dynamic= ranges
+        (compiled and tuned on first use), or None when a size lies outside its range."""
+        return self._dynamic_kernel_for(self._bind(args, kwargs))
+
+    def _dynamic_kernel_for(self, tensors: Sequence[torch.Tensor]) -> Optional[DynamicCall]:
+        sizes = self._dynamic_sizes.sizes(tensors, self.inputs)
+        if not self._dynamic_sizes.in_range(sizes):
+            log_once(f"dynamic-out-of-range:{self.name}",
+                     f"tessera.op {self.name}: sizes {sizes} outside the declared ranges "
+                     f"{self._dynamic}; such calls compile a kernel for their own shapes")
+            return None
+        key = self._dynamic_sizes.signature(tensors)
+        call = self._dynamic_kernels.get(key)
+        if call is not None:
+            return call
+        with self._lock:
+            call = self._dynamic_kernels.get(key)
+            if call is None:
+                shapes = {n: list(t.shape) for n, t in zip(self.inputs, tensors)}
+                dtypes = {n: _dtype_name(t, n) for n, t in zip(self.inputs, tensors)}
+                dynamic = [(n, lo, hi) for n, (lo, hi) in self._dynamic.items()]
+                outputs, inputs = _C.expression_to_te_dynamic(self.source, shapes, dtypes,
+                                                              self._shapes, dynamic)
+                from .backend import records as records_mod  # the backend's open databases
+                call = DynamicCall(self.name, outputs, inputs, self._dynamic_sizes,
+                                   records_mod.open_records(self._records_option))
+                self._dynamic_kernels[key] = call
+        return call
 
     def _fake(self, *tensors: torch.Tensor) -> torch.Tensor:
         key = tuple((t.dim(), t.dtype) for t in tensors)
@@ -298,7 +347,8 @@ class ExpressionOp:
 
 def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None, tune: str = "default",
        trials: int = 0, records: Any = None, progress: bool = True,
-       runner: Any = None, derive: bool = False) -> ExpressionOp:
+       runner: Any = None, derive: bool = False,
+       dynamic: Optional[Mapping[str, Sequence[int]]] = None) -> ExpressionOp:
     """Defines an operator from an expression; see the module docstring for the language.
 
     ``name`` names the registered ``torch.ops.tessera.<name>`` (default: the output tensor's
@@ -316,9 +366,17 @@ def op(source: str, name: Optional[str] = None, shapes: ShapesArg = None, tune: 
     equivalent to it, built from matmuls, convolutions and memory-bound eOperators, are verified
     and measured, and the fastest is compiled instead when it beats the expression's own kernel
     (the rules applied are logged on the "tessera" logger and kept in ``op.derivations``).
+
+    ``dynamic={"i": (1, 4096)}`` declares sizes that vary from call to call: the input dims an
+    iterator indexes by itself (or ``"A.size(0)"``) become one size variable with that range,
+    and DietCode tunes one kernel for the whole range (micro-kernels compiled once and a
+    dispatcher; kept in ``records`` for later processes), whatever ``tune`` says: calls at any
+    size in the range run it without compiling. A size outside its range compiles a kernel for
+    its shapes, as without dynamic=.
     """
     return ExpressionOp(source, name=name, shapes=shapes, tune=tune, trials=trials,
-                        records=records, progress=progress, runner=runner, derive=derive)
+                        records=records, progress=progress, runner=runner, derive=derive,
+                        dynamic=dynamic)
 
 
 __all__ = ["op", "ExpressionOp", "ExpressionError"]

@@ -32,8 +32,7 @@ double stage_points_at(const schedule::Stage& s, const std::map<const ir::ExprNo
 
 MicroKernelGeometry geometry_of(const schedule::StagePlan& plan,
                                 const schedule::KernelSchedule& schedule,
-                                const std::map<const ir::ExprNode*, int64_t>& at,
-                                EdgeHandling edge) {
+                                const std::map<const ir::ExprNode*, int64_t>& at) {
   TESSERA_CHECK(!plan.stages.empty() && schedule.stages.size() == plan.stages.size())
       << "schedule has " << schedule.stages.size() << " stages for a plan of "
       << plan.stages.size();
@@ -56,12 +55,12 @@ MicroKernelGeometry geometry_of(const schedule::StagePlan& plan,
   for (const ir::IterVar& iv : op.axes) g.extents.push_back(iv.extent);
   for (const ir::IterVar& iv : op.reduce_axes) g.reduce_extents.push_back(iv.extent);
   g.tiles = ann.tile_outer;
+  const bool whole_register_tiles = ann.edge == schedule::EdgeMode::kLocalPad &&
+                                    ann.sketch == schedule::Sketch::kMultiLevelTiling;
   for (size_t a = 0; a < op.axes.size(); ++a) {
     const bool vector_axis = static_cast<int>(a) == ann.vector_axis;
     const bool has_reg = a < ann.tile_reg.size();
-    g.granules.push_back(edge == EdgeHandling::kLocalPadding ? ann.tile_outer[a]
-                         : vector_axis && has_reg            ? ann.tile_reg[a]
-                                                             : 1);
+    g.granules.push_back(has_reg && (vector_axis || whole_register_tiles) ? ann.tile_reg[a] : 1);
   }
   g.parallel = ann.parallel;
   return g;

@@ -10,7 +10,7 @@
 //
 //   work        iteration points of the main stage (spatial x reduce) at the instance's sizes
 //   padding     prod over spatial axes of pad(extent, granule) / extent >= 1: the points computed
-//               at the edge of the iteration space that lie outside it (see EdgeHandling)
+//               at the edge of the iteration space that lie outside it (see geometry_of)
 //   wave        k * pad(tiles, threads) / tiles + (1 - k) >= 1: a partial last wave leaves
 //               threads idle; k in [0, 1] says how much of that idleness shows in the time,
 //               fitted per machine (k = 1: a wave costs its slowest thread's full chunk)
@@ -47,18 +47,6 @@ struct CostModelConstants {
   int wave_fit_points = 6;
 };
 
-// How the lowering computes the edge of the iteration space, which sets the padding granule.
-enum class EdgeHandling {
-  // Today's lowering (schedule/lower_stage.cc, edge_split): an edge cache tile runs only the
-  // register tiles that exist; rows past the end are not computed, lanes past the end of the
-  // vector axis are masked but computed. Granule: the register tile on the vector axis, 1 on the
-  // others.
-  kRegisterTiles,
-  // DietCode's local padding: the whole cache tile is computed on zero-filled operands and the
-  // write-back is masked. Granule: the cache tile.
-  kLocalPadding,
-};
-
 // Where a schedule's micro-kernel sits in the workload: the main stage's extents (expressions in
 // the size variables), its cache tile and padding granule per spatial axis.
 struct MicroKernelGeometry {
@@ -71,11 +59,15 @@ struct MicroKernelGeometry {
 };
 
 // The geometry of `schedule` on `plan`: its main stage is the one with the most iteration points
-// at the sizes `at` (values of the plan's size variables).
+// at the sizes `at` (values of the plan's size variables). The padding granule follows the main
+// stage's edge mode (schedule/annotation.h): an edge cache tile runs only the register tiles
+// that hold points, and a cut register tile computes, under kSplit and kGuard, the lanes past the
+// end of the vector axis (masked) but no rows past the end -- granule: the register tile on the
+// vector axis, 1 on the others; under kLocalPad the whole register tile -- granule: the register
+// tile on every axis.
 MicroKernelGeometry geometry_of(const schedule::StagePlan& plan,
                                 const schedule::KernelSchedule& schedule,
-                                const std::map<const ir::ExprNode*, int64_t>& at,
-                                EdgeHandling edge = EdgeHandling::kRegisterTiles);
+                                const std::map<const ir::ExprNode*, int64_t>& at);
 
 // One instance seen through a micro-kernel.
 struct InstanceShape {

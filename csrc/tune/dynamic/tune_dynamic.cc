@@ -128,19 +128,25 @@ class Verifier {
   std::vector<std::vector<runtime::NDArray>> expected_;
 };
 
-// Candidate schedules, deduplicated by what they build.
+// Candidate schedules with the tuning's edge mode, deduplicated by what they build.
 class CandidatePool {
  public:
-  void add(const KernelSchedule& s, const std::string& origin) {
+  explicit CandidatePool(std::optional<schedule::EdgeMode> edge) : edge_(edge) {}
+
+  void add(KernelSchedule s, const std::string& origin) {
+    if (edge_) {
+      for (schedule::StageAnnotation& st : s.stages) st.edge = *edge_;
+    }
     if (!seen_.insert(s.stages_text()).second) return;
     CandidateReport r;
-    r.schedule = s;
+    r.schedule = std::move(s);
     r.origin = origin;
     reports_.push_back(std::move(r));
   }
   std::vector<CandidateReport>& reports() { return reports_; }
 
  private:
+  std::optional<schedule::EdgeMode> edge_;
   std::set<std::string> seen_;
   std::vector<CandidateReport> reports_;
 };
@@ -281,7 +287,7 @@ class DynamicTuner {
   }
 
   void run() {
-    CandidatePool pool;
+    CandidatePool pool(o_.edge);
     gather_candidates(w_, o_, reference_->schedule(), &pool);
     for (CandidateReport& r : pool.reports()) add_candidate(std::move(r));
     prune();
@@ -318,7 +324,8 @@ class DynamicTuner {
     cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}});
     Candidate& c = cands_.back();
     try {
-      if (c.report.origin == "rules") {
+      // The rules' kernel is built already, unless the edge mode made its schedule another.
+      if (c.report.schedule.stages_text() == reference_->schedule().stages_text()) {
         c.kernel = reference_;
       } else {
         compiler::BuildOptions opts;

@@ -58,6 +58,10 @@ struct DynamicTuneOptions {
   // construct_candidates off, the only ones (with the rules' schedule, always a candidate).
   std::vector<schedule::KernelSchedule> candidates;
   bool construct_candidates = true;
+  // How every micro-kernel handles the tiles the end of a dynamic axis cuts (set on each
+  // candidate's stages); nullopt keeps each candidate's own. Local padding measured at least as
+  // fast as the edge variants on the dense layer (benchmarks/dynamic.py --case padding).
+  std::optional<schedule::EdgeMode> edge = schedule::EdgeMode::kLocalPad;
   CostModelConstants cost;
   SelectionConstants selection;
   DispatchConstants dispatch;

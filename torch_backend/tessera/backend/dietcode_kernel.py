@@ -8,6 +8,9 @@ its selection is kept in the records database, so a second process does not tune
 rules' kernel of the same DAG, compiled alongside, gives the size order and output shapes (and
 is what runs if DietCode tuning fails).
 
+compile_dynamic is the same for any DAG over size variables with ranges: tessera.op's dynamic=
+sizes (dynamic_op.py) use it too.
+
 A partition reading weights (constant inputs) keeps the rules' kernel instead: that kernel reads
 them packed once (prepack), while DietCode's micro-kernels pack their operands on every call;
 on BERT under dynamic=True (benchmarks/dynamic.py --case bert) the prepacked rules' kernels
@@ -62,8 +65,8 @@ def dietcode_applies(spec: Any, mode: str) -> bool:
     return spec.symbolic and spec.anchor and mode in DIETCODE_MODES and not spec.constant_inputs
 
 
-def _largest_instance(spec: Any, names) -> int:
-    his = {name: hi for name, _, hi in spec.size_ranges}
+def _largest_instance(size_ranges, names) -> int:
+    his = {name: hi for name, _, hi in size_ranges}
     product = 1
     for n in names:
         product *= his[n]
@@ -74,19 +77,30 @@ def compile_dietcode(spec: Any, records: Optional[Any]) -> Any:
     """The kernel of a symbolic anchor spec: DietCode's selection over the size ranges, or the
     rules' kernel alone where the ranges are too wide to tune on or DietCode tuning fails
     (logged)."""
-    request = _C.CompileRequest(name=spec.name, tune="default")
-    rules = _C.compile(spec.te_outputs, spec.te_inputs, request)
-    if _largest_instance(spec, rules.size_names) > DIETCODE_MAX_SIZE_PRODUCT:
-        log_once(f"dietcode-wide:{spec.name}", f"tessera: {spec.name}: size ranges too wide for "
-                 f"DietCode ({spec.size_ranges}); the rules' schedule serves every size "
-                 f"(declare narrower ones: options['dynamic_ranges'])", level=logging.INFO)
+    return compile_dynamic(spec.name, spec.te_outputs, spec.te_inputs, spec.size_ranges, records,
+                           hint="options['dynamic_ranges']")
+
+
+def compile_dynamic(name: str, te_outputs, te_inputs, size_ranges, records: Optional[Any],
+                    hint: str) -> Any:
+    """DietCode's kernel for the DAG te_outputs <- te_inputs over its size variables' ranges
+    (size_ranges: (name, lo, hi) of each), or the rules' kernel over the same DAG where the
+    ranges are too wide to tune on or tuning fails (logged): either serves every size without
+    compiling per size. `records`: an opened records database (its .db) or None. `hint` says in
+    a message where narrower ranges are declared."""
+    request = _C.CompileRequest(name=name, tune="default")
+    rules = _C.compile(te_outputs, te_inputs, request)
+    if _largest_instance(size_ranges, rules.size_names) > DIETCODE_MAX_SIZE_PRODUCT:
+        log_once(f"dietcode-wide:{name}", f"tessera: {name}: size ranges too wide for "
+                 f"DietCode ({size_ranges}); the rules' schedule serves every size "
+                 f"(declare narrower ones: {hint})", level=logging.INFO)
         return rules
     try:
-        dynamic = _C.dynamic.tune(spec.te_outputs, spec.te_inputs, name=spec.name,
+        dynamic = _C.dynamic.tune(te_outputs, te_inputs, name=name,
                                   records=records.db if records is not None else None)
     except Exception as e:
-        log_once(f"dietcode-failed:{spec.name}:{type(e).__name__}",
-                 f"tessera: {spec.name}: DietCode tuning failed, the rules' schedule serves "
+        log_once(f"dietcode-failed:{name}:{type(e).__name__}",
+                 f"tessera: {name}: DietCode tuning failed, the rules' schedule serves "
                  f"every size ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
                  level=logging.WARNING)
         return rules
