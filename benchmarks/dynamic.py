@@ -2,6 +2,7 @@
 
     python benchmarks/dynamic.py [--tmax 128] [--step 1] [--rows 16] [--k 768] [--n 2304]
                                  [--json out.json]
+    python benchmarks/dynamic.py --case ranges [--rounds 5] [--json out.json]
     python benchmarks/dynamic.py --case bert [--tmax 128] [--layers 4] [--hidden 256]
                                  [--time-step 1] [--rounds 5] [--threads N] [--json out.json]
     python benchmarks/dynamic.py --case padding [--at 60] [--tmax 128] [--rows 16] [--k 768]
@@ -13,6 +14,15 @@ the whole range (tessera._C.dynamic.tune); the baseline tunes each sampled T on 
 "dietcode_ms", "speed" (per-shape time / DietCode time: >= 1 is DietCode faster), "kernel"};
 then a summary with the issue's bars: geomean speed >= 0.97, min >= 0.85, <= 12 micro-kernels,
 tuning <= 1.5x one per-shape tuning (the mean over the sampled T), dispatch <= 1 us.
+
+--case ranges: the issue's range cases, each DietCode-tuned once over its range against
+per-shape construct tuning at 8 sizes spread over the range and against torch (F.linear /
+F.conv2d) over many sizes, side by side, every output checked first: the dense layer (rows
+16 T, T in 1..tmax; torch at every T), the hidden-size variants X [M, I] W [H, I] for (I, H) in
+(768, 768), (768, 2304), (768, 3072), (3072, 768) with M in 1..1024 (torch at 32 sizes), and the
+ResNet conv 3x3 256->256 on 14x14 with the batch in 1..32 (torch at every batch). One record
+per case {"case": "dense" | "dense_I_H" | "conv", "vs_per_shape_geomean", "vs_per_shape_min",
+"vs_torch_geomean", "kernels", "tuning_ratio", "dispatch_us", "bars"}.
 
 --case bert: a BERT encoder (transformers BertModel, random weights, eval, no grad) compiled
 with dynamic=True by Tessera and by Inductor, called with every sequence length 1..tmax in
@@ -63,7 +73,7 @@ def dense(rows, k: int, n: int):
 
 def main() -> None:
     p = arg_parser(__doc__)
-    p.add_argument("--case", choices=["dense", "bert", "padding"], default="dense")
+    p.add_argument("--case", choices=["dense", "ranges", "bert", "padding"], default="dense")
     p.add_argument("--at", type=int, default=60, help="padding: the T of the ablation")
     p.add_argument("--micro", choices=["paper", "construct"], default="paper",
                    help="padding: the micro-kernel (see _micro_kernel)")
@@ -85,6 +95,8 @@ def main() -> None:
         return bert(args)
     if args.case == "padding":
         return padding(args)
+    if args.case == "ranges":
+        return ranges(args)
 
     T = tessera.size_var("T", 1, args.tmax)
     y, x, w = dense(_C.dynamic.scaled(T, args.rows), args.k, args.n)
@@ -134,6 +146,104 @@ def main() -> None:
 
 def _geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+# The issue's range cases: (label, size variable's range, per-shape samples, builder). A builder
+# takes the varying size (an int or a size variable) and returns (output, inputs, torch function
+# over torch tensors of the same shapes).
+HIDDEN_VARIANTS = [(768, 768), (768, 2304), (768, 3072), (3072, 768)]
+
+
+def _dense_builder(k: int, n: int, rows_per_size: int = 1):
+    def build(size):
+        rows = _C.dynamic.scaled(size, rows_per_size) if not isinstance(size, int) \
+            else rows_per_size * size
+        y, x, w = dense(rows, k, n)
+        return y, [x, w], lambda a, b: torch.nn.functional.linear(a, b)
+    return build
+
+
+def _conv_builder(channels: int = 256, hw: int = 14):
+    def build(batch):
+        x = tessera.placeholder("X", [batch, channels, hw, hw])
+        w = tessera.placeholder("W", [channels, channels, 3, 3])
+        y = tessera.te_ops.conv2d(x, w, None, [1, 1], [1, 1])
+        return y, [x, w], lambda a, b: torch.nn.functional.conv2d(a, b, padding=1)
+    return build
+
+
+def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) -> dict:
+    """DietCode over [lo, hi] against per-shape construct tuning at `samples` and against torch
+    at `torch_sizes`, side by side (paired rounds); every output checked against torch."""
+    var = tessera.size_var("S", lo, hi)
+    y, ins, _ = build(var)
+    t0 = time.perf_counter()
+    dyn = _C.dynamic.tune([y], ins, name=label)
+    dyn_s = time.perf_counter() - t0
+    dispatch_ns = dyn.dispatch_ns([[s] for s in range(lo, hi + 1)])
+    torch.manual_seed(args.seed)
+
+    def tensors(size):
+        ys, xs, fn = build(size)
+        data = [torch.randn(*[int(d) for d in t.shape]) for t in xs]
+        want = fn(*data)
+        out = torch.empty_like(want)
+        ptrs = [t.data_ptr() for t in data] + [out.data_ptr()]
+        return ys, xs, fn, data, want, out, ptrs
+
+    per_shape, tune_s = [], []
+    for size in samples:
+        ys, xs, fn, data, want, out, ptrs = tensors(size)
+        t0 = time.perf_counter()
+        k = tessera.Kernel([ys], xs, name=f"{label}_{size}", tune="construct")
+        tune_s.append(time.perf_counter() - t0)
+        dyn.run(ptrs, [size])
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-3)
+        ref_out = torch.empty_like(want)
+        r = paired_with_reference({"dietcode": lambda: dyn.run(ptrs, [size])},
+                                  reference=lambda: k(*data, out=[ref_out]), rounds=args.rounds,
+                                  min_time_ms=20.0)
+        per_shape.append(1.0 / r["dietcode"])
+    vs_torch = []
+    for size in torch_sizes:
+        ys, xs, fn, data, want, out, ptrs = tensors(size)
+        dyn.run(ptrs, [size])
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-3)
+        r = paired_with_reference({"dietcode": lambda: dyn.run(ptrs, [size])},
+                                  reference=lambda: fn(*data), rounds=max(3, args.rounds // 2),
+                                  min_time_ms=10.0)
+        vs_torch.append(1.0 / r["dietcode"])
+    rec = {"case": label, "range": [lo, hi], "samples": list(samples),
+           "vs_per_shape_geomean": _geomean(per_shape), "vs_per_shape_min": min(per_shape),
+           "vs_per_shape": per_shape, "vs_torch_geomean": _geomean(vs_torch),
+           "vs_torch_min": min(vs_torch), "torch_sizes": len(torch_sizes),
+           "kernels": dyn.num_kernels, "tune_s": dyn_s,
+           "tuning_ratio": dyn_s / (sum(tune_s) / len(tune_s)), "dispatch_us": dispatch_ns / 1e3}
+    rec["bars"] = {"vs_per_shape_geomean_ge_0.97": rec["vs_per_shape_geomean"] >= 0.97,
+                   "vs_per_shape_min_ge_0.85": rec["vs_per_shape_min"] >= 0.85,
+                   "vs_torch_geomean_ge_0.95": rec["vs_torch_geomean"] >= 0.95,
+                   "kernels_le_12": rec["kernels"] <= 12,
+                   "tuning_ratio_le_1.5": rec["tuning_ratio"] <= 1.5,
+                   "dispatch_le_1us": rec["dispatch_us"] <= 1.0}
+    print(f"{label}: {rec['kernels']} micro-kernels, vs per-shape geomean "
+          f"{rec['vs_per_shape_geomean']:.3f} (min {rec['vs_per_shape_min']:.3f}), vs torch "
+          f"{rec['vs_torch_geomean']:.3f}, tuning {rec['tuning_ratio']:.2f}x one per-shape, "
+          f"dispatch {rec['dispatch_us'] * 1e3:.0f} ns; bars {rec['bars']}", flush=True)
+    return rec
+
+
+def ranges(args) -> None:
+    """--case ranges: the dense layer over T (rows 16 T), its hidden-size variants over the row
+    count, and the conv over the batch (issue 16's dense, dense_I_H and conv records)."""
+    spread = lambda hi, n: sorted({max(1, round(hi * (i + 1) / n)) for i in range(n)})  # noqa
+    records = [range_case("dense", _dense_builder(args.k, args.n, args.rows), 1, args.tmax,
+                          spread(args.tmax, 8), list(range(1, args.tmax + 1)), args)]
+    for i, h in HIDDEN_VARIANTS:
+        records.append(range_case(f"dense_{i}_{h}", _dense_builder(i, h), 1, 1024,
+                                  spread(1024, 8), spread(1024, 32), args))
+    records.append(range_case("conv", _conv_builder(), 1, 32, spread(32, 8),
+                              list(range(1, 33)), args))
+    write_json(args.json, records)
+
 
 
 def _bert_model(layers: int, hidden: int):
