@@ -20,6 +20,7 @@ many trials (seed 0); ratio > 1 = the full search's kernel is faster.
 
 Held-out ranking: for each op, an XGBoost model trained on the other ops' measured programs ranks
 this op's (seed 0); Spearman's rho against measured throughput, the mean over ops.
+benchmarks/cost_data.py measures such a data set once and evaluates it offline.
 
 Scheduler: ResNet-18 (batch 1) compiled with options={"tune": "search", "trials": N} twice, the
 gradient scheduler and round-robin, each from an empty cost model; scheduler_trials_share = the
@@ -158,8 +159,8 @@ def bench_ablation(op, args, full: dict) -> dict:
         print(f"  {op.name} ablation {name}: {r['wall_s']:.1f} s", flush=True)
     schedules = {k: v for k, v in schedules.items() if v is not None}
     gf = time_kernels(op, outputs, inputs, schedules, args.rounds, not args.per_call_packing)
-    rec["weights_prepacked"] = bool(op.weights) and not args.per_call_packing
-    return {"op": op.name, "trials": n, "gflops": gf}
+    return {"op": op.name, "trials": n, "gflops": gf,
+            "weights_prepacked": bool(op.weights) and not args.per_call_packing}
 
 
 def heldout(ops, searches: Dict[str, List[dict]]) -> Dict[str, float]:

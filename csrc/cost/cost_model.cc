@@ -42,4 +42,14 @@ std::vector<double> TrainingSet::labels() const {
   return out;
 }
 
+std::vector<int> TrainingSet::groups() const {
+  std::map<std::string, int> index;
+  std::vector<int> out;
+  out.reserve(tasks_.size());
+  for (const std::string& t : tasks_) {
+    out.push_back(index.emplace(t, static_cast<int>(index.size())).first->second);
+  }
+  return out;
+}
+
 }  // namespace tessera::cost

@@ -18,9 +18,11 @@ class CostModel {
   virtual bool available() const { return true; }
   // Has fit() succeeded at least once?
   virtual bool trained() const = 0;
-  // Trains from scratch on `programs` with `labels` (higher = better; one per program).
-  virtual void fit(const std::vector<ProgramFeatures>& programs,
-                   const std::vector<double>& labels) = 0;
+  // Trains from scratch on `programs` with `labels` (higher = better; one per program). groups[p]:
+  // the task of program p (labels compare only within a task where the model ranks); empty: one
+  // task.
+  virtual void fit(const std::vector<ProgramFeatures>& programs, const std::vector<double>& labels,
+                   const std::vector<int>& groups = {}) = 0;
   // One score per program, higher = predicted faster.
   virtual std::vector<double> predict(const std::vector<ProgramFeatures>& programs) const = 0;
 };
@@ -31,7 +33,8 @@ class RandomModel : public CostModel {
   explicit RandomModel(uint64_t seed = 0) : state_(seed) {}
   std::string name() const override { return "random"; }
   bool trained() const override { return true; }
-  void fit(const std::vector<ProgramFeatures>&, const std::vector<double>&) override {}
+  void fit(const std::vector<ProgramFeatures>&, const std::vector<double>&,
+           const std::vector<int>& = {}) override {}
   std::vector<double> predict(const std::vector<ProgramFeatures>& programs) const override;
 
  private:
@@ -49,6 +52,8 @@ class TrainingSet {
   size_t size(const std::string& task) const;
   const std::vector<ProgramFeatures>& programs() const { return programs_; }
   std::vector<double> labels() const;
+  // Per program, its task's index in order of first appearance (CostModel::fit's groups).
+  std::vector<int> groups() const;
 
  private:
   std::vector<ProgramFeatures> programs_;

@@ -69,8 +69,10 @@ double buffer_elements(const ir::BufferNode& b) {
 
 class Extractor {
  public:
-  ProgramFeatures run(const loop::LoweredFunc& f) {
+  ProgramFeatures run(const loop::LoweredFunc& f, double work) {
+    TESSERA_CHECK(work > 0 && std::isfinite(work)) << "feature extraction: work " << work;
     func_ = &f;
+    work_ = work;
     visit(f.body);
     for (float& x : out_.values) x = std::log2(1.0f + std::max(0.0f, x));
     return std::move(out_);
@@ -273,7 +275,9 @@ class Extractor {
     float per_exec[10] = {};
     count_ops(st.value, per_exec);
     count_ops(st.index, per_exec);
-    for (int k = 0; k < 10; ++k) row[kFeatureArith + k] = static_cast<float>(per_exec[k] * n_exec);
+    for (int k = 0; k < 10; ++k) {
+      row[kFeatureArith + k] = static_cast<float>(per_exec[k] * n_exec / work_);
+    }
     const double flops_per_exec =
         per_exec[0] + per_exec[1] + per_exec[2] + per_exec[3] + per_exec[4];
 
@@ -382,15 +386,15 @@ class Extractor {
       const int type = u.reads > 0 && u.writes > 0 ? 2 : u.writes > 0 ? 1 : 0;
       s.f[type] = 1;
       s.bytes = count * eb;
-      s.f[3] = static_cast<float>(count * eb);
-      s.f[4] = static_cast<float>(unique * eb);
-      s.f[5] = static_cast<float>(lines);
-      s.f[6] = static_cast<float>(unique_lines);
+      s.f[3] = static_cast<float>(count * eb / work_);
+      s.f[4] = static_cast<float>(unique * eb / work_);
+      s.f[5] = static_cast<float>(lines / work_);
+      s.f[6] = static_cast<float>(unique_lines / work_);
       s.f[7 + reuse_type] = 1;
       s.f[10] = static_cast<float>(dis_iter);
       s.f[11] = static_cast<float>(dis_bytes);
       s.f[12] = static_cast<float>(reuse_ct);
-      const double div = std::max(1.0, reuse_ct);
+      const double div = std::max(1.0, reuse_ct) * work_;
       s.f[13] = static_cast<float>(count * eb / div);
       s.f[14] = static_cast<float>(unique * eb / div);
       s.f[15] = static_cast<float>(lines / div);
@@ -421,9 +425,9 @@ class Extractor {
       if (it->buffer != st.buffer.get()) continue;
       const double bytes = buffer_elements(*st.buffer) * ir::dtype_bytes(st.buffer->dtype);
       row[kFeatureAlloc + 0] = static_cast<float>(bytes);
-      row[kFeatureAlloc + 1] = static_cast<float>(it->outer_prod);
+      row[kFeatureAlloc + 1] = static_cast<float>(it->outer_prod / work_);
       row[kFeatureAlloc + 2] = static_cast<float>(n_exec / std::max(1.0, it->outer_prod));
-      row[kFeatureAlloc + 3] = static_cast<float>(bytes * it->outer_prod);
+      row[kFeatureAlloc + 3] = static_cast<float>(bytes * it->outer_prod / work_);
       break;
     }
     row[kFeatureScope + static_cast<int>(st.buffer->scope)] = 1;
@@ -431,13 +435,14 @@ class Extractor {
     for (const Loop& l : loops_) {
       if (l.kind == ForKind::kUnrolled) unroll_prod *= l.extent;
     }
-    row[kFeatureMisc + 0] = static_cast<float>(n_exec);
+    row[kFeatureMisc + 0] = static_cast<float>(n_exec / work_);
     row[kFeatureMisc + 1] = static_cast<float>(depth);
     row[kFeatureMisc + 2] = static_cast<float>(unroll_prod);
     row[kFeatureMisc + 3] = static_cast<float>(if_depth_);
   }
 
   const loop::LoweredFunc* func_ = nullptr;
+  double work_ = 1;  // the task's size: totals are divided by it
   std::vector<Loop> loops_;
   std::unordered_map<const ir::ExprNode*, Coeffs> lets_;
   std::vector<Alloc> allocs_;
@@ -447,7 +452,9 @@ class Extractor {
 
 }  // namespace
 
-ProgramFeatures extract_features(const loop::LoweredFunc& f) { return Extractor().run(f); }
+ProgramFeatures extract_features(const loop::LoweredFunc& f, double work) {
+  return Extractor().run(f, work);
+}
 
 const std::vector<std::string>& feature_names() {
   static const std::vector<std::string> names = [] {

@@ -9,19 +9,27 @@
 // replaced by its constant upper bound, or kUnknownExtent when it has none). Counts below are
 // totals over the N executions unless they say "per execution".
 //
+// Work normalisation: W = the task's work (tune::Task::iteration_points(), the same for every
+// schedule of a task). Totals that grow with the problem size are divided by W (marked "/ W"):
+// ops, bytes and lines per point of work, executions per point. Scaling every extent of a task
+// by the same factor leaves those features unchanged where tiles stay the same (a model trained
+// on one task size ranks another), while quantities that are about the tile and the cache
+// (extents, reuse distances, allocation sizes, per-execution counts) stay absolute. Within one
+// task W is a constant, so the ranking one task's data can teach is unchanged by it.
+//
 // clang-format off
 // | offset  | name                      | meaning                                                 |
 // |---------|---------------------------|---------------------------------------------------------|
-// | 0       | float_addsub              | float + and - in the stored value, x N                  |
-// | 1       | float_mul                 | float *, x N                                            |
-// | 2       | float_div                 | float /, x N                                            |
-// | 3       | float_cmp                 | float min/max/comparisons, x N                          |
-// | 4       | float_math                | math calls (exp, tanh, sqrt...), x N                    |
-// | 5       | select                    | selects (any dtype), x N                                |
-// | 6       | int_arith                 | integer + - * in value and indices, x N                 |
-// | 7       | int_divmod                | integer floordiv/floormod, x N                          |
-// | 8       | logic                     | integer/bool comparisons and and/or/not, x N            |
-// | 9       | cast                      | dtype casts, x N                                        |
+// | 0       | float_addsub              | float + and - in the stored value, x N / W              |
+// | 1       | float_mul                 | float *, x N / W                                        |
+// | 2       | float_div                 | float /, x N / W                                        |
+// | 3       | float_cmp                 | float min/max/comparisons, x N / W                      |
+// | 4       | float_math                | math calls (exp, tanh, sqrt...), x N / W                |
+// | 5       | select                    | selects (any dtype), x N / W                            |
+// | 6       | int_arith                 | integer + - * in value and indices, x N / W             |
+// | 7       | int_divmod                | integer floordiv/floormod, x N / W                      |
+// | 8       | logic                     | integer/bool comparisons and and/or/not, x N / W        |
+// | 9       | cast                      | dtype casts, x N / W                                    |
 // | 10-16   | vec_{num,prod,len,pos[4]} | vectorized loops around the store: how many, product of |
 // |         |                           | their extents, extent of the innermost one, and where   |
 // |         |                           | it is: one-hot none/innermost/middle/outermost          |
@@ -31,30 +39,30 @@
 // |         | (offset 31 + 18 b + k)    | loads), largest total bytes first, zeros past the last. |
 // |         |                           | Per buffer, k =                                         |
 // |         |   0-2  access one-hot     |   read / write / read-write                             |
-// |         |   3    bytes              |   accesses x N x element bytes                          |
-// |         |   4    unique_bytes       |   distinct elements touched x element bytes             |
+// |         |   3    bytes              |   accesses x N x element bytes / W                      |
+// |         |   4    unique_bytes       |   distinct elements touched x element bytes / W         |
 // |         |   5    lines              |   cache lines moved over the N executions (a line       |
 // |         |                           |   serves consecutive executions along a small           |
-// |         |                           |   innermost stride)                                     |
-// |         |   6    unique_lines       |   distinct cache lines touched                          |
+// |         |                           |   innermost stride) / W                                 |
+// |         |   6    unique_lines       |   distinct cache lines touched / W                      |
 // |         |   7-9  reuse one-hot      |   loop reuse (a loop the index does not depend on) /    |
 // |         |                           |   serial reuse (read more than once per execution) /    |
 // |         |                           |   none                                                  |
 // |         |   10   reuse_dis_iter     |   executions between two reuses                         |
 // |         |   11   reuse_dis_bytes    |   bytes the store touches between two reuses            |
 // |         |   12   reuse_ct           |   times each element is reused                          |
-// |         |   13-16 {bytes, unique_bytes, lines, unique_lines} / max(1, reuse_ct)               |
+// |         |   13-16 {bytes, unique_bytes, lines, unique_lines} / max(1, reuse_ct) (all / W)     |
 // |         |   17   stride             |   elements between consecutive executions along the     |
 // |         |                           |   innermost loop the index depends on (0: none)         |
 // | 121-130 | intensity[10]             | arithmetic intensity (float ops / unique bytes) of the  |
 // |         |                           | loop nest cut at 10 depths, innermost to whole          |
 // | 131     | alloc_bytes               | size of the stored buffer when the kernel allocates it  |
 // |         |                           | (accumulators, packed panels, temporaries), else 0      |
-// | 132     | alloc_outer_prod          | executions of its Allocate (loops outside it)           |
-// | 133     | alloc_inner_prod          | N / alloc_outer_prod                                    |
-// | 134     | alloc_prod                | alloc_bytes x alloc_outer_prod                          |
+// | 132     | alloc_outer_prod          | executions of its Allocate (loops outside it) / W       |
+// | 133     | alloc_inner_prod          | N / executions of its Allocate                          |
+// | 134     | alloc_prod                | alloc_bytes x executions of its Allocate / W            |
 // | 135-138 | scope one-hot             | stored buffer's memory: global/heap/stack/register      |
-// | 139     | outer_prod                | N, the executions                                       |
+// | 139     | outer_prod                | N / W, the executions per point of work                 |
 // | 140     | num_loops                 | loops around the store                                  |
 // | 141     | unroll_max_prod           | product of the unrolled loops' extents (code size)      |
 // | 142     | if_depth                  | conditionals around the store (edge-tile paths)         |
@@ -81,7 +89,7 @@ inline constexpr int kFeatureMisc = 139;   // 4
 inline constexpr int kNumFeatures = 143;
 // Bump when the features change meaning: saved cost models (db/model_blob.h) of another version
 // are not loaded.
-inline constexpr int kFeatureVersion = 1;
+inline constexpr int kFeatureVersion = 2;  // 2: totals per point of the task's work
 
 // A loop extent with no constant upper bound counts as this many iterations.
 inline constexpr int64_t kUnknownExtent = 256;
@@ -95,8 +103,9 @@ struct ProgramFeatures {
   const float* row(int i) const { return values.data() + static_cast<size_t>(i) * kNumFeatures; }
 };
 
-// One row per Store statement of f.body, in program order.
-ProgramFeatures extract_features(const loop::LoweredFunc& f);
+// One row per Store statement of f.body, in program order. `work` (> 0): W above, the size of
+// the task f is a schedule of (tune::Task::iteration_points()).
+ProgramFeatures extract_features(const loop::LoweredFunc& f, double work);
 
 // The table's names, one per offset (for dumps and tests).
 const std::vector<std::string>& feature_names();

@@ -60,6 +60,75 @@ void pack_sum_gradient(const std::vector<float>& row_pred, const std::vector<int
   }
 }
 
+namespace {
+
+// One term of the rank loss: a pair (hi, lo) of one group with y_hi > y_lo, its weight w_pq and
+// its logistic s = sigmoid(yhat_hi - yhat_lo).
+struct RankPair {
+  size_t hi, lo;
+  double w, s;
+};
+
+// Every ordered pair of each group (see the header), given the program sums.
+std::vector<RankPair> rank_pairs(const std::vector<double>& sums, const std::vector<double>& labels,
+                                 const std::vector<int>& groups) {
+  std::vector<std::vector<size_t>> members;
+  for (size_t p = 0; p < labels.size(); ++p) {
+    const size_t g = groups.empty() ? 0 : static_cast<size_t>(groups[p]);
+    if (g >= members.size()) members.resize(g + 1);
+    members[g].push_back(p);
+  }
+  std::vector<RankPair> pairs;
+  for (const std::vector<size_t>& m : members) {
+    const double scale = kRankPairScale / static_cast<double>(std::max<size_t>(1, m.size()));
+    for (size_t i = 0; i < m.size(); ++i) {
+      for (size_t j = i + 1; j < m.size(); ++j) {
+        if (labels[m[i]] == labels[m[j]]) continue;
+        const size_t hi = labels[m[i]] > labels[m[j]] ? m[i] : m[j];
+        const size_t lo = hi == m[i] ? m[j] : m[i];
+        const double s = 1 / (1 + std::exp(-(sums[hi] - sums[lo])));
+        pairs.push_back({hi, lo, (labels[hi] - labels[lo]) * scale, s});
+      }
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+double pack_sum_rank_loss(const std::vector<float>& row_pred, const std::vector<int>& row_program,
+                          const std::vector<double>& labels, const std::vector<int>& groups) {
+  const std::vector<double> sums = program_sums(row_pred, row_program, labels.size());
+  double loss = 0;
+  for (const RankPair& q : rank_pairs(sums, labels, groups)) {
+    const double x = sums[q.lo] - sums[q.hi];  // log(1 + e^x), stable for large |x|
+    loss += q.w * (x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
+  }
+  return loss;
+}
+
+void pack_sum_rank_gradient(const std::vector<float>& row_pred, const std::vector<int>& row_program,
+                            const std::vector<double>& labels, const std::vector<int>& groups,
+                            std::vector<float>* grad, std::vector<float>* hess) {
+  const std::vector<double> sums = program_sums(row_pred, row_program, labels.size());
+  std::vector<double> g(labels.size(), 0.0), h(labels.size(), 0.0);
+  for (const RankPair& q : rank_pairs(sums, labels, groups)) {
+    g[q.hi] -= q.w * (1 - q.s);
+    g[q.lo] += q.w * (1 - q.s);
+    h[q.hi] += q.w * q.s * (1 - q.s);
+    h[q.lo] += q.w * q.s * (1 - q.s);
+  }
+  std::vector<int> rows(labels.size(), 0);
+  for (int p : row_program) ++rows[p];
+  grad->resize(row_pred.size());
+  hess->resize(row_pred.size());
+  for (size_t r = 0; r < row_pred.size(); ++r) {
+    const int p = row_program[r];
+    (*grad)[r] = static_cast<float>(g[p]);
+    (*hess)[r] = static_cast<float>(h[p] * rows[p]);
+  }
+}
+
 #ifdef TESSERA_HAVE_XGBOOST
 
 namespace {
@@ -134,10 +203,12 @@ void XGBModel::reset() {
   booster_ = nullptr;
 }
 
-void XGBModel::fit(const std::vector<ProgramFeatures>& programs,
-                   const std::vector<double>& labels) {
+void XGBModel::fit(const std::vector<ProgramFeatures>& programs, const std::vector<double>& labels,
+                   const std::vector<int>& groups) {
   TESSERA_CHECK(programs.size() == labels.size())
       << programs.size() << " programs with " << labels.size() << " labels";
+  TESSERA_CHECK(groups.empty() || groups.size() == labels.size())
+      << groups.size() << " groups for " << labels.size() << " programs";
   const Rows rows = stack_rows(programs);
   TESSERA_CHECK(!rows.program.empty()) << "XGBoost fit: no feature rows";
   Matrix train(rows);
@@ -161,7 +232,11 @@ void XGBModel::fit(const std::vector<ProgramFeatures>& programs,
   std::vector<float> pred(rows.program.size(), 0.0f), grad, hess;
   for (int it = 0; it < options_.rounds; ++it) {
     if (it > 0) pred = predict_rows(b, train, rows.program.size(), /*training=*/true);
-    pack_sum_gradient(pred, rows.program, labels, weights, &grad, &hess);
+    if (options_.objective == XGBObjective::kRank) {
+      pack_sum_rank_gradient(pred, rows.program, labels, groups, &grad, &hess);
+    } else {
+      pack_sum_gradient(pred, rows.program, labels, weights, &grad, &hess);
+    }
     check_xgb(XGBoosterBoostOneIter(b, train.get(), grad.data(), hess.data(), grad.size()),
               "boost");
   }
@@ -214,7 +289,8 @@ bool XGBModel::compiled_in() { return false; }
 XGBModel::XGBModel(XGBOptions options) : options_(options) {}
 XGBModel::~XGBModel() = default;
 void XGBModel::reset() {}
-void XGBModel::fit(const std::vector<ProgramFeatures>&, const std::vector<double>&) {
+void XGBModel::fit(const std::vector<ProgramFeatures>&, const std::vector<double>&,
+                   const std::vector<int>&) {
   unavailable();
 }
 std::vector<double> XGBModel::predict(const std::vector<ProgramFeatures>&) const { unavailable(); }

@@ -1,8 +1,13 @@
 // Search mode's entries beyond the compile call: a whole model's kernels tuned together under
 // the task scheduler (the backend's max-autotune), one task's search with its ablation settings,
-// and the learned model's held-out ranking quality (benchmarks/search.py).
+// and the learned model's held-out ranking quality and inputs (benchmarks/search.py,
+// benchmarks/cost_data.py).
 #include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+
+#include <algorithm>
+#include <optional>
 
 #include "compiler/search_session.h"
 #include "compiler/tune_tasks.h"
@@ -180,40 +185,117 @@ void bind_search_task(py::module_& m) {
       "Returns {schedule, report, trials: [{round, picked_by, ok, median_ms, schedule}], stats}.");
 }
 
-void bind_heldout_spearman(py::module_& m) {
-  using Measured = std::tuple<std::vector<PyTensor>, std::vector<PyTensor>,
-                              std::vector<schedule::KernelSchedule>, std::vector<double>>;
+using MeasuredTask = std::tuple<std::vector<PyTensor>, std::vector<PyTensor>,
+                                std::vector<schedule::KernelSchedule>, std::vector<double>>;
+
+// Feature rows and throughputs of one task's measured schedules; schedules that do not lower
+// are left out (positions in `lowered` say which were kept when given). normalise = false: the
+// features with W = 1, as feature version 1 had them (the comparison's baseline).
+tune::search::MeasuredPrograms measured_programs(const MeasuredTask& t, size_t i, bool normalise,
+                                                 std::vector<bool>* lowered = nullptr) {
+  const auto& [outs, ins, schedules, times] = t;
+  TESSERA_CHECK(schedules.size() == times.size())
+      << "task " << i << ": " << schedules.size() << " schedules, " << times.size() << " times";
+  tune::Task task = tune::Task::create(unwrap(outs), unwrap(ins), "t" + std::to_string(i));
+  tune::search::SearchSpace space(task);
+  tune::search::MeasuredPrograms mp;
+  mp.task = task.name;
+  const double work = normalise ? std::max(1.0, task.iteration_points()) : 1.0;
+  for (size_t p = 0; p < schedules.size(); ++p) {
+    std::optional<loop::LoweredFunc> f = space.try_lower(schedules[p]);
+    if (lowered) lowered->push_back(f.has_value());
+    if (!f) continue;
+    mp.programs.push_back(cost::extract_features(*f, work));
+    mp.throughputs.push_back(times[p] > 0 ? 1.0 / times[p] : 0.0);
+  }
+  return mp;
+}
+
+// Search mode's XGBoost options with those a caller sets (> 0, a non-empty objective) replaced.
+cost::XGBOptions xgb_options(int rounds, int max_depth, double eta, const std::string& objective) {
+  cost::XGBOptions options;
+  TESSERA_CHECK(objective.empty() || objective == "rank" || objective == "squared")
+      << "objective must be 'rank' or 'squared', got '" << objective << "'";
+  if (objective == "squared") options.objective = cost::XGBObjective::kSquared;
+  if (rounds > 0) options.rounds = rounds;
+  if (max_depth > 0) options.max_depth = max_depth;
+  if (eta > 0) options.eta = eta;
+  return options;
+}
+
+std::vector<tune::search::MeasuredPrograms> measured_tasks(const std::vector<MeasuredTask>& tasks,
+                                                           bool normalise) {
+  std::vector<tune::search::MeasuredPrograms> data;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    data.push_back(measured_programs(tasks[i], i, normalise));
+  }
+  return data;
+}
+
+void bind_model_eval(py::module_& m) {
   m.def(
       "heldout_spearman",
-      [](const std::vector<Measured>& tasks) {
-        std::vector<tune::search::MeasuredPrograms> data;
-        {
-          py::gil_scoped_release release;
-          for (size_t i = 0; i < tasks.size(); ++i) {
-            const auto& [outs, ins, schedules, times] = tasks[i];
-            TESSERA_CHECK(schedules.size() == times.size())
-                << "task " << i << ": " << schedules.size() << " schedules, " << times.size()
-                << " times";
-            tune::Task task =
-                tune::Task::create(unwrap(outs), unwrap(ins), "t" + std::to_string(i));
-            tune::search::SearchSpace space(task);
-            tune::search::MeasuredPrograms mp;
-            mp.task = task.name;
-            for (size_t p = 0; p < schedules.size(); ++p) {
-              std::optional<loop::LoweredFunc> f = space.try_lower(schedules[p]);
-              if (!f) continue;
-              mp.programs.push_back(cost::extract_features(*f));
-              mp.throughputs.push_back(times[p] > 0 ? 1.0 / times[p] : 0.0);
-            }
-            data.push_back(std::move(mp));
-          }
-        }
-        return tune::search::heldout_spearman(data);
+      [](const std::vector<MeasuredTask>& tasks, int rounds, int max_depth, double eta,
+         bool normalise, const std::string& objective) {
+        py::gil_scoped_release release;
+        return tune::search::heldout_spearman(measured_tasks(tasks, normalise),
+                                              xgb_options(rounds, max_depth, eta, objective));
       },
-      py::arg("tasks"),
+      py::arg("tasks"), py::arg("rounds") = 0, py::arg("max_depth") = 0, py::arg("eta") = 0.0,
+      py::arg("normalise") = true, py::arg("objective") = "",
       "Leave-one-task-out ranking quality of the XGBoost cost model: `tasks` = (outputs, inputs, "
       "schedules, median_ms (<= 0: failed)) per task; per task, Spearman's rho between the "
-      "scores of a model fitted on the other tasks and the measured throughputs.");
+      "scores of a model fitted on the other tasks and the measured throughputs. rounds, "
+      "max_depth, eta, objective ('rank' | 'squared'): XGBOptions (0, '': search mode's); "
+      "normalise = False: features not divided by "
+      "the task's work (feature version 1, the baseline).");
+  m.def(
+      "intask_spearman",
+      [](const std::vector<MeasuredTask>& tasks, double train_fraction, int rounds, int max_depth,
+         double eta, bool normalise, const std::string& objective) {
+        py::gil_scoped_release release;
+        return tune::search::intask_spearman(measured_tasks(tasks, normalise), train_fraction,
+                                             xgb_options(rounds, max_depth, eta, objective));
+      },
+      py::arg("tasks"), py::arg("train_fraction") = 0.5, py::arg("rounds") = 0,
+      py::arg("max_depth") = 0, py::arg("eta") = 0.0, py::arg("normalise") = true,
+      py::arg("objective") = "",
+      "In-task ranking quality: per task (as heldout_spearman takes them), rho on its later "
+      "programs of a model fitted on its first `train_fraction` (measurement order).");
+}
+
+void bind_program_features(py::module_& m) {
+  m.def("feature_names", &cost::feature_names,
+        "The learned cost model's per-store feature names, one per column (cost/features.h).");
+  m.def(
+      "program_features",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
+         const std::vector<schedule::KernelSchedule>& schedules) {
+        std::vector<bool> lowered;
+        tune::search::MeasuredPrograms mp;
+        {
+          py::gil_scoped_release release;
+          const MeasuredTask t{outputs, inputs, schedules,
+                               std::vector<double>(schedules.size(), 0.0)};
+          mp = measured_programs(t, 0, /*normalise=*/true, &lowered);
+        }
+        py::list out;
+        size_t next = 0;
+        for (bool ok : lowered) {
+          if (!ok) {
+            out.append(py::none());
+            continue;
+          }
+          const cost::ProgramFeatures& f = mp.programs[next++];
+          py::array_t<float> a({f.num_stores, cost::kNumFeatures});
+          std::copy(f.values.begin(), f.values.end(), a.mutable_data());
+          out.append(std::move(a));
+        }
+        return out;
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("schedules"),
+      "Per schedule, its feature rows as a float32 array [stores, features] (search mode's "
+      "cost-model input), or None when it does not lower.");
 }
 
 }  // namespace
@@ -224,7 +306,8 @@ void bind_search(py::module_& m) {
         "from the same empty model).");
   bind_tune_tasks(m);
   bind_search_task(m);
-  bind_heldout_spearman(m);
+  bind_model_eval(m);
+  bind_program_features(m);
 }
 
 }  // namespace tessera::python

@@ -60,7 +60,7 @@ TEST(Features, TableHasOneNamePerFeature) {
 }
 
 TEST(Features, HandBuiltNestHasTheExpectedValues) {
-  ProgramFeatures pf = extract_features(axpy_like());
+  ProgramFeatures pf = extract_features(axpy_like(), /*work=*/1);
   ASSERT_EQ(pf.num_stores, 1);
   ASSERT_EQ(pf.values.size(), static_cast<size_t>(kNumFeatures));
   const float* r = pf.row(0);
@@ -119,7 +119,7 @@ TEST(Features, OneRowPerStoreOfALoweredKernel) {
   for (int i = 0; i < 10; ++i) {
     schedule::KernelSchedule s = space.sample(rng);
     loop::LoweredFunc f = schedule::lower(task.plan, s, "k");
-    ProgramFeatures pf = extract_features(f);
+    ProgramFeatures pf = extract_features(f, task.iteration_points());
     EXPECT_EQ(pf.num_stores, count_stores(f.body));
     EXPECT_EQ(pf.values.size(), static_cast<size_t>(pf.num_stores) * kNumFeatures);
     for (float x : pf.values) {
@@ -144,7 +144,7 @@ TEST(Features, EveryOpKindsDefaultKernelHasFiniteRows) {
   for (const auto& [outs, ins] : graphs) {
     tune::Task task = tune::Task::create(outs, ins, "t");
     loop::LoweredFunc f = schedule::lower(task.plan, task.default_schedule(), "k");
-    ProgramFeatures pf = extract_features(f);
+    ProgramFeatures pf = extract_features(f, task.iteration_points());
     EXPECT_EQ(pf.num_stores, count_stores(f.body));
     EXPECT_GT(pf.num_stores, 0);
     for (float v : pf.values) ASSERT_TRUE(std::isfinite(v));
@@ -154,8 +154,10 @@ TEST(Features, EveryOpKindsDefaultKernelHasFiniteRows) {
 TEST(Features, RepeatableAndDifferentForDifferentSchedules) {
   tune::Task task = matmul_task();
   schedule::KernelSchedule def = task.default_schedule();
-  ProgramFeatures f1 = extract_features(schedule::lower(task.plan, def, "k"));
-  ProgramFeatures f2 = extract_features(schedule::lower(task.plan, def, "k"));
+  ProgramFeatures f1 =
+      extract_features(schedule::lower(task.plan, def, "k"), task.iteration_points());
+  ProgramFeatures f2 =
+      extract_features(schedule::lower(task.plan, def, "k"), task.iteration_points());
   EXPECT_EQ(f1.values, f2.values);
   // The register-blocked accumulator store reads and writes a register buffer.
   bool register_rw = false;
@@ -166,8 +168,82 @@ TEST(Features, RepeatableAndDifferentForDifferentSchedules) {
   schedule::KernelSchedule other = def;
   other.stages[0].parallel = !other.stages[0].parallel;
   other.stages[0].reduce_unroll = other.stages[0].reduce_unroll == 1 ? 2 : 1;
-  ProgramFeatures f3 = extract_features(schedule::lower(task.plan, other, "k"));
+  ProgramFeatures f3 =
+      extract_features(schedule::lower(task.plan, other, "k"), task.iteration_points());
   EXPECT_NE(f1.values, f3.values);
+}
+
+// for b in [0, batch): for i in [0, 8): for j in [0, 16) vectorized:
+//   C[b*128 + i*16 + j] = A[b*128 + i*16 + j] * B[b*16 + j] + 1
+// Every buffer grows with the batch, and the tile below the batch loop stays the same.
+loop::LoweredFunc batched(int64_t batch) {
+  ir::Buffer a = ir::make_buffer("A", ir::DType::kFloat32, dims({batch, 8, 16}));
+  ir::Buffer b = ir::make_buffer("B", ir::DType::kFloat32, dims({batch, 16}));
+  ir::Buffer c = ir::make_buffer("C", ir::DType::kFloat32, dims({batch, 8, 16}));
+  ir::Var n = ir::var("b", 0, batch - 1), i = ir::var("i", 0, 7), j = ir::var("j", 0, 15);
+  Expr idx = n * ir::int_imm(128) + i * ir::int_imm(16) + j;
+  Expr value = ir::load(a, idx) * ir::load(b, n * ir::int_imm(16) + j) + ir::float_imm(1.0);
+  loop::Stmt body = loop::make_store(c, idx, value);
+  body = loop::make_for(j, ir::int_imm(0), ir::int_imm(16), ForKind::kVectorized, body);
+  body = loop::make_for(i, ir::int_imm(0), ir::int_imm(8), ForKind::kSerial, body);
+  body = loop::make_for(n, ir::int_imm(0), ir::int_imm(batch), ForKind::kSerial, body);
+  loop::LoweredFunc f;
+  f.name = "batched";
+  f.args = {a, b, c};
+  f.body = body;
+  return f;
+}
+
+TEST(Features, WorkNormalisedRowsDoNotSeeTheBatch) {
+  // Totals are divided by the task's work: a nest that repeats the same tile over a larger batch,
+  // with the work scaled alike, has the same row. Without the normalisation the op counts, bytes,
+  // lines and executions all grow with the batch.
+  const ProgramFeatures small = extract_features(batched(4), 4 * 128);
+  const ProgramFeatures large = extract_features(batched(64), 64 * 128);
+  ASSERT_EQ(small.num_stores, 1);
+  ASSERT_EQ(large.num_stores, 1);
+  for (int k = 0; k < kNumFeatures; ++k) {
+    EXPECT_FLOAT_EQ(small.row(0)[k], large.row(0)[k]) << feature_names()[k];
+  }
+  // One float add and one mul per point of work; one execution per point.
+  EXPECT_FLOAT_EQ(small.row(0)[kFeatureArith + 0], lg(1));
+  EXPECT_FLOAT_EQ(small.row(0)[kFeatureMisc + 0], lg(1));
+  // The absolute work still scales those the normalisation covers: the same nest over twice the
+  // work has half the executions per point.
+  const ProgramFeatures halved = extract_features(batched(4), 8 * 128);
+  EXPECT_FLOAT_EQ(halved.row(0)[kFeatureMisc + 0], lg(0.5));
+  EXPECT_FLOAT_EQ(halved.row(0)[kFeatureBuffers + 3], lg(4 * 128 * 4 / (8.0 * 128)));
+}
+
+TEST(Features, BatchOfALoweredBatchMatmulLeavesTheNormalisedFeaturesAlone) {
+  // The same schedule on two batch sizes of one batched matmul: the batch loop is outermost and
+  // parallel, so only the parallel extent may tell them apart; the op counts, bytes, lines and
+  // executions per point of work do not.
+  auto task_of = [](int64_t batch) {
+    ir::Tensor a = ir::placeholder("A", dims({batch, 32, 24}));
+    ir::Tensor b = ir::placeholder("B", dims({batch, 24, 40}));
+    return tune::Task::create({ops::batch_matmul(a, b)}, {a, b}, "bmm");
+  };
+  const tune::Task small = task_of(2), large = task_of(16);
+  const schedule::KernelSchedule s = small.default_schedule();
+  const ProgramFeatures fs =
+      extract_features(schedule::lower(small.plan, s, "k"), small.iteration_points());
+  const ProgramFeatures fl =
+      extract_features(schedule::lower(large.plan, s, "k"), large.iteration_points());
+  ASSERT_EQ(fs.num_stores, fl.num_stores);
+  std::vector<int> normalised;
+  for (int k = 0; k < 10; ++k) normalised.push_back(kFeatureArith + k);
+  for (int b = 0; b < kMaxBuffers; ++b) {
+    for (int k : {3, 5, 13, 15}) normalised.push_back(kFeatureBuffers + b * kBufferFeatures + k);
+  }
+  normalised.push_back(kFeatureAlloc + 1);
+  normalised.push_back(kFeatureAlloc + 3);
+  normalised.push_back(kFeatureMisc + 0);
+  for (int r = 0; r < fs.num_stores; ++r) {
+    for (int k : normalised) {
+      EXPECT_NEAR(fs.row(r)[k], fl.row(r)[k], 1e-4) << "store " << r << " " << feature_names()[k];
+    }
+  }
 }
 
 }  // namespace

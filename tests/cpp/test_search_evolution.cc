@@ -73,8 +73,8 @@ class CountingModel : public cost::CostModel {
  public:
   std::string name() const override { return "counting"; }
   bool trained() const override { return fits > 0; }
-  void fit(const std::vector<cost::ProgramFeatures>& programs,
-           const std::vector<double>& labels) override {
+  void fit(const std::vector<cost::ProgramFeatures>& programs, const std::vector<double>& labels,
+           const std::vector<int>& = {}) override {
     ++fits;
     last_fit_size = programs.size();
     zero_labels = static_cast<int>(std::count(labels.begin(), labels.end(), 0.0));

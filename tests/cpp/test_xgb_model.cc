@@ -1,4 +1,5 @@
-// The XGBoost cost model with the pack-sum objective: the gradient is the loss's derivative, a
+// The XGBoost cost model with the pack-sum objectives: the gradients are the losses' derivatives
+// (the rank loss's pairs stay within a task), a
 // model trained on a synthetic set ranks held-out programs far better than chance (a random
 // model fails the same threshold), save/load round-trips predictions exactly, and the training
 // set normalises labels per task.
@@ -114,6 +115,48 @@ TEST(PackSum, GradientMatchesFiniteDifferences) {
   }
 }
 
+TEST(PackSumRank, GradientMatchesFiniteDifferencesAndPairsStayInTheirGroup) {
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const std::vector<int> program = {0, 0, 1, 2, 2, 2, 3, 4, 4};
+  std::vector<float> pred(program.size());
+  for (float& p : pred) p = u(rng);
+  const std::vector<double> labels = {0.5, 1.0, 0.0, 0.25, 1.0};
+  const std::vector<int> groups = {0, 0, 0, 1, 1};
+  std::vector<float> grad, hess;
+  pack_sum_rank_gradient(pred, program, labels, groups, &grad, &hess);
+  ASSERT_EQ(grad.size(), pred.size());
+  auto loss = [&](const std::vector<float>& x) {
+    return pack_sum_rank_loss(x, program, labels, groups);
+  };
+  const float h = 1e-2f;
+  for (size_t r = 0; r < pred.size(); ++r) {
+    std::vector<float> up = pred, down = pred;
+    up[r] += h;
+    down[r] -= h;
+    const double fd = (loss(up) - loss(down)) / (2.0 * h);
+    EXPECT_NEAR(grad[r], fd, 1e-3 * (1 + std::abs(fd))) << "row " << r;
+    // As for the squared loss: the second derivative along a row times the program's rows.
+    const double fd2 = (loss(up) - 2 * loss(pred) + loss(down)) / (static_cast<double>(h) * h);
+    const double rows = std::count(program.begin(), program.end(), program[r]);
+    EXPECT_NEAR(hess[r], rows * fd2, 2e-2 * (1 + rows * fd2)) << "row " << r;
+  }
+  // The faster program of a pair is pushed up, the slower one down.
+  EXPECT_LT(grad[2], 0);  // program 1, label 1.0: the best of group 0
+  EXPECT_GT(grad[3], 0);  // program 2, label 0.0: the worst
+  // Only orderings within a group count: alone in its group a program has no pairs, and a
+  // program's group-mates decide its gradient whatever the other groups' labels are.
+  std::vector<float> g1, h1;
+  pack_sum_rank_gradient(pred, program, labels, {0, 1, 2, 3, 4}, &g1, &h1);
+  for (float g : g1) EXPECT_EQ(g, 0);
+  EXPECT_EQ(pack_sum_rank_loss(pred, program, labels, {0, 1, 2, 3, 4}), 0);
+  std::vector<double> shifted = labels;
+  shifted[3] = 0.9;  // group 1 reordered: group 0's rows do not move
+  std::vector<float> g2, h2;
+  pack_sum_rank_gradient(pred, program, shifted, groups, &g2, &h2);
+  for (size_t r = 0; r < 4; ++r) EXPECT_EQ(g2[r], grad[r]) << "row " << r;
+}
+
 TEST(XGBModel, AvailabilityIsReportedAndAnUntrainedModelPredictsZero) {
   XGBModel m(fast());
   EXPECT_EQ(m.available(), XGBModel::compiled_in());
@@ -130,7 +173,9 @@ TEST(XGBModel, AvailabilityIsReportedAndAnUntrainedModelPredictsZero) {
 TEST(XGBModel, RanksHeldOutProgramsFarBetterThanChance) {
   if (!XGBModel::compiled_in()) GTEST_SKIP() << "built without XGBoost";
   Synthetic train = synthetic(300, 2), test = synthetic(100, 3);
-  XGBModel m(fast());
+  XGBOptions o = fast();
+  o.objective = XGBObjective::kSquared;  // the labels are sums over stores, as it assumes
+  XGBModel m(o);
   m.fit(train.programs, train.labels);
   ASSERT_TRUE(m.trained());
   const double rho = spearman(m.predict(test.programs), test.labels);
@@ -150,6 +195,34 @@ TEST(XGBModel, RanksHeldOutProgramsFarBetterThanChance) {
   for (size_t p = 0; p < sums.size(); ++p)
     trained_loss += 0.5 * (sums[p] - train.labels[p]) * (sums[p] - train.labels[p]);
   EXPECT_LT(trained_loss, 0.1 * pack_sum_loss(zero_rows, program, train.labels, w));
+}
+
+TEST(XGBModel, RankObjectiveRanksHeldOutProgramsAndLowersItsLoss) {
+  if (!XGBModel::compiled_in()) GTEST_SKIP() << "built without XGBoost";
+  Synthetic train = synthetic(300, 2), test = synthetic(100, 3);
+  XGBModel m(fast());
+  ASSERT_EQ(m.options().objective, XGBObjective::kRank);
+  m.fit(train.programs, train.labels);
+  const double rho = spearman(m.predict(test.programs), test.labels);
+  const double random_rho = spearman(RandomModel(5).predict(test.programs), test.labels);
+  // Only the order is learned, not the sums the labels are made of: a lower bar than the
+  // squared loss's, still far from chance.
+  EXPECT_GT(rho, 0.6);
+  EXPECT_LT(random_rho, 0.6) << "the threshold must fail for a random model";
+  std::vector<float> zero_rows, rows;
+  std::vector<int> program;
+  for (size_t p = 0; p < train.programs.size(); ++p) {
+    for (int r = 0; r < train.programs[p].num_stores; ++r) program.push_back(static_cast<int>(p));
+  }
+  zero_rows.assign(program.size(), 0.0f);
+  const std::vector<double> sums = m.predict(train.programs);
+  // Put each program's sum on its first row: the loss sees only the sums.
+  rows.assign(program.size(), 0.0f);
+  for (size_t r = 0; r < program.size(); ++r) {
+    if (r == 0 || program[r] != program[r - 1]) rows[r] = static_cast<float>(sums[program[r]]);
+  }
+  EXPECT_LT(pack_sum_rank_loss(rows, program, train.labels, {}),
+            0.5 * pack_sum_rank_loss(zero_rows, program, train.labels, {}));
 }
 
 TEST(XGBModel, SaveAndLoadRoundTripPredictionsExactly) {
@@ -195,7 +268,7 @@ TEST(XGBModel, LearnsTheAnalyticModelFromLoweredFeatures) {
     const bool cross = s.stages[0].sketch == schedule::Sketch::kCrossLaneReduction;
     const double ms =
         analytic.predict(cross ? st.cross_lane_space : st.tiling_space, s.stages[0]).total_ms;
-    programs.push_back(extract_features(*space.try_lower(s)));
+    programs.push_back(extract_features(*space.try_lower(s), task.iteration_points()));
     throughput.push_back(1.0 / ms);
   }
   const double best = *std::max_element(throughput.begin(), throughput.end());

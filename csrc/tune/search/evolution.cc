@@ -134,6 +134,7 @@ std::vector<Scored> evolve(const SearchSpace& space, const Scorer& scorer,
 
 TaskSearcher::TaskSearcher(const Task& task, SearchOptions options)
     : task_(task),
+      work_(std::max(1.0, task.iteration_points())),
       options_(std::move(options)),
       space_(task, options_.space),
       rng_(options_.seed * 0x9e3779b97f4a7c15ull + 0x5eed) {
@@ -180,7 +181,7 @@ std::vector<double> TaskSearcher::model_scores(const std::vector<KernelSchedule>
     if (!f) continue;
     Timer tf;
     index[i] = static_cast<int>(feats.size());
-    feats.push_back(cost::extract_features(*f));
+    feats.push_back(cost::extract_features(*f, work_));
     result_.stats.feature_s += tf.seconds();
   }
   Timer tp;
@@ -303,7 +304,7 @@ int TaskSearcher::round(const Measure& measure, cost::CostModel& model, cost::Tr
   if (model.available() && static_cast<int>(data.size()) >= options_.min_model_samples &&
       (options_.retrain || !model.trained())) {
     Timer t;
-    model.fit(data.programs(), data.labels());
+    model.fit(data.programs(), data.labels(), data.groups());
     st.train_s += t.seconds();
   }
   ++(use_model ? st.model_rounds : st.analytic_rounds);
@@ -318,7 +319,8 @@ void TaskSearcher::record_trial(Trial trial, const loop::LoweredFunc* lowered,
   const bool ok = trial.result.ok && trial.result.median_ms > 0;
   if (lowered != nullptr) {
     Timer tf;
-    data.add(task_.name, cost::extract_features(*lowered), ok ? 1.0 / trial.result.median_ms : 0);
+    data.add(task_.name, cost::extract_features(*lowered, work_),
+             ok ? 1.0 / trial.result.median_ms : 0);
     result_.stats.feature_s += tf.seconds();
   }
   if (ok && (!result_.found || trial.result.median_ms < result_.best_ms)) {

@@ -159,6 +159,7 @@ class TaskSearcher {
   void record_trial(Trial trial, const loop::LoweredFunc* lowered, cost::TrainingSet& data);
 
   const Task& task_;
+  double work_;  // the task's iteration points: the features' work normaliser
   SearchOptions options_;
   SearchSpace space_;
   std::mt19937_64 rng_;

@@ -45,6 +45,29 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   return pearson(ranks(a), ranks(b));
 }
 
+namespace {
+
+// The valid programs of `t` from position `from` on, and their throughputs.
+void valid_programs(const MeasuredPrograms& t, size_t from,
+                    std::vector<cost::ProgramFeatures>* programs, std::vector<double>* measured) {
+  for (size_t p = from; p < t.programs.size(); ++p) {
+    if (t.throughputs[p] <= 0) continue;
+    programs->push_back(t.programs[p]);
+    measured->push_back(t.throughputs[p]);
+  }
+}
+
+double fitted_spearman(const cost::TrainingSet& train,
+                       const std::vector<cost::ProgramFeatures>& test,
+                       const std::vector<double>& measured, const cost::XGBOptions& options) {
+  if (train.size() == 0 || test.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  cost::XGBModel model(options);
+  model.fit(train.programs(), train.labels(), train.groups());
+  return spearman(model.predict(test), measured);
+}
+
+}  // namespace
+
 std::vector<double> heldout_spearman(const std::vector<MeasuredPrograms>& tasks,
                                      const cost::XGBOptions& options) {
   std::vector<double> out;
@@ -57,18 +80,24 @@ std::vector<double> heldout_spearman(const std::vector<MeasuredPrograms>& tasks,
     }
     std::vector<cost::ProgramFeatures> test;
     std::vector<double> measured;
-    for (size_t p = 0; p < tasks[held].programs.size(); ++p) {
-      if (tasks[held].throughputs[p] <= 0) continue;
-      test.push_back(tasks[held].programs[p]);
-      measured.push_back(tasks[held].throughputs[p]);
-    }
-    if (train.size() == 0 || test.size() < 2) {
-      out.push_back(std::numeric_limits<double>::quiet_NaN());
-      continue;
-    }
-    cost::XGBModel model(options);
-    model.fit(train.programs(), train.labels());
-    out.push_back(spearman(model.predict(test), measured));
+    valid_programs(tasks[held], 0, &test, &measured);
+    out.push_back(fitted_spearman(train, test, measured, options));
+  }
+  return out;
+}
+
+std::vector<double> intask_spearman(const std::vector<MeasuredPrograms>& tasks,
+                                    double train_fraction, const cost::XGBOptions& options) {
+  std::vector<double> out;
+  for (const MeasuredPrograms& t : tasks) {
+    const size_t n_train =
+        static_cast<size_t>(train_fraction * static_cast<double>(t.programs.size()));
+    cost::TrainingSet train;
+    for (size_t p = 0; p < n_train; ++p) train.add(t.task, t.programs[p], t.throughputs[p]);
+    std::vector<cost::ProgramFeatures> test;
+    std::vector<double> measured;
+    valid_programs(t, n_train, &test, &measured);
+    out.push_back(fitted_spearman(train, test, measured, options));
   }
   return out;
 }

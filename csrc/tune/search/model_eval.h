@@ -28,4 +28,12 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b);
 std::vector<double> heldout_spearman(const std::vector<MeasuredPrograms>& tasks,
                                      const cost::XGBOptions& options = {});
 
+// Per task, in order: rho on the task's own later programs of a model fitted on its first
+// `train_fraction` (in measurement order, as search mode trains on earlier rounds to rank the
+// next), against the measured throughputs of the valid ones among the rest (NaN when fewer than 2
+// are valid or none were trained on). The in-task counterpart of heldout_spearman.
+std::vector<double> intask_spearman(const std::vector<MeasuredPrograms>& tasks,
+                                    double train_fraction = 0.5,
+                                    const cost::XGBOptions& options = {});
+
 }  // namespace tessera::tune::search
