@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/compile.h"
+#include "const_dims.h"
 #include "derive/choose.h"
 #include "derive/expressions.h"
 #include "ir/read_bounds.h"
@@ -12,14 +13,8 @@
 namespace tessera {
 namespace {
 
-using ir::Expr;
 using ir::Tensor;
-
-std::vector<Expr> dims(std::initializer_list<int64_t> d) {
-  std::vector<Expr> out;
-  for (int64_t v : d) out.push_back(ir::int_imm(v));
-  return out;
-}
+using testing::dims;
 
 // The message of the error `f` throws ("" when it throws none).
 template <typename F>
