@@ -226,6 +226,17 @@ void CandidateMeasurer::run(const compiler::BuiltKernel& k, const KernelArgs* ar
   k.run(args != nullptr ? args->ptrs : ptrs_, size_values_);
 }
 
+void run_jobs(size_t n, size_t threads, const std::function<void(size_t)>& job) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t j = next++; j < n; j = next++) job(j);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, n); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
 void CandidateMeasurer::build_all(const std::vector<schedule::KernelSchedule>& schedules,
                                   std::vector<CandidateResult>* results,
                                   std::vector<std::shared_ptr<const compiler::BuiltKernel>>* built,
@@ -259,18 +270,10 @@ void CandidateMeasurer::build_all(const std::vector<schedule::KernelSchedule>& s
     }
     if (observer) observer->built(c, res);
   };
-  // Lowering and JIT compiles are independent per candidate (each has its own LLVM context), so
-  // they run on as many threads as the kernels will; nothing is timed meanwhile.
+  // Builds run on as many threads as the kernels will; nothing is timed meanwhile.
   const size_t threads = static_cast<size_t>(
       std::max(1, config_.build_threads > 0 ? config_.build_threads : runtime::get_num_threads()));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t j = next++; j < n + 1; j = next++) job(j);
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min(threads, n + 1); ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
+  run_jobs(n + 1, threads, job);
   if (!reference_error.empty()) throw Error("reference kernel failed: " + reference_error);
 }
 

@@ -7,6 +7,7 @@
 // mismatch rejects the candidate and its time never counts), then time it with
 // runtime::measure. The reference is built and run once per measurer.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -127,6 +128,11 @@ struct KernelArgs {
   std::vector<runtime::NDArray> packed;
   std::vector<void*> ptrs;
 };
+
+// Runs job(0) .. job(n - 1) on up to `threads` threads (the caller's included), each job once,
+// and returns when all have returned. For lowering and JIT compiles, which are independent per
+// candidate (each has its own LLVM context); jobs must not throw.
+void run_jobs(size_t n, size_t threads, const std::function<void(size_t)>& job);
 
 struct CandidateResult {
   bool ok = false;

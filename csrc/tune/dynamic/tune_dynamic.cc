@@ -289,7 +289,9 @@ class DynamicTuner {
   void run() {
     CandidatePool pool(o_.edge);
     gather_candidates(w_, o_, reference_->schedule(), &pool);
-    for (CandidateReport& r : pool.reports()) add_candidate(std::move(r));
+    std::vector<CandidateReport>& reports = pool.reports();
+    const std::vector<Built> built = build_all(reports);
+    for (size_t i = 0; i < reports.size(); ++i) add_candidate(std::move(reports[i]), built[i]);
     prune();
     add_serial_variants();
     fit_wave_weight();
@@ -318,22 +320,50 @@ class DynamicTuner {
     cand.timed_points.push_back(p);
   }
 
-  // Compiles once, verifies, and times on the fullest wave and the smallest instance.
-  void add_candidate(CandidateReport r) {
+  // A candidate's kernel as built ahead of its verification (or why the build failed).
+  struct Built {
+    std::shared_ptr<const BuiltKernel> kernel;
+    std::string error;
+  };
+
+  // The kernel of `schedule`: the rules' kernel when the schedule is the rules' (it is built
+  // already, unless the edge mode made its schedule another), else lowered and JIT-compiled.
+  std::shared_ptr<const BuiltKernel> build(const KernelSchedule& schedule,
+                                           const std::string& name) const {
+    if (schedule.stages_text() == reference_->schedule().stages_text()) return reference_;
+    compiler::BuildOptions opts;
+    opts.name = name;
+    opts.schedule = schedule;
+    return std::make_shared<const BuiltKernel>(
+        compiler::build_cpu(w_.outputs(), w_.inputs(), opts));
+  }
+
+  // Every candidate built at once, on as many threads as the kernels run on (builds are
+  // independent; nothing is timed meanwhile).
+  std::vector<Built> build_all(const std::vector<CandidateReport>& reports) const {
+    std::vector<Built> out(reports.size());
+    run_jobs(reports.size(), static_cast<size_t>(std::max(1, threads_)), [&](size_t i) {
+      try {
+        out[i].kernel =
+            build(reports[i].schedule, w_.name() + "_cand" + std::to_string(cands_.size() + i));
+      } catch (const std::exception& e) {
+        out[i].error = e.what();
+      }
+    });
+    return out;
+  }
+
+  // Verifies and times on the fullest wave and the smallest instance; builds the kernel unless
+  // `built` holds it (or its build error).
+  void add_candidate(CandidateReport r, const Built& built = {}) {
     const size_t index = cands_.size();
     cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}});
     Candidate& c = cands_.back();
     try {
-      // The rules' kernel is built already, unless the edge mode made its schedule another.
-      if (c.report.schedule.stages_text() == reference_->schedule().stages_text()) {
-        c.kernel = reference_;
-      } else {
-        compiler::BuildOptions opts;
-        opts.name = w_.name() + "_cand" + std::to_string(index);
-        opts.schedule = c.report.schedule;
-        c.kernel = std::make_shared<const BuiltKernel>(
-            compiler::build_cpu(w_.outputs(), w_.inputs(), opts));
-      }
+      if (!built.error.empty()) throw Error(built.error);
+      c.kernel = built.kernel
+                     ? built.kernel
+                     : build(c.report.schedule, w_.name() + "_cand" + std::to_string(index));
       if (c.kernel != reference_ && !verifier_->check(*c.kernel, &c.report.error)) {
         c.kernel.reset();
         return;
