@@ -32,6 +32,22 @@ std::vector<double> program_sums(const std::vector<float>& row_pred,
   return sums;
 }
 
+// Per-row gradients from per-program ones: every row of program p gets g[p], and its Hessian
+// h[p] times the program's row count (a program's prediction is the sum of its rows).
+void spread_to_rows(const std::vector<int>& row_program, const std::vector<double>& g,
+                    const std::vector<double>& h, std::vector<float>* grad,
+                    std::vector<float>* hess) {
+  std::vector<int> rows(g.size(), 0);
+  for (int p : row_program) ++rows[p];
+  grad->resize(row_program.size());
+  hess->resize(row_program.size());
+  for (size_t r = 0; r < row_program.size(); ++r) {
+    const int p = row_program[r];
+    (*grad)[r] = static_cast<float>(g[p]);
+    (*hess)[r] = static_cast<float>(h[p] * rows[p]);
+  }
+}
+
 }  // namespace
 
 double pack_sum_loss(const std::vector<float>& row_pred, const std::vector<int>& row_program,
@@ -49,15 +65,9 @@ void pack_sum_gradient(const std::vector<float>& row_pred, const std::vector<int
                        const std::vector<double>& labels, const std::vector<double>& weights,
                        std::vector<float>* grad, std::vector<float>* hess) {
   const std::vector<double> sums = program_sums(row_pred, row_program, labels.size());
-  std::vector<int> rows(labels.size(), 0);
-  for (int p : row_program) ++rows[p];
-  grad->resize(row_pred.size());
-  hess->resize(row_pred.size());
-  for (size_t r = 0; r < row_pred.size(); ++r) {
-    const int p = row_program[r];
-    (*grad)[r] = static_cast<float>(weights[p] * (sums[p] - labels[p]));
-    (*hess)[r] = static_cast<float>(weights[p] * rows[p]);
-  }
+  std::vector<double> g(labels.size());
+  for (size_t p = 0; p < labels.size(); ++p) g[p] = weights[p] * (sums[p] - labels[p]);
+  spread_to_rows(row_program, g, weights, grad, hess);
 }
 
 namespace {
@@ -118,15 +128,7 @@ void pack_sum_rank_gradient(const std::vector<float>& row_pred, const std::vecto
     h[q.hi] += q.w * q.s * (1 - q.s);
     h[q.lo] += q.w * q.s * (1 - q.s);
   }
-  std::vector<int> rows(labels.size(), 0);
-  for (int p : row_program) ++rows[p];
-  grad->resize(row_pred.size());
-  hess->resize(row_pred.size());
-  for (size_t r = 0; r < row_pred.size(); ++r) {
-    const int p = row_program[r];
-    (*grad)[r] = static_cast<float>(g[p]);
-    (*hess)[r] = static_cast<float>(h[p] * rows[p]);
-  }
+  spread_to_rows(row_program, g, h, grad, hess);
 }
 
 #ifdef TESSERA_HAVE_XGBOOST
