@@ -289,9 +289,7 @@ class DynamicTuner {
   void run() {
     CandidatePool pool(o_.edge);
     gather_candidates(w_, o_, reference_->schedule(), &pool);
-    std::vector<CandidateReport>& reports = pool.reports();
-    const std::vector<Built> built = build_all(reports);
-    for (size_t i = 0; i < reports.size(); ++i) add_candidate(std::move(reports[i]), built[i]);
+    add_candidates(std::move(pool.reports()));
     prune();
     add_serial_variants();
     fit_wave_weight();
@@ -353,17 +351,21 @@ class DynamicTuner {
     return out;
   }
 
-  // Verifies and times on the fullest wave and the smallest instance; builds the kernel unless
-  // `built` holds it (or its build error).
-  void add_candidate(CandidateReport r, const Built& built = {}) {
+  // Builds every candidate at once, then verifies and times each one in order.
+  void add_candidates(std::vector<CandidateReport> reports) {
+    const std::vector<Built> built = build_all(reports);
+    for (size_t i = 0; i < reports.size(); ++i) add_candidate(std::move(reports[i]), built[i]);
+  }
+
+  // Verifies the kernel `built` holds (or reports its build error) and times it on the fullest
+  // wave and the smallest instance.
+  void add_candidate(CandidateReport r, const Built& built) {
     const size_t index = cands_.size();
     cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}});
     Candidate& c = cands_.back();
     try {
       if (!built.error.empty()) throw Error(built.error);
-      c.kernel = built.kernel
-                     ? built.kernel
-                     : build(c.report.schedule, w_.name() + "_cand" + std::to_string(index));
+      c.kernel = built.kernel;
       if (c.kernel != reference_ && !verifier_->check(*c.kernel, &c.report.error)) {
         c.kernel.reset();
         return;
@@ -431,16 +433,16 @@ class DynamicTuner {
                      [&](size_t a, size_t b) { return score_[a] < score_[b]; });
     std::set<std::string> seen;
     for (const Candidate& c : cands_) seen.insert(c.report.schedule.stages_text());
-    int added = 0;
+    std::vector<CandidateReport> serial;
     for (size_t i : order) {
-      if (added >= o_.serial_variants) break;
+      if (static_cast<int>(serial.size()) >= o_.serial_variants) break;
       CandidateReport r;
       r.schedule = serial_copy(cands_[i].report.schedule);
       r.origin = "serial";
       if (!seen.insert(r.schedule.stages_text()).second) continue;
-      add_candidate(std::move(r));
-      ++added;
+      serial.push_back(std::move(r));
     }
+    add_candidates(std::move(serial));
   }
 
   // How many distinct wave ratios the micro-kernel meets over the sample points.
