@@ -95,28 +95,25 @@ def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
-def fingerprint_ablation(outputs, inputs, weights, depth: int) -> dict:
-    """States kept by the search with fingerprints and without (EinNet's Figure 19)."""
-    w = [inputs[i] for i in weights]
-    on = _C.derive_search(outputs, depth=depth, weights=w)
-    off = _C.derive_search(outputs, depth=depth, weights=w, fingerprints=False,
-                           time_limit_s=ABLATION_TIME_LIMIT_S)
-    return {"states": on["states"], "states_without_fingerprints": off["states"],
-            "without_budget_hit": off["budget_hit"],
-            "pruned_share": 1.0 - on["states"] / max(off["states"], 1),
-            "search_s": on["search_s"], "search_s_without_fingerprints": off["search_s"],
-            "derivations": on["derivations"]}
+def fingerprint_ablation(outputs, inputs, weights, depth: int, states_with: int) -> dict:
+    """The search again without fingerprints (EinNet's Figure 19), against the `states_with`
+    that _C.derive's search kept with them."""
+    off = _C.derive_search(outputs, depth=depth, weights=[inputs[i] for i in weights],
+                           fingerprints=False, time_limit_s=ABLATION_TIME_LIMIT_S)
+    return {"states_without_fingerprints": off["states"], "without_budget_hit": off["budget_hit"],
+            "pruned_share": 1.0 - states_with / max(off["states"], 1),
+            "search_s_without_fingerprints": off["search_s"]}
 
 
 def depth_ablation(name: str, depths, args) -> list:
     outputs, inputs, weights, _ = CASES[name]()
     rows = []
     for depth in depths:
-        row = {"ablation": "depth", "case": name, "depth": depth}
-        row.update(fingerprint_ablation(outputs, inputs, weights, depth))
         r = _C.derive(outputs, inputs, depth=depth, weights=weights, tune=args.tune)
-        row.update({"found": r["found"], "original_ms": r["original_ms"],
-                    "derived_ms": r["derived_ms"]})
+        row = {"ablation": "depth", "case": name, "depth": depth, "states": r["states"],
+               "derivations": r["derivations"], "search_s": r["search_s"], "found": r["found"],
+               "original_ms": r["original_ms"], "derived_ms": r["derived_ms"]}
+        row.update(fingerprint_ablation(outputs, inputs, weights, depth, r["states"]))
         print(f"{name} depth {depth}: {row['states']} states ({row['states_without_fingerprints']}"
               f" without fingerprints, pruned {row['pruned_share']:.2f}), "
               f"{row['derivations']} derivations, search {row['search_s']:.1f} s, "
@@ -128,7 +125,7 @@ def depth_ablation(name: str, depths, args) -> list:
 def bench_case(name: str, args) -> dict:
     outputs, inputs, weights, torch_fn = CASES[name]()
     r = _C.derive(outputs, inputs, depth=args.depth, weights=weights, tune=args.tune)
-    ablation = fingerprint_ablation(outputs, inputs, weights, args.depth)
+    ablation = fingerprint_ablation(outputs, inputs, weights, args.depth, r["states"])
     print(f"{name}: found={r['found']} depth={r['depth']} states={r['states']} "
           f"(without fingerprints {ablation['states_without_fingerprints']}, pruned "
           f"{ablation['pruned_share']:.2f}) search={r['search_s']:.1f} s; compiled "
