@@ -66,9 +66,37 @@ void pads_in_input_order(const std::vector<Tensor>& computes, LayoutMap* layouts
   }
 }
 
+// The NHWC order of a convolution's output, and HWIO for its weight (see the header).
+constexpr const char* kChannelsLast = "reorder(0,2,3,1)";
+constexpr const char* kWeightHWIO = "reorder(2,3,1,0)";
+
+// Weights the caller can relay, read by convolutions stored NHWC, laid out HWIO.
+void weights_in_channel_order(const std::vector<Tensor>& computes,
+                              const std::set<std::string>& relayable, LayoutMap* layouts) {
+  for (const Tensor& c : computes) {
+    auto l = layouts->find(c->name);
+    if (c->op->tag != "conv2d" || l == layouts->end() || l->second.to_string() != kChannelsLast) {
+      continue;
+    }
+    for (const Tensor& w : ir::direct_inputs(c)) {
+      if (!w->is_placeholder() || !relayable.count(w->name) || layouts->count(w->name) ||
+          w->shape.size() != 4) {
+        continue;
+      }
+      std::vector<int64_t> shape;
+      for (const Expr& d : w->shape) {
+        if (!d->is_const_int()) break;
+        shape.push_back(d->int_value);
+      }
+      if (shape.size() == 4) layouts->emplace(w->name, Layout::parse(shape, kWeightHWIO));
+    }
+  }
+}
+
 }  // namespace
 
-LayoutMap propagate_layouts(const std::vector<Tensor>& outputs, LayoutMap layouts) {
+LayoutMap propagate_layouts(const std::vector<Tensor>& outputs, LayoutMap layouts,
+                            const std::set<std::string>& relayable_inputs) {
   const std::vector<Tensor> computes = ir::collect_dag(outputs).computes;
   pads_in_input_order(computes, &layouts);
   for (bool changed = true; changed;) {
@@ -84,6 +112,7 @@ LayoutMap propagate_layouts(const std::vector<Tensor>& outputs, LayoutMap layout
       }
     }
   }
+  weights_in_channel_order(computes, relayable_inputs, &layouts);
   return layouts;
 }
 

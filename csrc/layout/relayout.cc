@@ -42,6 +42,23 @@ class RetargetReads : public ir::ExprMutator {
   const std::unordered_map<const TensorNode*, const Layout*>& laid_;
 };
 
+// Reads of rebuilt tensors retargeted to their rebuilt nodes, indices untouched.
+class RenameReads : public ir::ExprMutator {
+ public:
+  explicit RenameReads(const std::unordered_map<const TensorNode*, Tensor>& rebuilt)
+      : rebuilt_(rebuilt) {}
+
+  Expr mutate(const Expr& e) override {
+    if (e->kind != ExprKind::kAccess) return mutate_children(e);
+    Expr m = mutate_children(e);
+    auto r = rebuilt_.find(e->tensor.get());
+    return r == rebuilt_.end() ? m : ir::access(r->second, m->operands);
+  }
+
+ private:
+  const std::unordered_map<const TensorNode*, Tensor>& rebuilt_;
+};
+
 // Simplifies every access index of `e` (after a substitution of iterators).
 class SimplifyIndices : public ir::ExprMutator {
  public:
@@ -217,6 +234,41 @@ Relaid apply_layouts(const std::vector<Tensor>& outputs, const std::vector<Tenso
     return r != rebuilt.end() ? r->second : t;
   };
   Relaid out;
+  for (const Tensor& t : outputs) out.outputs.push_back(pick(t));
+  for (const Tensor& t : inputs) out.inputs.push_back(pick(t));
+  return out;
+}
+
+Relaid uniquely_named(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+  const ir::TensorDAG dag = ir::collect_dag(outputs);
+  std::set<std::string> used;
+  for (const std::vector<Tensor>* ts : {&dag.placeholders, &dag.computes}) {
+    for (const Tensor& t : *ts) used.insert(t->name);
+  }
+  std::set<std::string> seen;
+  std::unordered_map<const TensorNode*, Tensor> rebuilt;
+  for (const Tensor& t : dag.computes) {
+    const Expr body = RenameReads(rebuilt).mutate(t->op->body);
+    std::string name = t->name;
+    for (int k = 1; seen.count(name); ++k) {
+      const std::string next = t->name + "_" + std::to_string(k);
+      if (!used.count(next)) name = next;
+    }
+    seen.insert(name);
+    if (name == t->name && body.same_as(t->op->body)) continue;  // unchanged
+    auto op = std::make_shared<ir::ComputeOpNode>(*t->op);
+    op->name = name;
+    op->body = body;
+    auto n = std::make_shared<TensorNode>(*t);
+    n->name = name;
+    n->op = op;
+    rebuilt[t.get()] = n;
+  }
+  Relaid out;
+  auto pick = [&](const Tensor& t) {
+    auto r = rebuilt.find(t.get());
+    return r != rebuilt.end() ? r->second : t;
+  };
   for (const Tensor& t : outputs) out.outputs.push_back(pick(t));
   for (const Tensor& t : inputs) out.inputs.push_back(pick(t));
   return out;

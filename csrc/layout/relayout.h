@@ -36,6 +36,14 @@ struct Relaid {
 Relaid apply_layouts(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                      const LayoutMap& layouts);
 
+// The same DAG with every compute tensor named once: where computes share a name (the lowering
+// names a tensor by its op, so a partition easily has two "add"s), the later ones in
+// topological order become name_1, name_2, ... (a name the DAG already uses is skipped).
+// Layouts are given by name, so a DAG must be uniquely named before they apply to it.
+// Placeholders keep their names.
+Relaid uniquely_named(const std::vector<ir::Tensor>& outputs,
+                      const std::vector<ir::Tensor>& inputs);
+
 // Conversions as compute ops (a layout conversion left between two operators, or the write-back
 // of a relaid graph output): to_physical(t) stores t in `layout` (positions holding no element
 // get 0); to_logical(p) reads the physical tensor `p` back into the logical shape.

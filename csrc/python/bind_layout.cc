@@ -81,15 +81,26 @@ void bind_layout(py::module_& m) {
   l.def(
       "apply",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
-         const TextMap& layouts, bool propagate) {
+         const TextMap& layouts, bool propagate, const std::set<std::string>& relayable) {
         const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
         LayoutMap m = layout::parse_layouts(outs, ins, layouts);
-        if (propagate) m = layout::propagate_layouts(outs, m);
+        if (propagate) m = layout::propagate_layouts(outs, m, relayable);
         const layout::Relaid r = layout::apply_layouts(outs, ins, m);
         return py::make_tuple(wrap(r.outputs), wrap(r.inputs), texts_of(m));
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("layouts"), py::arg("propagate") = true,
-      "The DAG relaid: (outputs, inputs, layouts applied incl. propagated ones).");
+      py::arg("relayable") = std::set<std::string>{},
+      "The DAG relaid: (outputs, inputs, layouts applied incl. propagated ones). `relayable`: "
+      "input names the caller can pass in a layout propagation picks (weights).");
+  l.def(
+      "uniquely_named",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs) {
+        const layout::Relaid r = layout::uniquely_named(unwrap(outputs), unwrap(inputs));
+        return py::make_tuple(wrap(r.outputs), wrap(r.inputs));
+      },
+      py::arg("outputs"), py::arg("inputs"),
+      "The DAG with every compute named once (later namesakes get _1, _2, ...): (outputs, "
+      "inputs). Layouts are given by name, so apply them to a uniquely named DAG.");
   l.def(
       "anchor_kind",
       [](const std::vector<PyTensor>& outputs) {

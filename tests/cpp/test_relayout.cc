@@ -4,6 +4,8 @@
 // rewritten reads are checked to index physical dims without dividing.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "compiler/compile.h"
 #include "const_dims.h"
 #include "ir/functor.h"
@@ -133,6 +135,52 @@ TEST(Relayout, APaddedCopyOfATransposedInputIsStoredInTheInputsOrder) {
   ASSERT_EQ(m.count(pad->name), 1u);
   EXPECT_EQ(m.at(pad->name).to_string(), "reorder(0,2,3,1)");
   LayoutCase c{{y}, {p, w}, m};
+  testing::expect_relaid_values(c, {compiler::TuneMode::kDefault});
+}
+
+TEST(Relayout, AConvolutionStoredNHWCReadsARelayableWeightInHWIO) {
+  // The backend's case: an NHWC input seen as NCHW, the convolution (dense and depthwise) and
+  // its epilogue stored NHWC. A weight the caller offers (it lays weights out once) is read
+  // with output channels innermost, the NHWC loop nest's vector lanes.
+  for (int64_t groups : {int64_t{1}, int64_t{16}}) {
+    SCOPED_TRACE("groups " + std::to_string(groups));
+    Tensor p = ir::placeholder("P", dims({1, 6, 7, 16}));
+    Tensor w = ir::placeholder("W", dims({16, 16 / groups, 3, 3}));
+    Tensor y = ops::relu(
+        ops::conv2d(ops::permute(p, {0, 3, 1, 2}), w, nullptr, {1, 1}, {1, 1}, {1, 1}, groups),
+        "Y");
+    LayoutMap given;
+    given.emplace("Y", Layout::parse({1, 16, 6, 7}, "reorder(0,2,3,1)"));
+    EXPECT_EQ(propagate_layouts({y}, given).count("W"), 0u);  // not offered: the caller's order
+    const LayoutMap m = propagate_layouts({y}, given, {"W"});
+    ASSERT_EQ(m.count("W"), 1u);
+    EXPECT_EQ(m.at("W").to_string(), "reorder(2,3,1,0)");
+    LayoutCase c{{y}, {p, w}, m};
+    testing::expect_relaid_values(c, {compiler::TuneMode::kDefault});
+  }
+}
+
+TEST(Relayout, UniquelyNamedRenamesLaterNamesakesAndKeepsValues) {
+  // The backend names tensors by op: a partition easily has two "add"s, and layouts, given by
+  // name, cannot tell them apart until the DAG is uniquely named.
+  Tensor a = ir::placeholder("A", dims({4, 8})), b = ir::placeholder("B", dims({4, 8}));
+  Tensor first = ops::add(a, b, "add");
+  Tensor second = ops::add(first, a, "add");
+  Tensor out = ops::relu(second, "add_1");  // the first free suffix is taken: skipped
+  LayoutMap layouts;
+  layouts.emplace("add_1", Layout::parse({4, 8}, "split(1,4) reorder(1,0,2)"));
+  EXPECT_THROW(apply_layouts({out}, {a, b}, propagate_layouts({out}, layouts)), Error);
+
+  const Relaid named = uniquely_named({out}, {a, b});
+  const ir::TensorDAG dag = ir::collect_dag(named.outputs);
+  std::set<std::string> names;
+  for (const Tensor& t : dag.computes) EXPECT_TRUE(names.insert(t->name).second) << t->name;
+  EXPECT_EQ(names, (std::set<std::string>{"add", "add_2", "add_1"}));
+  EXPECT_EQ(named.outputs[0]->name, "add_1");
+  EXPECT_EQ(named.inputs[0].get(), a.get());  // placeholders are kept
+  LayoutCase c{named.outputs, named.inputs, layouts};
+  c.layouts = propagate_layouts(c.outputs, c.layouts);
+  EXPECT_EQ(c.layouts.count("add_2"), 1u);  // reached the renamed producer
   testing::expect_relaid_values(c, {compiler::TuneMode::kDefault});
 }
 

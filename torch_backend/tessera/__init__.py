@@ -10,6 +10,7 @@ from . import _C
 from ._C import ops as te_ops
 from ._C import placeholder, size_var
 from . import timing
+from .allocator import keep_freed_memory as _keep_freed_memory
 from .expr_op import op
 from .kernel import Kernel
 
@@ -22,6 +23,10 @@ __version__ = _C.version()
 import os as _os  # noqa: E402
 
 import torch as _torch  # noqa: E402
+
+# Freed tensor memory stays in the process, so kernels do not fault fresh pages on every call
+# (allocator.py; TESSERA_MALLOC=system leaves malloc alone).
+_keep_freed_memory()
 
 if _os.environ.get("TESSERA_THREAD_POOL", "openmp") == "tessera" or not _C.use_openmp_threads(True):
     _C.set_num_threads(_torch.get_num_threads())

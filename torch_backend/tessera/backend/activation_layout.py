@@ -6,7 +6,8 @@ So storing an activation NHWC is a change of its meta's strides: the producing k
 writes channel vectors contiguously and every consumer kernel reads that order. This pass picks
 the values to store NHWC: a convolution's output and, propagated forward, every 4-D value
 computed from one by a non-view op of the same rank (batch norm, activations, residual adds,
-pooling). Graph inputs and outputs keep eager's strides (the planner writes outputs back in
+pooling). A tensor of a multi-output op (batch norm's result, taken by getitem) counts as
+computed by that op from its inputs. Graph inputs and outputs keep eager's strides (the planner writes outputs back in
 them), and values that a view reads keep theirs (a view of an NHWC value would not read the
 same bytes), so the only conversions left are at the graph's edges and before views.
 
@@ -16,7 +17,8 @@ is made contiguous in that order first (kernel_build._prepare), and ATen steps t
 
 from __future__ import annotations
 
-from typing import Any, Dict, Set, Tuple
+import operator
+from typing import Any, Dict, Optional, Set, Tuple
 
 import torch
 import torch.fx as fx
@@ -33,12 +35,25 @@ def _channels_last_strides(shape) -> tuple:
     return (h * w * c, 1, w * c, c)
 
 
-def _candidate(n: fx.Node, meta: Any, cls: Classifier, outputs: Set[fx.Node]) -> bool:
+def _tuple_source(n: fx.Node, metas: Dict[fx.Node, Any]) -> Optional[fx.Node]:
+    """The multi-output op whose tensor n takes (getitem of its tuple), else None."""
+    if n.op != "call_function" or n.target is not operator.getitem:
+        return None
+    src = n.args[0]
+    ok = isinstance(src, fx.Node) and isinstance(metas.get(src), (tuple, list))
+    return src if ok and src.op == "call_function" else None
+
+
+def _candidate(n: fx.Node, meta: Any, cls: Classifier, outputs: Set[fx.Node],
+               item_of_op: bool) -> bool:
     """A 4-D float value in NCHW order with channels and a spatial extent, computed by a
-    non-view op, read by no view and not a graph output."""
+    non-view op (or one tensor of a multi-output op's result), read by no view and not a graph
+    output."""
     if n.op != "call_function" or not isinstance(meta, TensorMeta) or meta.ndim != 4:
         return False
-    if not meta.dtype.is_floating_point or n in outputs or cls.kind(n) == "view":
+    if not meta.dtype.is_floating_point or n in outputs:
+        return False
+    if cls.kind(n) == "view" and not item_of_op:
         return False
     _, c, h, w = meta.shape
     if c <= 1 or h * w <= 1 or meta.stride != contiguous_strides(meta.shape):
@@ -54,15 +69,21 @@ def channels_last_activations(gm: fx.GraphModule, metas: Dict[fx.Node, Any],
     chosen: Set[fx.Node] = set()
     for n in gm.graph.nodes:
         meta = metas.get(n)
-        if not _candidate(n, meta, cls, outputs):
+        src = _tuple_source(n, metas)
+        if not _candidate(n, meta, cls, outputs, src is not None):
             continue
+        computed_from = (src or n).all_input_nodes
         from_conv = n.target in _CONVOLUTION or any(
-            isinstance(a, fx.Node) and a in chosen and metas[a].shape[1] == meta.shape[1]
-            for a in n.all_input_nodes)
+            a in chosen and metas[a].shape[1] == meta.shape[1] for a in computed_from)
         if from_conv:
             chosen.add(n)
     new = dict(metas)
     for n in chosen:
         m = metas[n]
         new[n] = TensorMeta(m.shape, _channels_last_strides(m.shape), m.dtype, m.device)
+        src = _tuple_source(n, metas)
+        if src is not None:  # the op's tuple describes the same tensor
+            items = list(new[src])
+            items[n.args[1]] = new[n]
+            new[src] = type(metas[src])(items)
     return new, chosen

@@ -24,6 +24,7 @@ rules' schedule. The policy for all of that lives in the C++ core (schedule/tuni
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from typing import Any, Dict, List, Optional
 
@@ -61,8 +62,9 @@ class InputPrep:
 
 
 class PackedInput:
-    """A weight input the kernel reads packed (Kernel.prepacks): its packed copy is made once by
-    the kernel's pack kernel and kept here, per call site, with the version counter and address
+    """A weight input the kernel reads packed (Kernel.prepacks) or in another dim order (a
+    layout; kernel None): its packed copy is made once by the kernel's pack kernel (or the
+    prep's reorder) and kept here, per call site, with the version counter and address
     of the tensor it was made from. A call whose tensor has another address or version (changed
     in place: load_state_dict, an optimizer step) packs again first. The tensor's storage is
     held, so its address cannot be reused by another tensor while the copy is kept."""
@@ -105,7 +107,10 @@ class PackedInput:
             plain = KernelCall._prepare(x, self.prep)
             if self._packed is None:
                 self._packed = torch.empty(self.numel, dtype=self.dtype)
-            self.kernel.prepack(self.input, plain.data_ptr(), self._packed.data_ptr())
+            if self.kernel is None:  # a weight read in another dim order: the reordered copy
+                self._packed.copy_(plain.reshape(-1))
+            else:
+                self.kernel.prepack(self.input, plain.data_ptr(), self._packed.data_ptr())
             stats["weight_packs"] += 1
             self._src = x.untyped_storage()
             self._ptr = self._packed.data_ptr()
@@ -224,6 +229,10 @@ class KernelSpec:
         # Positions of inputs that are weights (the same tensor every call, see graph.py): the
         # kernel may read them prepacked.
         self.constant_inputs: List[int] = []
+        # Positions of weights the kernel reads in another dim order than theirs (a layout its
+        # propagation chose, e.g. HWIO for a convolution stored NHWC): reordered once per
+        # weight version, not per call.
+        self.reordered_weights: List[int] = []
         self._workload = None
         self.name: str = "kernel"
         self.metas: Dict[fx.Node, Any] = {}
@@ -246,7 +255,8 @@ class KernelSpec:
 
 class _Builder:
     def __init__(self, members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifier,
-                 outputs: List[fx.Node], keep_layout: set, sym=None):
+                 outputs: List[fx.Node], keep_layout: set, sym=None, weights=frozenset()):
+        self.weights = weights  # nodes holding weights: their layout may be the kernel's choice
         self.member_set = set(members)
         self.members = members
         self.metas = metas  # the recorded call's: layouts are decided on them
@@ -352,8 +362,7 @@ class _Builder:
             self.spec.te_outputs.append(t)
             self.spec.out_specs.append(OutputSpec(phys, m.dtype, inv, restride))
         if permuted or any(getattr(p, "perm", None) is not None for p in self.spec.in_preps):
-            self.spec.te_outputs = _stored_in_order(self.spec.te_outputs, self.spec.te_inputs,
-                                                    permuted)
+            self._store_in_order(permuted)
         names = [_op_name(n.target).replace("aten.", "").split(".")[0] for n in self.members]
         self.spec.name = "_".join(dict.fromkeys(names))[:60] or "kernel"
         self.spec.symbolic = any(isinstance(d, _C.Expr) for p in self.spec.te_inputs
@@ -364,30 +373,66 @@ class _Builder:
         return self.spec
 
 
-def _stored_in_order(outputs: List[Any], inputs: List[Any], permuted: Dict[int, List[int]]):
+    def _store_in_order(self, permuted: Dict[int, List[int]]) -> None:
+        """Stores the outputs in `permuted` in their dim order (_stored_in_order); weights the
+        kernel then reads in another order (a convolution stored NHWC reads its weight HWIO)
+        become inputs in that order, converted once per weight version (PackedInput)."""
+        spec = self.spec
+        relayable = {spec.te_inputs[i].name: i for i, n in enumerate(spec.inputs)
+                     if self.root(n) in self.weights and spec.in_preps[i] is None}
+        spec.te_outputs, inputs, input_perms = _stored_in_order(
+            spec.te_outputs, spec.te_inputs, permuted, set(relayable))
+        for name, perm in input_perms.items():
+            i = relayable[name]
+            spec.te_inputs[i] = inputs[i]
+            spec.in_preps[i] = InputPrep(None, perm)
+            spec.reordered_weights.append(i)
+
+
+def _reorder_perm(text: str) -> Optional[List[int]]:
+    """The dim order of a layout that is one reorder ("reorder(2,3,1,0)"), else None."""
+    if not (text.startswith("reorder(") and text.endswith(")")) or " " in text:
+        return None
+    return [int(d) for d in text[len("reorder("):-1].split(",")]
+
+
+def _stored_in_order(outputs: List[Any], inputs: List[Any], permuted: Dict[int, List[int]],
+                     relayable: set = frozenset()):
     """The outputs, those in `permuted` stored in their dim order. Each is relaid with ALT's
     reorder primitive, propagated back through the elementwise ops that produce it
     (csrc/layout/propagate.h), so the op computing it -- a convolution with its fused epilogue --
     writes that order directly; permuting its result afterwards would be a separate transposing
     copy and would cut the epilogue off. A convolution's padded copy of a permuted input is
     stored in the input's order by the same propagation. The permute op is the fallback where a
-    layout does not apply (symbolic shapes, or tensor names the layout cannot tell apart)."""
-    layouts = {t.name: "identity" for t in outputs}  # the others keep their order
+    layout does not apply (symbolic shapes, or tensor names the layout cannot tell apart).
+
+    Inputs named in `relayable` (weights) may be given a layout by the propagation. Returns
+    (outputs, inputs, {input name: the dim order it is read in}) for those that got one."""
+    named, named_inputs = _C.layout.uniquely_named(outputs, inputs)
+    layouts = {t.name: "identity" for t in named}  # the others keep their order
     for i, perm in permuted.items():
-        layouts[outputs[i].name] = "reorder(" + ",".join(map(str, perm)) + ")"
-    if len(layouts) == len(outputs):
+        layouts[named[i].name] = "reorder(" + ",".join(map(str, perm)) + ")"
+    if len(layouts) == len(named):
         try:
-            return _C.layout.apply(outputs, inputs, layouts, True)[0]
-        except RuntimeError:
-            pass
-    return [ops.permute(t, permuted[i]) if i in permuted else t for i, t in enumerate(outputs)]
+            relaid, relaid_inputs, applied = _C.layout.apply(named, named_inputs, layouts, True,
+                                                             relayable)
+            perms = {name: _reorder_perm(applied[name]) for name in relayable if name in applied}
+            if all(p is not None for p in perms.values()):
+                return relaid, relaid_inputs, perms
+        except RuntimeError as e:
+            logger.debug("layout: relaying the outputs in their stored order failed (%s); "
+                         "they are permuted after the kernel instead", e)
+    return ([ops.permute(t, permuted[i]) if i in permuted else t for i, t in enumerate(outputs)],
+            inputs, {})
 
 
 def build_spec(members: List[fx.Node], metas: Dict[fx.Node, Any], cls: Classifier,
-               outputs: List[fx.Node], keep_layout: set, sym=None) -> KernelSpec:
+               outputs: List[fx.Node], keep_layout: set, sym=None,
+               weights=frozenset()) -> KernelSpec:
     """The kernel spec of a partition; over the size variables of `sym` (symbolic.py) when
-    given, else for the recorded shapes."""
-    return _Builder(members, metas, cls, outputs, keep_layout, sym).build()
+    given, else for the recorded shapes. `weights`: the nodes holding weights (their layout in
+    the kernel may be its own, converted once)."""
+    return _Builder(members, metas, cls, outputs, keep_layout, sym, weights).build()
 
 
 # Compiled kernels by structural key, bounded by the machine code they hold (jit_cache.py).
@@ -483,6 +528,11 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     for i, numel in kernel.prepacks:  # fresh per call site: each keeps its own packed copy
         preps[i] = PackedInput(spec.in_preps[i], kernel, i, numel, spec.metas[spec.inputs[i]].dtype,
                                spec.te_inputs[i].shape)
+    for i in spec.reordered_weights:  # reordered once per weight version, kept
+        if isinstance(preps[i], InputPrep):
+            shape = [int(d) for d in spec.te_inputs[i].shape]
+            preps[i] = PackedInput(preps[i], None, i, math.prod(shape),
+                                   spec.metas[spec.inputs[i]].dtype, shape)
     return KernelCall(kernel, preps, spec.out_specs, spec.name, symbolic=spec.symbolic)
 
 

@@ -64,7 +64,9 @@ def contiguous_strides(shape) -> Tuple[int, ...]:
 
 def dense_permutation(shape, stride) -> Optional[List[int]]:
     """The dim order (outermost first) in which a tensor with these strides is dense, or None
-    when it has gaps or overlaps. Size-1 dims carry no offset and go last."""
+    when it has gaps or overlaps. Size-1 dims carry no offset and go first: a kernel stored in
+    this order gets its loop nest from it (ALT's reorder), and a size-1 innermost dim would leave
+    it nothing to vectorize (NHWC at batch 1 is [0, 2, 3, 1], not [2, 3, 1, 0])."""
     big = [d for d in range(len(shape)) if shape[d] != 1]
     order = sorted(big, key=lambda d: (-stride[d], d))
     expect = 1
@@ -72,7 +74,7 @@ def dense_permutation(shape, stride) -> Optional[List[int]]:
         if stride[d] != expect:
             return None
         expect *= shape[d]
-    return order + [d for d in range(len(shape)) if shape[d] == 1]
+    return [d for d in range(len(shape)) if shape[d] == 1] + order
 
 
 def _same_ignoring_unit_dims(shape, a, b) -> bool:

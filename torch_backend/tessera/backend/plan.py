@@ -189,7 +189,8 @@ class Planner:
         for o in outputs:
             if any(u.target in _STRIDE_SENSITIVE for u in o.users if u.op == "call_function"):
                 keep_layout.add(o)
-        spec = build_spec(members, self.metas, self.cls, outputs, keep_layout, self.sym)
+        spec = build_spec(members, self.metas, self.cls, outputs, keep_layout, self.sym,
+                          weights=self.weights)
         spec.constant_inputs = [i for i, n in enumerate(spec.inputs)
                                 if self.root(n) in self.weights]
         for n in list(spec.inputs) + list(spec.outputs):
@@ -370,16 +371,7 @@ class Planner:
         for a in input_nodes(n):
             if a not in env and a not in self.folded:
                 env[a] = self._eval(a, env)
-
-        def resolve(a):
-            if isinstance(a, fx.Node):
-                return env[a] if a in env else self.metas[a]
-            if isinstance(a, (list, tuple)):
-                return type(a)(resolve(x) for x in a)
-            if isinstance(a, dict):
-                return {k: resolve(v) for k, v in a.items()}
-            return a
-        env[n] = n.target(*resolve(n.args), **resolve(n.kwargs))
+        env[n] = n.target(*_resolve(n.args, env, self.metas), **_resolve(n.kwargs, env, self.metas))
         return env[n]
 
     def _big_dense_anchor(self, anchor: fx.Node) -> bool:
@@ -531,6 +523,21 @@ def anchor_flops(anchor: fx.Node, metas: Dict[fx.Node, Any]):
             return 2.0 * x.numel * per_output, False
         return 2.0 * numel * per_output, w.shape[1] == 1 and groups > 1
     return 0.0, False
+
+
+def _resolve(a: Any, env: Dict[fx.Node, Any], metas: Dict[fx.Node, Any]) -> Any:
+    """An FX argument with its nodes replaced by their values in env (else their metas: folded
+    scalars). A module-level function on purpose: a recursive closure over env would form a
+    reference cycle holding env's tensors, and planning runs with the cyclic collector paused
+    (gc_pause.py), so every timed ATen candidate would leak its outputs and fault fresh pages on
+    each call (a relu measured at 20x its real time)."""
+    if isinstance(a, fx.Node):
+        return env[a] if a in env else metas[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_resolve(x, env, metas) for x in a)
+    if isinstance(a, dict):
+        return {k: _resolve(v, env, metas) for k, v in a.items()}
+    return a
 
 
 def _get_attr(gm: fx.GraphModule, target: str) -> Any:
