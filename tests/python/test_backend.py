@@ -402,3 +402,35 @@ def test_training_step_gradients_match():
 def test_tessera_package_still_exports_its_api():
     for name in ("Kernel", "placeholder", "size_var", "te_ops", "backend"):
         assert hasattr(tessera, name)
+
+
+def test_timed_aten_candidates_free_their_outputs(monkeypatch):
+    """Planning runs with the cyclic collector paused (gc_pause.py): a candidate that left its
+    outputs in a reference cycle would keep every timed call's tensors alive, and each call
+    would fault fresh pages in (a relu timed at 20x its real cost, biasing every choice)."""
+    import gc
+    import weakref
+    from tessera.backend import anchor
+    leaked = []
+    original = anchor.measure
+
+    def spy(candidates):
+        gc.disable()
+        try:
+            out = candidates["aten"]()
+            refs = [weakref.ref(t) for t in (out if isinstance(out, (list, tuple)) else [out])
+                    if isinstance(t, torch.Tensor)]
+            del out
+            leaked.append(sum(r() is not None for r in refs))
+        finally:
+            gc.enable()
+        return original(candidates)
+    monkeypatch.setattr(anchor, "measure", spy)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                torch.nn.ReLU()).eval()
+    x = torch.randn(1, 8, 12, 12)
+    with torch.no_grad():
+        torch._dynamo.reset()
+        f = torch.compile(model, backend="tessera", options={"records_db": False})
+        torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+    assert leaked and not any(leaked), leaked
