@@ -163,8 +163,7 @@ def test_graph_layouts_carry_nhwc_through_batch_norm_and_read_weights_hwio(monke
     x = torch.randn(1, 16, 10, 10)
     with torch.no_grad():
         torch._dynamo.reset()
-        f = torch.compile(model, backend="tessera",
-                          options={"layouts": True, "records_db": False})
+        f = torch.compile(model, backend="tessera", options={"records_db": False})
         torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
         # The depthwise kernel: its activation input NHWC and its weight HWIO [3, 3, 1, 64].
         assert any([1, 10, 10, 64] in s and [3, 3, 1, 64] in s for s in shapes), shapes
@@ -174,3 +173,9 @@ def test_graph_layouts_carry_nhwc_through_batch_norm_and_read_weights_hwio(monke
         assert stored >= 7, text
         model.depthwise[0].weight.mul_(-0.5)  # in place: the HWIO copy must follow
         torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
+        # layouts=None (the default) chose NHWC for its depthwise convolution; False keeps NCHW.
+        torch._dynamo.reset()
+        g = torch.compile(model, backend="tessera",
+                          options={"records_db": False, "layouts": False})
+        torch.testing.assert_close(g(x), model(x), rtol=1e-4, atol=1e-4)
+        assert "activations stored NHWC" not in str(tessera.explain(g))

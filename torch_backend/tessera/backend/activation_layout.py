@@ -61,6 +61,20 @@ def _candidate(n: fx.Node, meta: Any, cls: Classifier, outputs: Set[fx.Node],
     return all(u.op == "call_function" and cls.kind(u) != "view" for u in n.users)
 
 
+def has_depthwise_convolution(gm: fx.GraphModule, metas: Dict[fx.Node, Any]) -> bool:
+    """Does the graph convolve with groups == input channels > 1 (a depthwise convolution)?
+    What options layouts=None decides by."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target not in _CONVOLUTION or len(n.args) < 9:
+            continue
+        x = metas.get(n.args[0])
+        groups = n.args[8]
+        if isinstance(x, TensorMeta) and x.ndim == 4 and isinstance(groups, int) and \
+                groups > 1 and groups == x.shape[1]:
+            return True
+    return False
+
+
 def channels_last_activations(gm: fx.GraphModule, metas: Dict[fx.Node, Any],
                               cls: Classifier) -> Tuple[Dict[fx.Node, Any], Set[fx.Node]]:
     """(`metas` with the chosen activations' strides changed to NHWC, the chosen nodes)."""

@@ -21,7 +21,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import anchor as anchor_choice
-from .activation_layout import channels_last_activations
+from .activation_layout import channels_last_activations, has_depthwise_convolution
 from . import derived_anchor
 from . import program_runner
 from . import search_graph
@@ -129,7 +129,10 @@ class Planner:
         self.cls = Classifier(metas, self.folded, sym)
         self.nhwc: Set[fx.Node] = set()  # activations stored NHWC (options layouts)
         # Layouts need constant shapes: plans for a range of sizes keep eager's strides.
-        if options.layouts and sym is None:
+        layouts = options.layouts
+        if layouts is None:
+            layouts = has_depthwise_convolution(gm, metas)
+        if layouts and sym is None:
             self.metas, self.nhwc = channels_last_activations(gm, metas, self.cls)
             self.cls = Classifier(self.metas, self.folded, sym)
         out = [n for n in self.nodes if n.op == "output"][0]
