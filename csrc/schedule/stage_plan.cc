@@ -70,6 +70,51 @@ bool calls_transcendental(const Tensor& t) {
   return found;
 }
 
+// A tensor this many times smaller than each of its consumers is loop-invariant in them (they
+// read it broadcast): computing it once into a temporary beats recomputing it per point.
+constexpr double kMinHoistRatio = 8.0;
+
+// Points of a tensor with a constant shape; 0 when a dim is symbolic.
+double constant_points(const Tensor& t) {
+  double n = 1;
+  for (const Expr& d : t->shape) {
+    if (!d->is_const_int()) return 0;
+    n *= static_cast<double>(d->int_value);
+  }
+  return n;
+}
+
+using Consumers = std::map<const TensorNode*, std::vector<Tensor>>;
+
+// Does some consumer of `t` have at least `points` points? Consumers that only read (a reshape,
+// a permute: their body is one access) are looked through to their own consumers.
+bool read_by_a_consumer_of(const Tensor& t, double points, const Consumers& consumers) {
+  auto it = consumers.find(t.get());
+  if (it == consumers.end()) return false;
+  for (const Tensor& c : it->second) {
+    if (c->op->body->kind == ExprKind::kAccess ? read_by_a_consumer_of(c, points, consumers)
+                                               : constant_points(c) >= points) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Is `t` arithmetic (more than a read, which inlines into an index) on the kernel's inputs alone
+// (no reduction below it: a layer norm's rstd belongs in its row's loop, see row_fusion.h), read
+// broadcast by a consumer with kMinHoistRatio times its points? A batch norm's per-channel
+// scale rsqrt(var + eps) * gamma is, under the [N, C, H, W] epilogue that applies it: hoisted,
+// the epilogue is one multiply-add per point instead of an rsqrt and four loads.
+bool loop_invariant_in_a_consumer(const Tensor& t, const Consumers& consumers) {
+  if (t->op->body->kind == ExprKind::kAccess) return false;
+  const double points = constant_points(t);
+  if (points <= 0 || !read_by_a_consumer_of(t, kMinHoistRatio * points, consumers)) return false;
+  for (const Tensor& below : ir::collect_dag({t}).computes) {
+    if (is_reduction(below)) return false;
+  }
+  return true;
+}
+
 // True if every access of `producer` in `consumer`'s body uses exactly the consumer's axes, in
 // order, and both have the same shape: then the consumer can be computed point by point right
 // where the producer's value is finished.
@@ -87,7 +132,12 @@ bool reads_at_identity(const Tensor& consumer, const Expr& consumer_body, const 
   ir::visit_expr(consumer_body, [&](const Expr& e) {
     if (e->kind != ExprKind::kAccess || e->tensor.get() != producer.get()) return;
     for (size_t i = 0; i < e->operands.size(); ++i) {
-      if (!e->operands[i].same_as(op.axes[i].var)) ok = false;
+      // Over an extent of 1 the iterator is 0, and simplified indices say so.
+      const Expr& idx = e->operands[i];
+      const bool unit_dim = op.axes[i].extent->is_const_int() &&
+                            op.axes[i].extent->int_value == 1 && idx->is_const_int() &&
+                            idx->int_value == 0;
+      if (!idx.same_as(op.axes[i].var) && !unit_dim) ok = false;
     }
   });
   return ok;
@@ -131,7 +181,7 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     is_output.insert(t.get());
   }
   // Consumers of every tensor, by DAG order.
-  std::map<const TensorNode*, std::vector<Tensor>> consumers;
+  Consumers consumers;
   for (const Tensor& t : dag.computes) {
     for (const Tensor& in : ir::direct_inputs(t)) consumers[in.get()].push_back(t);
   }
@@ -162,6 +212,7 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     if (!keep && consumers[t.get()].size() >= 2 && calls_transcendental(t)) {
       for (const Tensor& c : consumers[t.get()]) keep |= is_reduction(c);
     }
+    keep = keep || loop_invariant_in_a_consumer(t, consumers);
     if (keep) {
       materialised.insert(t.get());
     } else {

@@ -15,6 +15,7 @@
 #include "layout/templates.h"
 #include "layout_check.h"
 #include "ops/ops.h"
+#include "schedule/stage_plan.h"
 #include "util/check.h"
 
 namespace tessera::layout {
@@ -158,6 +159,26 @@ TEST(Relayout, AConvolutionStoredNHWCReadsARelayableWeightInHWIO) {
     LayoutCase c{{y}, {p, w}, m};
     testing::expect_relaid_values(c, {compiler::TuneMode::kDefault});
   }
+}
+
+TEST(Relayout, AConvolutionStoredNHWCAtBatchOneKeepsItsEpilogueFused) {
+  // Relaid at batch 1, the epilogue reads conv2d[0, l1, l2, l3]: the simplifier knows the
+  // size-1 iterator is 0. That is still the identity read epilogue fusion needs.
+  Tensor p = ir::placeholder("P", dims({1, 8, 8, 16}));
+  Tensor w = ir::placeholder("W", dims({16, 1, 3, 3}));
+  Tensor y = ops::relu(
+      ops::conv2d(ops::permute(p, {0, 3, 1, 2}), w, nullptr, {1, 1}, {1, 1}, {1, 1}, 16), "Y");
+  LayoutMap given;
+  given.emplace("Y", Layout::parse({1, 16, 8, 8}, "reorder(0,2,3,1)"));
+  const LayoutMap m = propagate_layouts({y}, given, {"W"});
+  const Relaid r = apply_layouts({y}, {p, w}, m);
+  const schedule::StagePlan plan = schedule::plan_stages(r.outputs, r.inputs);
+  ASSERT_EQ(plan.stages.size(), 2u);  // the padded copy, then the conv with relu fused
+  EXPECT_EQ(plan.stages[1].op->op->tag, "conv2d");
+  ASSERT_NE(plan.stages[1].epilogue, nullptr);
+  EXPECT_EQ(plan.stages[1].epilogue->name, "Y");
+  LayoutCase c{{y}, {p, w}, m};
+  testing::expect_relaid_values(c, {compiler::TuneMode::kDefault});
 }
 
 TEST(Relayout, UniquelyNamedRenamesLaterNamesakesAndKeepsValues) {

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <set>
+#include <string>
 
+#include "const_dims.h"
 #include "e2e_harness.h"
 #include "ir/functor.h"
 #include "ops/elementwise.h"
+#include "ops/reduction.h"
+#include "ops/shape.h"
 #include "schedule/stage_plan.h"
 
 namespace tessera::testing {
@@ -45,6 +50,31 @@ TEST(StagePlan, ABranchingChainDoesNotGrowExponentially) {
   check_graph({{y}, {x}}, std::nullopt, /*use_jit=*/true);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 30.0) << "planning and compiling took " << s << " s";
+}
+
+TEST(StagePlan, ABatchNormsPerChannelScaleIsComputedOncePerCall) {
+  // y = x * scale[c] + shift[c], scale = rsqrt(var + eps) * gamma: both [C] vectors are
+  // loop-invariant in the [N, C, H, W] result and become stages of C points; a per-channel read
+  // (a reshape) still inlines into an index.
+  Tensor x = ir::placeholder("x", dims({2, 24, 5, 7}));
+  Tensor gamma = ir::placeholder("gamma", dims({24})), var = ir::placeholder("var", dims({24}));
+  Tensor mean = ir::placeholder("mean", dims({24}));
+  Tensor scale = ops::mul(ops::rsqrt(ops::add(var, 1e-5)), gamma, "scale");
+  Tensor shift = ops::neg(ops::mul(mean, scale), "shift");
+  auto channel = [](const Tensor& v) { return ops::reshape(v, {24, 1, 1}); };
+  Tensor y = ops::add(ops::mul(x, channel(scale)), channel(shift), "y");
+  const schedule::StagePlan plan = schedule::plan_stages({y}, {x, gamma, var, mean});
+  std::set<std::string> staged;
+  for (const schedule::Stage& s : plan.stages) staged.insert(s.op->name);
+  EXPECT_EQ(staged, (std::set<std::string>{"scale", "shift", "y"}));
+  check_graph({{y}, {x, gamma, var, mean}}, std::nullopt, /*use_jit=*/true);
+
+  // Not where the consumer is no bigger: there the vector is computed where it is read.
+  Tensor z = ops::add(x, 1.0, "z");
+  Tensor small = ops::mul(ops::rsqrt(ops::add(var, 1e-5)), gamma, "small");
+  Tensor same = ops::add(small, ops::reduce_sum(z, {0, 2, 3}), "same");
+  const schedule::StagePlan flat = schedule::plan_stages({same}, {x, gamma, var});
+  for (const schedule::Stage& s : flat.stages) EXPECT_NE(s.op->name, "small");
 }
 
 TEST(StagePlan, TreeSizeCountsSharedOperandsPerUse) {

@@ -144,8 +144,18 @@ def _bn_inference_check(node, metas):
 @register([aten._native_batch_norm_legit_no_training.default], "elementwise",
           check=_bn_inference_check)
 def _bn_inference(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
-    rstd = ops.rsqrt(ops.add(running_var, float(eps)))
-    return (_bn_apply(x, running_mean, rstd, weight, bias), None, None)
+    # y = x * scale + shift with per-channel scale = weight / sqrt(var + eps) and shift = bias -
+    # mean * scale: the two [C] vectors are loop-invariant in the [N, C, ...] result, so the
+    # stage plan computes them once per call (stage_plan.cc) and each point costs one
+    # multiply-add.
+    scale = ops.rsqrt(ops.add(running_var, float(eps)))
+    if weight is not None:
+        scale = ops.mul(scale, weight)
+    shift = ops.neg(ops.mul(running_mean, scale))
+    if bias is not None:
+        shift = ops.add(shift, bias)
+    nd = len(x.shape)
+    return (ops.add(ops.mul(x, _channel(scale, nd)), _channel(shift, nd)), None, None)
 
 
 def _bn_training_check(node, metas):
