@@ -19,10 +19,12 @@ tuning <= 1.5x one per-shape tuning (the mean over the sampled T), dispatch <= 1
 per-shape construct tuning at 8 sizes spread over the range and against torch (F.linear /
 F.conv2d) over many sizes, side by side, every output checked first: the dense layer (rows
 16 T, T in 1..tmax; torch at every T), the hidden-size variants X [M, I] W [H, I] for (I, H) in
-(768, 768), (768, 2304), (768, 3072), (3072, 768) with M in 1..1024 (torch at 32 sizes), and the
-ResNet conv 3x3 256->256 on 14x14 with the batch in 1..32 (torch at every batch). One record
-per case {"case": "dense" | "dense_I_H" | "conv", "vs_per_shape_geomean", "vs_per_shape_min",
-"vs_torch_geomean", "kernels", "tuning_ratio", "dispatch_us", "bars"}.
+(768, 768), (768, 2304), (768, 3072), (3072, 768) with M in 1..1024 (per-shape at 1, 8, 64 and
+5 sizes spread to 1024; torch at 1, 2, 4, 8, 16 and 32 spread sizes), and the ResNet conv 3x3
+256->256 on 14x14 with the batch in 1..32 (torch at every batch). One record per case {"case":
+"dense" | "dense_I_H" | "conv", "vs_per_shape_geomean", "vs_per_shape_min", "vs_torch_geomean",
+"kernels", "tuning_ratio", "dispatch_us", "tune_phase_s", "bars"}; --top-k, --mutate-top and
+--serial-variants set DietCode's candidate counts (tuning time against kernel quality).
 
 --case bert: a BERT encoder (transformers BertModel, random weights, eval, no grad) compiled
 with dynamic=True by Tessera and by Inductor, called with every sequence length 1..tmax in
@@ -49,6 +51,7 @@ variants ("padding_sweep" records). Record:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -90,6 +93,12 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=16)
     p.add_argument("--k", type=int, default=768)
     p.add_argument("--n", type=int, default=2304)
+    p.add_argument("--top-k", type=int, default=None,
+                   help="ranges: DietCode's construct candidates per representative (default: 6)")
+    p.add_argument("--mutate-top", type=int, default=None,
+                   help="ranges: how many of them get tile mutations (default: 3)")
+    p.add_argument("--serial-variants", type=int, default=None,
+                   help="ranges: how many micro-kernels also run serially (default: 2)")
     args = p.parse_args()
     if args.case == "bert":
         return bert(args)
@@ -177,7 +186,8 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
     var = tessera.size_var("S", lo, hi)
     y, ins, _ = build(var)
     t0 = time.perf_counter()
-    dyn = _C.dynamic.tune([y], ins, name=label)
+    dyn = _C.dynamic.tune([y], ins, name=label, top_k=args.top_k, mutate_top=args.mutate_top,
+                          serial_variants=args.serial_variants)
     dyn_s = time.perf_counter() - t0
     dispatch_ns = dyn.dispatch_ns([[s] for s in range(lo, hi + 1)])
     torch.manual_seed(args.seed)
@@ -217,7 +227,8 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
            "vs_per_shape": per_shape, "vs_torch_geomean": _geomean(vs_torch),
            "vs_torch_min": min(vs_torch), "torch_sizes": len(torch_sizes),
            "kernels": dyn.num_kernels, "tune_s": dyn_s,
-           "tuning_ratio": dyn_s / (sum(tune_s) / len(tune_s)), "dispatch_us": dispatch_ns / 1e3}
+           "tuning_ratio": dyn_s / (sum(tune_s) / len(tune_s)), "dispatch_us": dispatch_ns / 1e3,
+           "tune_phase_s": json.loads(dyn.report)["phase_s"]}
     rec["bars"] = {"vs_per_shape_geomean_ge_0.97": rec["vs_per_shape_geomean"] >= 0.97,
                    "vs_per_shape_min_ge_0.85": rec["vs_per_shape_min"] >= 0.85,
                    "vs_torch_geomean_ge_0.95": rec["vs_torch_geomean"] >= 0.95,
@@ -241,9 +252,12 @@ def ranges(args) -> None:
     tessera.Kernel([y], [x, w], name="warmup", tune="construct")
     records = [range_case("dense", _dense_builder(args.k, args.n, args.rows), 1, args.tmax,
                           spread(args.tmax, 8), list(range(1, args.tmax + 1)), args)]
+    # The row-count variants also sample the small end (1, 8, 64 rows: batch-1 decoding), where a
+    # micro-kernel that packs its weight on every call loses most.
     for i, h in HIDDEN_VARIANTS:
         records.append(range_case(f"dense_{i}_{h}", _dense_builder(i, h), 1, 1024,
-                                  spread(1024, 8), spread(1024, 32), args))
+                                  [1, 8, 64] + spread(1024, 5),
+                                  sorted({1, 2, 4, 8, 16} | set(spread(1024, 32))), args))
     records.append(range_case("conv", _conv_builder(), 1, 32, spread(32, 8),
                               list(range(1, 33)), args))
     write_json(args.json, records)

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <optional>
 
 #include "python/bindings.h"
 #include "schedule/split_reduction.h"
@@ -59,6 +60,9 @@ struct PyDynamicKernel {
     j["from_records"] = util::Json(report.from_records);
     j["tune_s"] = util::Json(report.tune_s);
     j["timings"] = util::Json(report.timings);
+    util::Json phases = util::Json::object();
+    for (const auto& [name, s] : report.phase_s) phases[name] = util::Json(s);
+    j["phase_s"] = phases;
     util::Json cands = util::Json::array();
     for (const auto& c : report.candidates) {
       util::Json cj = util::Json::object();
@@ -104,12 +108,16 @@ void bind_dynamic(py::module_& m) {
       "tune",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::string& name, db::RecordsDB* records, int64_t max_points, int representatives,
-         uint64_t seed) {
+         uint64_t seed, std::optional<int> top_k, std::optional<int> mutate_top,
+         std::optional<int> serial_variants) {
         tune::dynamic::DynamicTuneOptions opts;
         opts.records = records;
         opts.max_points = max_points;
         opts.representatives = representatives;
         opts.construct.seed = seed;
+        if (top_k) opts.construct.top_k = *top_k;
+        if (mutate_top) opts.mutate_top = *mutate_top;
+        if (serial_variants) opts.serial_variants = *serial_variants;
         PyDynamicKernel k;
         {
           py::gil_scoped_release release;  // measured kernels run on Tessera's thread pool
@@ -122,8 +130,11 @@ void bind_dynamic(py::module_& m) {
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("name") = "dynamic",
       py::arg("records") = nullptr, py::arg("max_points") = 256, py::arg("representatives") = 1,
-      py::arg("seed") = 0,
-      "DietCode tuning of the kernel outputs <- inputs over the ranges of its size variables.");
+      py::arg("seed") = 0, py::arg("top_k") = py::none(), py::arg("mutate_top") = py::none(),
+      py::arg("serial_variants") = py::none(),
+      "DietCode tuning of the kernel outputs <- inputs over the ranges of its size variables. "
+      "top_k, mutate_top, serial_variants: construct mode's candidates per representative, "
+      "how many of them get tile mutations, how many also run serially (None: the defaults).");
 }
 
 }  // namespace tessera::python

@@ -287,13 +287,23 @@ class DynamicTuner {
   }
 
   void run() {
+    auto t = std::chrono::steady_clock::now();
+    auto phase = [&](const char* name) {
+      const auto now = std::chrono::steady_clock::now();
+      res_->phase_s.emplace_back(name, std::chrono::duration<double>(now - t).count());
+      t = now;
+    };
     CandidatePool pool(o_.edge);
     gather_candidates(w_, o_, reference_->schedule(), &pool);
+    phase("candidates");
     add_candidates(std::move(pool.reports()));
+    phase("build_time");
     prune();
     add_serial_variants();
+    phase("serial");
     fit_wave_weight();
     select();
+    phase("select");
   }
 
  private:

@@ -101,6 +101,9 @@ struct DynamicTuneResult {
   std::vector<int> assignment;              // per point: selected kernel
   double tune_s = 0;
   int timings = 0;  // timer calls
+  // Wall time of each phase, in order: "candidates" (construct's walks and the mutations),
+  // "build_time" (candidates built, verified and timed), "serial", "select" (the rest).
+  std::vector<std::pair<std::string, double>> phase_s;
 };
 
 DynamicTuneResult tune_dynamic(const DynamicWorkload& workload,
