@@ -129,7 +129,7 @@ void bind_dynamic(py::module_& m) {
         return k;
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("name") = "dynamic",
-      py::arg("records") = nullptr, py::arg("max_points") = 256, py::arg("representatives") = 1,
+      py::arg("records") = nullptr, py::arg("max_points") = 256, py::arg("representatives") = 2,
       py::arg("seed") = 0, py::arg("top_k") = py::none(), py::arg("mutate_top") = py::none(),
       py::arg("serial_variants") = py::none(),
       "DietCode tuning of the kernel outputs <- inputs over the ranges of its size variables. "

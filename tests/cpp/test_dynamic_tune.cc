@@ -59,7 +59,9 @@ DynamicTuneOptions fast_options() {
 TEST(DynamicTune, RepresentativesAndTileMutations) {
   testing::DynamicDense d(4, 1, 40);
   const DynamicWorkload w = d.workload();
-  EXPECT_EQ(representative_points(w, 3), (std::vector<SizePoint>{{40}, {27}, {14}}));
+  // The largest first, the smallest last, evenly between.
+  EXPECT_EQ(representative_points(w, 3), (std::vector<SizePoint>{{40}, {20}, {1}}));
+  EXPECT_EQ(representative_points(w, 2), (std::vector<SizePoint>{{40}, {1}}));
   EXPECT_EQ(representative_points(w, 1), (std::vector<SizePoint>{{40}}));
   // Mutations halve or double the cache tile of the dynamic axis only, keeping mid tiles whole.
   const schedule::StagePlan plan = schedule::plan_stages(w.outputs(), w.inputs());
@@ -96,8 +98,9 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
   EXPECT_NEAR(r.selection.wave_k, kTrueWaveK, 1e-6);
   // Every verified candidate's throughput is the model's; candidates beyond the rules' include
   // construct mode's and the tile mutations.
-  int constructed = 0, mutated = 0, serial = 0;
+  int constructed = 0, mutated = 0, serial = 0, at_smallest = 0;
   for (const CandidateReport& c : r.candidates) {
+    at_smallest += c.origin == "construct@1";  // the smallest representative's proposals
     EXPECT_TRUE(c.ok) << c.origin << ": " << c.error;
     if (c.ok) {
       EXPECT_NEAR(c.model.throughput / model_throughput(c.schedule), 1.0, 1e-9) << c.origin;
@@ -108,6 +111,7 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
     serial += c.origin == "serial";
   }
   EXPECT_GT(constructed, 0);
+  EXPECT_GT(at_smallest, 0);
   EXPECT_GT(mutated, 0);
   EXPECT_EQ(serial, DynamicTuneOptions{}.serial_variants);
   EXPECT_EQ(r.selection.candidates, static_cast<int>(r.candidates.size()));

@@ -545,10 +545,12 @@ class DynamicTuner {
 std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n) {
   TESSERA_CHECK(n >= 1) << "representative_points needs n >= 1";
   std::vector<SizePoint> reps;
-  for (int i = n; i >= 1; --i) {  // the largest first
+  // The largest first; with n >= 2 the smallest is the last (its micro-kernel can differ in
+  // kind: a row times a weight is a dot product per output, not a tiled matmul).
+  for (int i = n; i >= 1; --i) {
     SizePoint p;
     for (const SizeRange& r : w.ranges()) {
-      p.push_back(r.lo + (r.hi - r.lo) * i / n);
+      p.push_back(n == 1 ? r.hi : r.lo + (r.hi - r.lo) * (i - 1) / (n - 1));
     }
     if (std::find(reps.begin(), reps.end(), p) == reps.end()) reps.push_back(p);
   }
