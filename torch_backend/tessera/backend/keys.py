@@ -37,13 +37,20 @@ def cache_key(key: "_C.WorkloadKey", *extra: Any) -> Tuple:
     return (key.hash, key.shapes, key.target, key.canonical) + extra
 
 
+# How choices are timed; part of every decision's context, so that a change in the method makes
+# earlier processes' decisions (in the records database) stale instead of binding. 2: ATen
+# candidates stopped leaking their outputs during timing and freed memory stays in the process
+# (allocator.py); before, ATen's times were inflated by page faults.
+MEASUREMENT_METHOD = 2
+
+
 def context(options: Any, candidates, prepacked: bool = False) -> str:
     """What a measured choice depends on besides the workload and the machine: the candidates
     built, how the fused kernel was tuned, both thread counts and the Tessera version (a newer
     compiler may build faster kernels), and whether the fused kernel reads weights prepacked
     (then it packs nothing per call)."""
     tune = getattr(options, "tune", None) or "construct"
-    lines = [f"version={_C.version()}", f"tune={tune}",
+    lines = [f"version={_C.version()}", f"measured={MEASUREMENT_METHOD}", f"tune={tune}",
              f"threads={torch.get_num_threads()},{_C.get_num_threads()}",
              f"candidates={','.join(sorted(candidates))}"]
     if prepacked:
