@@ -1,4 +1,4 @@
-"""Graph-level layout propagation (ALT, options layouts=True): convolution activations in NHWC.
+"""Graph-level layout propagation (ALT, options layouts): convolution activations in NHWC.
 
 Kernels write their outputs in the strides the planner's metas give them and read inputs in
 whatever dense order they come (kernel_build: a permuted input is index arithmetic, not a copy).
@@ -7,9 +7,11 @@ writes channel vectors contiguously and every consumer kernel reads that order. 
 the values to store NHWC: a convolution's output and, propagated forward, every 4-D value
 computed from one by a non-view op of the same rank (batch norm, activations, residual adds,
 pooling). A tensor of a multi-output op (batch norm's result, taken by getitem) counts as
-computed by that op from its inputs. Graph inputs and outputs keep eager's strides (the planner writes outputs back in
-them), and values that a view reads keep theirs (a view of an NHWC value would not read the
-same bytes), so the only conversions left are at the graph's edges and before views.
+computed by that op from its inputs. Graph inputs and outputs keep eager's strides (the planner
+writes outputs back in them), and values that a view reads keep theirs (a view of an NHWC value
+would not read the same bytes), so the only conversions left are at the graph's edges and
+before views. With options layouts=None (the default) this runs on graphs with a depthwise
+convolution (has_depthwise_convolution).
 
 Correct whatever the actual strides are: a kernel input that does not come in the planned order
 is made contiguous in that order first (kernel_build._prepare), and ATen steps take any strides.
