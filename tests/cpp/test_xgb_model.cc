@@ -68,6 +68,15 @@ Synthetic synthetic(int count, uint64_t seed) {
   return s;
 }
 
+// The program of each store row, in row order (what the pack-sum losses take).
+std::vector<int> program_of_rows(const std::vector<ProgramFeatures>& programs) {
+  std::vector<int> program;
+  for (size_t p = 0; p < programs.size(); ++p) {
+    for (int r = 0; r < programs[p].num_stores; ++r) program.push_back(static_cast<int>(p));
+  }
+  return program;
+}
+
 XGBOptions fast() {
   XGBOptions o;
   o.rounds = 40;
@@ -183,12 +192,8 @@ TEST(XGBModel, RanksHeldOutProgramsFarBetterThanChance) {
   EXPECT_GT(rho, 0.8);
   EXPECT_LT(random_rho, 0.8) << "the threshold must fail for a random model";
   // The training loss went down from the untrained (all-zero) model's.
-  std::vector<float> zero_rows, rows;
-  std::vector<int> program;
-  for (size_t p = 0; p < train.programs.size(); ++p) {
-    for (int r = 0; r < train.programs[p].num_stores; ++r) program.push_back(static_cast<int>(p));
-  }
-  zero_rows.assign(program.size(), 0.0f);
+  const std::vector<int> program = program_of_rows(train.programs);
+  const std::vector<float> zero_rows(program.size(), 0.0f);
   const std::vector<double> w(train.labels.size(), 1.0);
   const std::vector<double> sums = m.predict(train.programs);
   double trained_loss = 0;
@@ -209,15 +214,11 @@ TEST(XGBModel, RankObjectiveRanksHeldOutProgramsAndLowersItsLoss) {
   // squared loss's, still far from chance.
   EXPECT_GT(rho, 0.6);
   EXPECT_LT(random_rho, 0.6) << "the threshold must fail for a random model";
-  std::vector<float> zero_rows, rows;
-  std::vector<int> program;
-  for (size_t p = 0; p < train.programs.size(); ++p) {
-    for (int r = 0; r < train.programs[p].num_stores; ++r) program.push_back(static_cast<int>(p));
-  }
-  zero_rows.assign(program.size(), 0.0f);
+  const std::vector<int> program = program_of_rows(train.programs);
+  const std::vector<float> zero_rows(program.size(), 0.0f);
   const std::vector<double> sums = m.predict(train.programs);
   // Put each program's sum on its first row: the loss sees only the sums.
-  rows.assign(program.size(), 0.0f);
+  std::vector<float> rows(program.size(), 0.0f);
   for (size_t r = 0; r < program.size(); ++r) {
     if (r == 0 || program[r] != program[r - 1]) rows[r] = static_cast<float>(sums[program[r]]);
   }
