@@ -70,8 +70,8 @@ bool calls_transcendental(const Tensor& t) {
   return found;
 }
 
-// A tensor this many times smaller than each of its consumers is loop-invariant in them (they
-// read it broadcast): computing it once into a temporary beats recomputing it per point.
+// A tensor this many times smaller than a consumer is loop-invariant in it (the consumer reads
+// it broadcast): computing it once into a temporary beats recomputing it per point.
 constexpr double kMinHoistRatio = 8.0;
 
 // Points of a tensor with a constant shape; 0 when a dim is symbolic.
