@@ -42,6 +42,21 @@ struct Affine {
   int64_t constant = 0;
 };
 
+// a * b + c into *out; false when it overflows int64 (literals are user text: the fuzzer found
+// A[6666666666666666666 + 6666666666666666666 - i]).
+bool checked_mul_add(int64_t a, int64_t b, int64_t c, int64_t* out) {
+  int64_t p = 0;
+  return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(p, c, out);
+}
+
+// `a` scaled by k and shifted by k * `other` (k = +-1 for sums); false on overflow.
+bool scale_into(const Affine& other, int64_t k, Affine* a) {
+  for (const auto& [name, c] : other.coefs) {
+    if (!checked_mul_add(c, k, a->coefs[name], &a->coefs[name])) return false;
+  }
+  return checked_mul_add(other.constant, k, a->constant, &a->constant);
+}
+
 Affine affine_of(const AstNode& n) {
   Affine a;
   switch (n.kind) {
@@ -52,28 +67,22 @@ Affine affine_of(const AstNode& n) {
       a.coefs[n.name] = 1;
       return a;
     case AstKind::kUnary: {
-      a = affine_of(*n.args[0]);
-      for (auto& [k, c] : a.coefs) c = -c;
-      a.constant = -a.constant;
-      return a;
+      const Affine x = affine_of(*n.args[0]);
+      if (x.ok && scale_into(x, -1, &a)) return a;
+      break;
     }
     case AstKind::kBinary: {
       Affine l = affine_of(*n.args[0]), r = affine_of(*n.args[1]);
       if (!l.ok || !r.ok) break;
       if (n.op == AstOp::kAdd || n.op == AstOp::kSub) {
-        int64_t sign = n.op == AstOp::kAdd ? 1 : -1;
         a = l;
-        for (auto& [k, c] : r.coefs) a.coefs[k] += sign * c;
-        a.constant += sign * r.constant;
-        return a;
+        if (scale_into(r, n.op == AstOp::kAdd ? 1 : -1, &a)) return a;
+        break;
       }
       if (n.op == AstOp::kMul && (l.coefs.empty() || r.coefs.empty())) {
         const Affine& scaled = l.coefs.empty() ? r : l;
-        int64_t k = l.coefs.empty() ? l.constant : r.constant;
-        a = scaled;
-        for (auto& [name, c] : a.coefs) c *= k;
-        a.constant *= k;
-        return a;
+        if (scale_into(scaled, l.coefs.empty() ? l.constant : r.constant, &a)) return a;
+        break;
       }
       break;
     }
@@ -89,6 +98,18 @@ struct Interval {
 };
 
 int64_t floordiv_i(int64_t a, int64_t b) { return ir::floordiv_int(a, b); }
+
+// The hull of op(x, y) over the four corners of a and b (exact for +, - and * of intervals);
+// nullopt when a corner overflows int64 (literals are user text).
+template <typename Op>
+std::optional<Interval> checked(const Interval& a, const Interval& b, Op op) {
+  int64_t p[4];
+  const int64_t xs[4] = {a.lo, a.lo, a.hi, a.hi}, ys[4] = {b.lo, b.hi, b.lo, b.hi};
+  for (int i = 0; i < 4; ++i) {
+    if (op(xs[i], ys[i], &p[i])) return std::nullopt;
+  }
+  return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+}
 
 class ShapeInference {
  public:
@@ -310,6 +331,13 @@ class ShapeInference {
     return !candidates.empty();
   }
 
+  // An index's range, or an error where its integer arithmetic leaves int64: the kernel would
+  // compute another index than the one written.
+  std::optional<Interval> no_overflow(const AstNode& n, std::optional<Interval> r) const {
+    if (!r) fail(n.offset, "integer arithmetic in this index overflows int64");
+    return r;
+  }
+
   std::optional<Interval> interval(const AstNode& n) const {
     switch (n.kind) {
       case AstKind::kNumber:
@@ -322,7 +350,9 @@ class ShapeInference {
       case AstKind::kUnary: {
         auto a = interval(*n.args[0]);
         if (!a) return std::nullopt;
-        return Interval{-a->hi, -a->lo};
+        return no_overflow(n, checked({0, 0}, *a, [](int64_t x, int64_t y, int64_t* r) {
+                             return __builtin_sub_overflow(x, y, r);
+                           }));
       }
       case AstKind::kCall: {  // max / min
         auto a = interval(*n.args[0]), b = interval(*n.args[1]);
@@ -335,13 +365,17 @@ class ShapeInference {
         if (!a || !b) return std::nullopt;
         switch (n.op) {
           case AstOp::kAdd:
-            return Interval{a->lo + b->lo, a->hi + b->hi};
+            return no_overflow(n, checked(*a, *b, [](int64_t x, int64_t y, int64_t* r) {
+                                 return __builtin_add_overflow(x, y, r);
+                               }));
           case AstOp::kSub:
-            return Interval{a->lo - b->hi, a->hi - b->lo};
-          case AstOp::kMul: {
-            int64_t p[4] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
-            return Interval{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
-          }
+            return no_overflow(n, checked(*a, *b, [](int64_t x, int64_t y, int64_t* r) {
+                                 return __builtin_sub_overflow(x, y, r);
+                               }));
+          case AstOp::kMul:
+            return no_overflow(n, checked(*a, *b, [](int64_t x, int64_t y, int64_t* r) {
+                                 return __builtin_mul_overflow(x, y, r);
+                               }));
           case AstOp::kFloorDiv: {
             if (b->lo <= 0 && b->hi >= 0) {
               fail(n.offset, "the divisor of this '//' can be zero");

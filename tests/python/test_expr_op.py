@@ -285,3 +285,4 @@ def test_derive_true_keeps_the_expressions_values():
     assert report["states"] > 0
     if report["found"]:  # only when measured faster than the expression's own kernel
         assert report["rules"] and report["derived_ms"] < report["original_ms"]
+
