@@ -98,10 +98,12 @@ def main() -> None:
           f"{torch.get_num_threads()} threads; records: {records.resolve_path(None) or 'off'}")
     print(f"model: {title}")
 
+    # Each compiler gets its own copy of the model: nothing compiled is shared. The copies are
+    # made outside inference mode, as a model is loaded: weights made under it have no version
+    # counter, and Tessera then packs them again on every call (it logs a warning).
+    t_model, i_model = copy.deepcopy(model), copy.deepcopy(model)
     with torch.inference_mode():
         want = model(x)
-        # Each compiler gets its own copy of the model: nothing compiled is shared.
-        t_model, i_model = copy.deepcopy(model), copy.deepcopy(model)
 
         before = records.counters()
         fast = torch.compile(t_model, backend="tessera")

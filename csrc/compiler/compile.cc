@@ -194,9 +194,10 @@ Threads threads_from_name(const std::string& name) {
 bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads) {
   if (threads != Threads::kAuto) return threads == Threads::kParallel;
   // One thread: a parallel loop runs inline, and the parallel schedule keeps its tiling.
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
   return runtime::get_num_threads() <= 1 ||
-         schedule::boundary_bytes(plan, tune::kSymbolicSizeGuess) >=
-             schedule::tuning_policy().serial_bytes;
+         schedule::boundary_bytes(plan, tune::kSymbolicSizeGuess) >= policy.serial_bytes ||
+         schedule::total_points(plan, tune::kSymbolicSizeGuess) >= policy.serial_points;
 }
 
 bool worth_tuning(const schedule::StagePlan& plan) {

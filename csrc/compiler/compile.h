@@ -37,7 +37,7 @@ enum class TuneMode { kDefault, kConstruct, kSearch };
 const char* tune_mode_name(TuneMode m);
 TuneMode tune_mode_from_name(const std::string& name);  // "default" | "construct" | "search"
 
-enum class Threads { kAuto, kParallel, kSerial };    // kAuto: by TuningPolicy::serial_bytes
+enum class Threads { kAuto, kParallel, kSerial };    // kAuto: TuningPolicy::serial_*
 Threads threads_from_name(const std::string& name);  // "auto" | "parallel" | "serial"
 
 // One measured search candidate, as it happens (progress bars, per-trial logs).
@@ -128,7 +128,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
 // Whether a kernel over this plan is worth tuning under the policy (enough summation work).
 bool worth_tuning(const schedule::StagePlan& plan);
 // Whether a kernel over this plan runs its parallel loops on the thread pool (kAuto: the
-// policy's serial_bytes rule).
+// policy's serial_bytes and serial_points rule).
 bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads);
 
 }  // namespace tessera::compiler

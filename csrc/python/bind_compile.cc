@@ -209,6 +209,7 @@ void bind_policy_and_counters(py::module_& m) {
       .def_readonly("tune_min_points", &TuningPolicy::tune_min_points)
       .def_readonly("win_margin", &TuningPolicy::win_margin)
       .def_readonly("serial_bytes", &TuningPolicy::serial_bytes)
+      .def_readonly("serial_points", &TuningPolicy::serial_points)
       .def_readonly("big_anchor_flops", &TuningPolicy::big_anchor_flops)
       .def_readonly("construct_top_k", &TuningPolicy::construct_top_k)
       .def_readonly("construct_chains", &TuningPolicy::construct_chains)

@@ -34,6 +34,12 @@ double reduce_points(const StagePlan& plan, int64_t symbolic_guess) {
   return total;
 }
 
+double total_points(const StagePlan& plan, int64_t symbolic_guess) {
+  double total = 0;
+  for (const Stage& s : plan.stages) total += stage_points(s, symbolic_guess);
+  return total;
+}
+
 int64_t boundary_bytes(const StagePlan& plan, int64_t symbolic_guess) {
   double total = 0;
   for (const auto* tensors : {&plan.inputs, &plan.outputs}) {

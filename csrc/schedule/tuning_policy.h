@@ -19,9 +19,11 @@ struct TuningPolicy {
   // graph) replaces the incumbent only when its paired time ratio is below this (timing noise
   // must not flip a choice; runtime/paired_timing.h is the one noise rule).
   double win_margin = 0.97;
-  // Kernels reading and writing fewer bytes than this run on the calling thread alone: waking
-  // the other threads costs more than it saves.
+  // Kernels reading and writing fewer bytes than this, and iterating over fewer points than
+  // serial_points, run on the calling thread alone: waking the other threads costs more than it
+  // saves. Both must be small: a 128x256x256 matmul moves 0.5 MiB but does 8.4M multiply-adds.
   int64_t serial_bytes = 2 << 20;
+  double serial_points = 1 << 20;
   // Dense matmuls/convolutions above this many flops are left to ATen's kernel unless tuning is
   // on: Tessera's default-schedule kernel loses to BLAS/oneDNN there.
   double big_anchor_flops = 16e6;
@@ -49,6 +51,8 @@ double stage_points(const Stage& stage, int64_t symbolic_guess);
 // Iteration points of the plan's stages that sum over an axis:
 // the work a tuner can reorganise. Symbolic extents count as `symbolic_guess`.
 double reduce_points(const StagePlan& plan, int64_t symbolic_guess);
+// Iteration points of all the plan's stages (symbolic extents as `symbolic_guess`).
+double total_points(const StagePlan& plan, int64_t symbolic_guess);
 // Bytes the kernel reads and writes at its boundary (symbolic extents as `symbolic_guess`).
 int64_t boundary_bytes(const StagePlan& plan, int64_t symbolic_guess);
 

@@ -10,6 +10,7 @@
 #include "ops/reference.h"
 #include "runtime/parallel.h"
 #include "schedule/tuning_policy.h"
+#include "tune/common.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -86,6 +87,22 @@ TEST(CompileCall, SmallKernelsAreNeitherTunedNorParallel) {
   CompileRequest forced;
   forced.threads = Threads::kParallel;
   EXPECT_TRUE(compile({c}, {a, b}, forced).report.parallel);
+  expect_matches_reference(r, {c}, {a, b});
+}
+
+TEST(CompileCall, AKernelWithMuchWorkOnLittleDataRunsInParallel) {
+  // A 128x256x256 matmul (a small transformer's linear layer) moves 0.5 MiB, under
+  // serial_bytes, but iterates over 8.4M points: on one thread it takes twice as long.
+  Tensor a = ir::placeholder("A", dims({128, 256})), b = ir::placeholder("B", dims({256, 256}));
+  Tensor c = ops::matmul(a, b);
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  CompileRequest req;
+  req.threads = Threads::kAuto;
+  CompileResult r = compile({c}, {a, b}, req);
+  const schedule::StagePlan& plan = tune::Task::create({c}, {a, b}).plan;
+  ASSERT_LT(schedule::boundary_bytes(plan, 1), policy.serial_bytes);
+  ASSERT_GE(schedule::total_points(plan, 1), policy.serial_points);
+  EXPECT_TRUE(r.report.parallel);
   expect_matches_reference(r, {c}, {a, b});
 }
 

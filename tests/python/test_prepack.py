@@ -119,3 +119,61 @@ def test_kernel_weights_argument_prepacks_and_sees_changes():
     other = torch.randn(16, 8, 3, 3)  # another tensor altogether
     torch.testing.assert_close(k(xs, other), torch.nn.functional.conv2d(xs, other, padding=1),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_candidates_are_timed_with_weights_like_the_models():
+    """The planner times a partition's candidates on example tensors made from the recorded
+    metas. A weight that is a normal tensor (a model made outside inference mode, called under
+    it) is packed once in the model, so its example must be one too: an inference tensor has no
+    version counter and would be packed on every timed call, a cost the model never pays. A
+    weight that is an inference tensor is packed every call in the model, and its example too."""
+    from tessera.backend.meta import describe
+    weight = torch.randn(8, 8)
+    with torch.inference_mode():
+        made_inside = torch.randn(8, 8)
+        plain, inference = describe(weight), describe(made_inside)
+        assert not plain.inference and inference.inference
+        assert plain == inference  # the flag is not part of a meta's identity
+        assert not plain.example().is_inference()
+        assert inference.example().is_inference()
+
+
+def test_inference_mode_calls_pack_weights_made_outside_it_once(caplog):
+    model = _model()
+    x = torch.randn(2, 16, 8, 8)
+    with torch.no_grad():
+        want = model(x)
+    fast = torch.compile(copy.deepcopy(model), backend="tessera", options=KERNELS)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(x), want, rtol=1e-4, atol=1e-4)
+        assert _prepacked_kernels() > 0
+        before = _packs()
+        for _ in range(3):
+            torch.testing.assert_close(fast(x), want, rtol=1e-4, atol=1e-4)
+        assert _packs() == before
+
+
+def test_weights_made_under_inference_mode_are_packed_every_call_with_a_warning(caplog):
+    from tessera.backend.log import reset_log_once
+    reset_log_once()
+    model = _model()
+    x = torch.randn(2, 16, 8, 8)
+    with torch.inference_mode():
+        want = model(x)
+        frozen = copy.deepcopy(model)  # its weights are inference tensors: no version counter
+        fast = torch.compile(frozen, backend="tessera", options=KERNELS)
+        with caplog.at_level("WARNING", logger="tessera"):
+            torch.testing.assert_close(fast(x), want, rtol=1e-4, atol=1e-4)
+            before = _packs()
+            torch.testing.assert_close(fast(x), want, rtol=1e-4, atol=1e-4)
+            assert _packs() > before  # nothing tells a changed weight from an unchanged one
+            frozen[0].weight.mul_(2)  # allowed on an inference tensor under inference mode
+            torch.testing.assert_close(fast(x), _changed(model, x), rtol=1e-4, atol=1e-4)
+        assert any("inference tensor" in r.getMessage() for r in caplog.records)
+
+
+def _changed(model, x):
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        changed[0].weight.mul_(2)
+        return changed(x)

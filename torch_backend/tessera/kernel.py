@@ -32,7 +32,8 @@ class Kernel:
     `trials` measurements, 0 for the policy's default) decides, and `records` (a
     _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "parallel" (parallel
     loops where the schedule has them), "serial", or "auto" (the backend's choice: kernels moving
-    little data run on the calling thread alone, the tuning policy's serial_bytes).
+    little data and doing little work run on the calling thread alone, the tuning policy's
+    serial_bytes and serial_points).
     `progress` (search mode): True shows a progress bar and logs each trial (search_progress.py), a callable
 gets each _C.TrialEvent, None/False neither. `runner` (search mode): where candidates are
     measured: "workers" (the default: forked processes), "in-process", "ray", "auto",

@@ -93,6 +93,11 @@ class PackedInput:
             version = x._version
         except RuntimeError:  # an inference tensor keeps no version counter: pack every call
             version = None
+            log_once("inference-weights",
+                     "tessera: a weight is an inference tensor (made or copied under "
+                     "torch.inference_mode), which has no version counter: its packed copy is "
+                     "made again on every call. Create or load the model outside inference mode "
+                     "to pack weights once.", level=logging.WARNING)
         if version is None or version != self._version or x.data_ptr() != self._src_ptr:
             self._repack(x, version)
         return self._ptr

@@ -37,11 +37,13 @@ def cache_key(key: "_C.WorkloadKey", *extra: Any) -> Tuple:
     return (key.hash, key.shapes, key.target, key.canonical) + extra
 
 
-# How choices are timed; part of every decision's context, so that a change in the method makes
-# earlier processes' decisions (in the records database) stale instead of binding. 2: ATen
+# How choices are timed and what was timed; part of every decision's context, so that a change
+# makes earlier processes' decisions (in the records database) stale instead of binding. 2: ATen
 # candidates stopped leaking their outputs during timing and freed memory stays in the process
-# (allocator.py); before, ATen's times were inflated by page faults.
-MEASUREMENT_METHOD = 2
+# (allocator.py); before, ATen's times were inflated by page faults. 3: kernels with much work
+# but little data run in parallel (TuningPolicy::serial_points); before, the fused matmuls of
+# small layers ran on one thread and lost to ATen.
+MEASUREMENT_METHOD = 3
 
 
 def context(options: Any, candidates, prepacked: bool = False) -> str:

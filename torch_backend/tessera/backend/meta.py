@@ -21,6 +21,9 @@ class TensorMeta:
     stride: Tuple[int, ...]
     dtype: torch.dtype
     device: torch.device
+    # The value is an inference tensor (made under torch.inference_mode): it has no version
+    # counter, so a weight stored that way is packed again on every call. Not part of equality.
+    inference: bool = dataclasses.field(default=False, compare=False)
 
     @property
     def ndim(self) -> int:
@@ -39,18 +42,22 @@ class TensorMeta:
 
     def example(self) -> torch.Tensor:
         """A tensor with this shape, strides and dtype, filled with harmless values: normal
-        floats, zeros for integers (always valid indices), random bools."""
+        floats, zeros for integers (always valid indices), random bools. It is an inference
+        tensor exactly when the recorded value was one: a weight without a version counter is
+        packed again on every call (kernel_build.PackedInput), and a candidate must be timed
+        paying that cost exactly when the compiled model will."""
         size = 1 + sum((s - 1) * st for s, st in zip(self.shape, self.stride))
         if self.numel == 0:
             size = 0
-        base = torch.empty(size, dtype=self.dtype, device=self.device)
-        if self.dtype.is_floating_point:
-            base.normal_()
-        elif self.dtype == torch.bool:
-            base.copy_(torch.rand(size) > 0.5)
-        else:
-            base.zero_()
-        return base.as_strided(self.shape, self.stride)
+        with torch.inference_mode(self.inference):
+            base = torch.empty(size, dtype=self.dtype, device=self.device)
+            if self.dtype.is_floating_point:
+                base.normal_()
+            elif self.dtype == torch.bool:
+                base.copy_(torch.rand(size) > 0.5)
+            else:
+                base.zero_()
+            return base.as_strided(self.shape, self.stride)
 
 
 def contiguous_strides(shape) -> Tuple[int, ...]:
@@ -84,7 +91,8 @@ def _same_ignoring_unit_dims(shape, a, b) -> bool:
 def describe(value: Any) -> Any:
     """TensorMeta for tensors (recursively inside lists/tuples); other values as they are."""
     if isinstance(value, torch.Tensor):
-        return TensorMeta(tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
+        return TensorMeta(tuple(value.shape), tuple(value.stride()), value.dtype, value.device,
+                          value.is_inference())
     if isinstance(value, (list, tuple)):
         return type(value)(describe(v) for v in value)
     if isinstance(value, torch.SymInt):  # never symbolic at run time, but be safe
