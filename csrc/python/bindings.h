@@ -40,5 +40,6 @@ void bind_reuse(pybind11::module_& m);
 void bind_derive(pybind11::module_& m);
 void bind_dynamic(pybind11::module_& m);
 void bind_layout(pybind11::module_& m);
+void bind_attention(pybind11::module_& m);
 
 }  // namespace tessera::python

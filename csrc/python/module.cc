@@ -34,4 +34,5 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_derive(m);
   tessera::python::bind_dynamic(m);
   tessera::python::bind_layout(m);
+  tessera::python::bind_attention(m);
 }

@@ -16,13 +16,9 @@ from tessera.models import HiddenStates, MobileNetV2, ResNet18
 
 transformers = pytest.importorskip("transformers")
 
-# Operator -> why it runs through ATen.
-ALLOWED_FALLBACKS = {
-    # Kept whole by decompositions.py: its core decomposition gives wrong gradients in torch
-    # 2.13, and Tessera's batched matmul does not beat ATen's fused CPU attention yet.
-    "aten._scaled_dot_product_flash_attention_for_cpu.default":
-        "attention kernel not built yet (issue 19 item 3)",
-}
+# Operator -> why it runs through ATen. Empty: with anchor_measure off every operator these
+# models run is Tessera's, attention included (backend/attention.py).
+ALLOWED_FALLBACKS: dict = {}
 
 OPTIONS = {"tune": "default", "anchor_measure": False, "records_db": False, "fallback": False}
 

@@ -39,6 +39,7 @@ _SIZES_FROM_META = {
 }
 # Operators that run through ATen by design (mutations, no data): never reported as missing.
 _ATEN_BY_DESIGN = {torch.ops.aten.copy_.default, torch.ops.aten.copy.default}
+_ATTENTION = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
 
 def _flat_metas(m: Any):
@@ -118,6 +119,8 @@ class Classifier:
         if not any(True for _ in _flat_metas(m)):
             return None, None  # scalar arithmetic on sizes, or no output
         if node.target in _ATEN_BY_DESIGN:
+            return None, None
+        if node.target is _ATTENTION:  # ATen's or Tessera's attention kernel: attention.py
             return None, None
         low = LOWERINGS.get(node.target)
         if low is None:

@@ -21,6 +21,7 @@ import torch.fx as fx
 
 from .. import _C
 from . import anchor as anchor_choice
+from . import attention
 from .activation_layout import channels_last_activations, has_depthwise_convolution
 from . import derived_anchor
 from . import program_runner
@@ -143,6 +144,8 @@ class Planner:
         self.member_of: Dict[fx.Node, Step] = {}   # member node -> its kernel step
         self.produced: Dict[fx.Node, Step] = {}    # value node -> defining step
         self.constants: Dict[fx.Node, Any] = {}    # values computed at compile time
+        # ATen nodes whose step calls a Tessera kernel instead of the operator (attention.py).
+        self.replaced: Dict[fx.Node, Callable] = {}
 
     # ---- partition analysis ------------------------------------------------------------------
 
@@ -377,6 +380,27 @@ class Planner:
         env[n] = n.target(*_resolve(n.args, env, self.metas), **_resolve(n.kwargs, env, self.metas))
         return env[n]
 
+    def _plan_attention(self) -> None:
+        """Attention operators: Tessera's fused kernel where it measures faster than ATen's
+        (attention.py); its step then calls the kernel in the operator's place."""
+        for n in self.nodes:
+            if not attention.is_attention(n):
+                continue
+            if self.sym is not None:
+                call, choice, times, reason = None, "aten", {}, "attention over a range of sizes"
+            else:
+                call, choice, times, reason = attention.plan(n, self.metas, self.options)
+            if call is not None:
+                self.replaced[n] = call
+                self.summary.kernels += 1
+            elif reason:
+                self.cls.reasons[n] = reason
+                log_once(f"attention:{reason}", f"tessera: attention runs through ATen ({reason})")
+            self._note_partition([n], choice, times, call=call, reason=reason)
+            if times:
+                self.summary.choices.append({"ops": [_op_name(n.target)], "choice": choice,
+                                             "times_ms": times})
+
     def _big_dense_anchor(self, anchor: fx.Node) -> bool:
         """Is this a large dense matmul/convolution? With the default (untuned) schedules,
         Tessera's kernel for those has always measured several times slower than ATen's BLAS /
@@ -421,7 +445,7 @@ class Planner:
     def _count_aten(self, needed: Set[fx.Node]) -> None:
         for n in needed:
             kind = self.cls.kind(n)
-            if kind is None and n.target is not operator.getitem:
+            if kind is None and n.target is not operator.getitem and n not in self.replaced:
                 name = _op_name(n.target)
                 self.summary.aten_ops[name] = self.summary.aten_ops.get(name, 0) + 1
                 reason = self.cls.reasons.get(n)
@@ -481,13 +505,15 @@ class Planner:
             search_graph.tune_graph(self, groups)
         for members in groups:
             self._plan_group(members)
+        self._plan_attention()
         needed = self._aten_needed()
         self._count_aten(needed)
         self._note_layouts(needed)
         units = list(self.kernel_steps)
         for n in needed:
             reads = [a for a in input_nodes(n) if a not in self.folded]
-            units.append(_Unit(Step("aten", [n], reads, node=n), self.index[n]))
+            step = Step("aten", [n], reads, call=self.replaced.get(n), node=n)
+            units.append(_Unit(step, self.index[n]))
         steps = self._order(units)
         if program_runner.ENABLED and self.sym is None:  # programs have fixed sizes
             steps, self.summary.segments = program_runner.segment_steps(

@@ -38,7 +38,8 @@ class Step:
     kind: str                       # "kernel", "program" or "aten"
     outputs: List[fx.Node]          # values this step defines
     inputs: List[fx.Node]           # values it reads (for kernels, in ABI order)
-    call: Any = None                # KernelCall for kernels, program_runner.Segment for programs
+    call: Any = None                # KernelCall for kernels, program_runner.Segment for programs,
+    #                                 for ATen steps a replacement of the operator (or None)
     node: Optional[fx.Node] = None  # the ATen node
 
 
@@ -119,7 +120,9 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
         else:
             n = s.node
             g = f"f{len(em.globals)}"
-            em.globals[g] = _callable(n, kind_of(n) if kind_of else None)
+            # An ATen step may call a Tessera kernel in the operator's place (attention.py).
+            em.globals[g] = s.call if s.call is not None else \
+                _callable(n, kind_of(n) if kind_of else None)
             args = [em.expr(a) for a in n.args]
             args += [f"{k}={em.expr(v)}" for k, v in n.kwargs.items()]
             body.append(f"{em.name(n)} = {g}({', '.join(args)})")
