@@ -65,12 +65,12 @@ void bind_attention(py::module_& m) {
             py::gil_scoped_release release;  // kernels run on the thread pool
             k.kernel->run(buffers, {});
           },
-          py::arg("ptrs"),
-          "Runs on data pointers in argument order: q, k, v, [mask], out, lse.")
+          py::arg("ptrs"), "Runs on data pointers in argument order: q, k, v, [mask], out, lse.")
       .def_property_readonly("loop_ir", [](const AttentionKernel& k) { return k.loop_ir; })
-      .def_property_readonly("assembly",
-                             [](const AttentionKernel& k) { return k.kernel->compiled().assembly(); })
-      .def_property_readonly("jit_ms", [](const AttentionKernel& k) { return k.kernel->compile_ms(); })
+      .def_property_readonly(
+          "assembly", [](const AttentionKernel& k) { return k.kernel->compiled().assembly(); })
+      .def_property_readonly("jit_ms",
+                             [](const AttentionKernel& k) { return k.kernel->compile_ms(); })
       .def_property_readonly("tiles", [](const AttentionKernel& k) {
         py::dict d;
         d["rows_per_task"] = k.tiles.rows_per_task;
@@ -103,7 +103,8 @@ void bind_attention(py::module_& m) {
       "Compiles softmax(Q K^T * scale + mask) V for `spec` (a dict: batch, q_heads, kv_heads, "
       "q_len, kv_len, head_dim, value_dim, causal, scale, and the element strides of q, k, v, "
       "out (4 each), lse (3) and, for an additive float mask, mask_strides). `tiles` overrides "
-      "rows_per_task, row_tile or key_block; keep_source keeps the host assembly. Raises when the kernel cannot compute the spec.");
+      "rows_per_task, row_tile or key_block; keep_source keeps the host assembly. Raises when the "
+      "kernel cannot compute the spec.");
 }
 
 }  // namespace tessera::python

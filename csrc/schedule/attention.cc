@@ -81,11 +81,11 @@ struct Nest {
     Expr j = jo * lanes + jl;
     Expr b = ir::floordiv(bk, spec.kv_heads), hk = ir::floormod(bk, spec.kv_heads);
     Expr last = ir::int_imm(spec.kv_len - 1);
-    Expr value = ir::select(ir::lt(j, ir::int_imm(spec.kv_len)),
-                            ir::load(k, strided(spec.k_strides, {b, hk, ir::min(j, last), d})),
-                            f32(0));
-    Stmt copy = loop_over(jl, lanes, ForKind::kVectorized,
-                          loop::make_store(kt, kt_index(bk, d, j), value));
+    Expr value =
+        ir::select(ir::lt(j, ir::int_imm(spec.kv_len)),
+                   ir::load(k, strided(spec.k_strides, {b, hk, ir::min(j, last), d})), f32(0));
+    Stmt copy =
+        loop_over(jl, lanes, ForKind::kVectorized, loop::make_store(kt, kt_index(bk, d, j), value));
     return loop_over(bk, spec.batch * spec.kv_heads, ForKind::kParallel,
                      loop_over(d, spec.head_dim, ForKind::kSerial,
                                loop_over(jo, key_span / lanes, ForKind::kSerial, copy)));
@@ -113,12 +113,11 @@ struct Task {
 
   Stmt init() const {
     Var r = ir::var("r", 0), c = ir::var("c", 0);
-    return loop_over(
-        r, rows(), ForKind::kSerial,
-        loop::make_seq({loop::make_store(row_max, r, f32(kMinusInfinity)),
-                        loop::make_store(row_sum, r, f32(0)),
-                        loop_over(c, dv(), ForKind::kVectorized,
-                                  loop::make_store(acc, r * dv() + c, f32(0)))}));
+    return loop_over(r, rows(), ForKind::kSerial,
+                     loop::make_seq({loop::make_store(row_max, r, f32(kMinusInfinity)),
+                                     loop::make_store(row_sum, r, f32(0)),
+                                     loop_over(c, dv(), ForKind::kVectorized,
+                                               loop::make_store(acc, r * dv() + c, f32(0)))}));
   }
 
   // scores[i, j] for rows g*tile + i and keys k0 + j: Q . K^T in a register tile, then scaled,
@@ -149,8 +148,8 @@ struct Task {
     }
     Expr valid = ir::lt(key, ir::int_imm(spec().kv_len));
     if (spec().causal) valid = ir::logical_and(valid, ir::le(key, q0 + row));
-    Stmt keep = over_tile(
-        loop::make_store(scores, at, ir::select(valid, value, f32(kMinusInfinity))));
+    Stmt keep =
+        over_tile(loop::make_store(scores, at, ir::select(valid, value, f32(kMinusInfinity))));
     return loop::make_allocate(sacc, loop::make_seq({zero, dot, keep}));
   }
 
@@ -223,14 +222,14 @@ struct Task {
                                  loop_over(cv, lanes, ForKind::kVectorized, std::move(body))));
     };
     Expr last = ir::int_imm(spec().kv_len - 1);
-    Expr v = ir::load(n.v, strided(spec().v_strides, {b, ir::floordiv(h, group()),
-                                                       ir::min(k0 + j, last), c}));
-    Stmt start = over_tile(
-        loop::make_store(oacc, at, ir::load(acc, acc_at) * ir::load(alpha, i)));
+    Expr v = ir::load(
+        n.v, strided(spec().v_strides, {b, ir::floordiv(h, group()), ir::min(k0 + j, last), c}));
+    Stmt start = over_tile(loop::make_store(oacc, at, ir::load(acc, acc_at) * ir::load(alpha, i)));
     // Keys past kv_end have p = 0: the last block stops at the last key.
-    Stmt fma = loop_over(j, ir::min(ir::int_imm(block()), kv_end - k0), ForKind::kSerial,
-                         over_tile(loop::make_store(
-                             oacc, at, ir::load(oacc, at) + ir::load(scores, i * block() + j) * v)));
+    Stmt fma =
+        loop_over(j, ir::min(ir::int_imm(block()), kv_end - k0), ForKind::kSerial,
+                  over_tile(loop::make_store(
+                      oacc, at, ir::load(oacc, at) + ir::load(scores, i * block() + j) * v)));
     Stmt back = over_tile(loop::make_store(acc, acc_at, ir::load(oacc, at)));
     return loop::make_allocate(oacc, loop::make_seq({start, fma, back}));
   }
@@ -265,8 +264,8 @@ struct Task {
       }
       return loop_over(g, rows() / tile(), ForKind::kSerial, step);
     });
-    Stmt all = loop::make_seq({init(), loop_over(kb, blocks, ForKind::kSerial, per_block),
-                               finish()});
+    Stmt all =
+        loop::make_seq({init(), loop_over(kb, blocks, ForKind::kSerial, per_block), finish()});
     for (const Buffer& buf : {row_max, row_sum, acc, scores, alpha}) {
       all = loop::make_allocate(buf, all);
     }
@@ -332,8 +331,7 @@ AttentionTiles default_attention_tiles(const AttentionSpec& spec, int64_t vector
   return t;
 }
 
-void check_attention(const AttentionSpec& spec, const AttentionTiles& tiles,
-                     int64_t vector_width) {
+void check_attention(const AttentionSpec& spec, const AttentionTiles& tiles, int64_t vector_width) {
   TESSERA_CHECK(spec.batch >= 1 && spec.q_heads >= 1 && spec.kv_heads >= 1 && spec.q_len >= 1 &&
                 spec.kv_len >= 1 && spec.head_dim >= 1 && spec.value_dim >= 1)
       << "attention needs at least one batch, head, row, key and feature";
@@ -369,9 +367,9 @@ loop::LoweredFunc lower_attention(const AttentionSpec& spec, const AttentionTile
             global("q", span({s.batch, s.q_heads, s.q_len, s.head_dim}, s.q_strides)),
             global("k", span({s.batch, s.kv_heads, s.kv_len, s.head_dim}, s.k_strides)),
             global("v", span({s.batch, s.kv_heads, s.kv_len, s.value_dim}, s.v_strides)),
-            s.has_mask ? global("mask", span({s.batch, s.q_heads, s.q_len, s.kv_len},
-                                             s.mask_strides))
-                       : Buffer(),
+            s.has_mask
+                ? global("mask", span({s.batch, s.q_heads, s.q_len, s.kv_len}, s.mask_strides))
+                : Buffer(),
             global("out", span({s.batch, s.q_heads, s.q_len, s.value_dim}, s.out_strides)),
             global("lse", span({s.batch, s.q_heads, s.q_len}, s.lse_strides)),
             local("kt", s.batch * s.kv_heads * s.head_dim * key_span, ir::MemScope::kHeap)};
@@ -381,8 +379,7 @@ loop::LoweredFunc lower_attention(const AttentionSpec& spec, const AttentionTile
   if (s.has_mask) f.args.push_back(nest.mask);
   f.args.push_back(nest.out);
   f.args.push_back(nest.lse);
-  f.body = loop::make_allocate(nest.kt,
-                               loop::make_seq({nest.transpose_keys(), nest.tasks()}));
+  f.body = loop::make_allocate(nest.kt, loop::make_seq({nest.transpose_keys(), nest.tasks()}));
   return loop::run_loop_passes(std::move(f));
 }
 

@@ -132,8 +132,7 @@ Result reference(const Case& c) {
 void expect_attention(const Case& c, const AttentionTiles& tiles, bool interpret) {
   const AttentionSpec& s = c.spec;
   loop::LoweredFunc f = lower_attention(s, tiles, kLanes);
-  std::vector<float> out(span_of({s.batch, s.q_heads, s.q_len, s.value_dim}, s.out_strides),
-                         NAN);
+  std::vector<float> out(span_of({s.batch, s.q_heads, s.q_len, s.value_dim}, s.out_strides), NAN);
   std::vector<float> lse(span_of({s.batch, s.q_heads, s.q_len}, s.lse_strides), NAN);
   std::vector<float> q = c.q, k = c.k, v = c.v, mask = c.mask;
   std::vector<void*> args = {q.data(), k.data(), v.data()};

@@ -81,6 +81,18 @@ class SelfAttention(torch.nn.Module):
         return y.transpose(1, 2).reshape(b, s, h)
 
 
+def _compiled(model, *inputs):
+    """The model compiled (no records database), checked against eager twice: the first call
+    plans and measures, the second runs the plan."""
+    with torch.no_grad():
+        want = model(*inputs)
+        torch._dynamo.reset()
+        fast = torch.compile(model, backend="tessera", options={"records_db": False})
+        for _ in range(2):
+            torch.testing.assert_close(fast(*inputs), want, rtol=1e-4, atol=1e-4)
+    return fast
+
+
 def _attention_rows():
     return [p for p in tessera.backend.recent_summaries()[-1].partitions if p["ops"] == [_OP_NAME]]
 
@@ -94,12 +106,7 @@ def test_compiled_attention_runs_tesseras_kernel_and_matches_eager(monkeypatch, 
     mask = torch.zeros(2, 1, 40, 40) if masked else None
     if masked:
         mask[0, ..., -3:] = torch.finfo(torch.float32).min
-    with torch.no_grad():
-        want = model(x, mask)
-        torch._dynamo.reset()
-        fast = torch.compile(model, backend="tessera", options={"records_db": False})
-        torch.testing.assert_close(fast(x, mask), want, rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(fast(x, mask), want, rtol=1e-4, atol=1e-4)
+    _compiled(model, x, mask)
     rows = _attention_rows()
     assert rows and all(r["impl"] == "tessera" for r in rows)
     assert not tessera.backend.recent_summaries()[-1].aten_ops  # nothing left to ATen
@@ -108,11 +115,7 @@ def test_compiled_attention_runs_tesseras_kernel_and_matches_eager(monkeypatch, 
 def test_attention_is_chosen_by_measurement_and_reported():
     torch.manual_seed(0)
     model = SelfAttention().eval()
-    x = torch.randn(1, 64, 128)
-    with torch.no_grad():
-        torch._dynamo.reset()
-        fast = torch.compile(model, backend="tessera", options={"records_db": False})
-        torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+    fast = _compiled(model, torch.randn(1, 64, 128))
     rows = _attention_rows()
     assert rows and set(rows[0]["times_ms"]) == {"aten", "tessera"}
     assert rows[0]["impl"] in ("aten", "tessera")
@@ -123,11 +126,7 @@ def test_unsupported_attention_stays_aten_with_its_reason(monkeypatch):
     monkeypatch.setenv("TESSERA_FORCE_CHOICE", "tessera")
     torch.manual_seed(0)
     model = SelfAttention(hidden=72, heads=3).eval()  # head dim 24: not whole vectors
-    x = torch.randn(1, 16, 72)
-    with torch.no_grad():
-        torch._dynamo.reset()
-        fast = torch.compile(model, backend="tessera", options={"records_db": False})
-        torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+    _compiled(model, torch.randn(1, 16, 72))
     rows = _attention_rows()
     assert rows and rows[0]["impl"] == "aten" and "vector width" in rows[0]["reason"]
     summary = tessera.backend.recent_summaries()[-1]
