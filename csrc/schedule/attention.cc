@@ -154,58 +154,67 @@ struct Task {
   }
 
   // Row r = g*tile + i of the block: its new maximum, exp of its scores, its sum, and the factor
-  // alpha[i] = exp(old max - new max) the earlier sums and outputs are rescaled by.
+  // alpha[i] = exp(old max - new max) the earlier sums and outputs are rescaled by. Each row has
+  // its own partial vectors (red) and results (one), so the unrolled rows' chains interleave.
   Stmt softmax_step(const Expr& g) const {
     const int64_t lanes = n.lanes;
-    Buffer red = local("red", lanes, ir::MemScope::kStack);
-    Buffer one = local("one", 1, ir::MemScope::kStack);
+    Buffer red = local("red", tile() * lanes, ir::MemScope::kStack);
+    Buffer one = local("one", tile(), ir::MemScope::kStack);
     Var i = ir::var("i", 0), ju = ir::var("ju", 0), jv = ir::var("jv", 0);
     Expr r = g * tile() + i;
     Expr s_at = i * block() + ju * lanes + jv;
-    // red[lane] = fold over the key vectors of row i, then one[0] = fold of red's lanes.
-    auto reduce = [&](Expr start, auto&& fold) {
-      Stmt first = loop_over(jv, lanes, ForKind::kVectorized,
-                             loop::make_store(red, jv, ir::load(scores, i * block() + jv)));
-      Stmt rest = loop_from(
-          ju, 1, block() / lanes, ForKind::kSerial,
-          loop_over(jv, lanes, ForKind::kVectorized,
-                    loop::make_store(red, jv, fold(ir::load(red, jv), ir::load(scores, s_at)))));
-      // The lanes pairwise, as a tree: log2(lanes) dependent steps instead of lanes - 1.
-      std::vector<Stmt> steps = {first, rest};
-      int64_t width = lanes;
-      for (; width > 1; width = (width + 1) / 2) {
+    Expr red_at = i * lanes + jv;
+    auto over_keys = [&](int64_t from, Stmt body) {
+      return loop_from(ju, from, block() / lanes, ForKind::kSerial,
+                       loop_over(jv, lanes, ForKind::kVectorized, std::move(body)));
+    };
+    // one[i] = fold(start, the lanes of red[i]) pairwise, as a tree: log2(lanes) dependent steps.
+    auto fold_lanes = [&](Expr start, auto&& fold) {
+      std::vector<Stmt> steps;
+      for (int64_t width = lanes; width > 1; width = (width + 1) / 2) {
         const int64_t half = (width + 1) / 2;
         for (int64_t l = 0; l + half < width; ++l) {
           steps.push_back(loop::make_store(
-              red, l, fold(ir::load(red, ir::int_imm(l)), ir::load(red, ir::int_imm(l + half)))));
+              red, i * lanes + l,
+              fold(ir::load(red, i * lanes + l), ir::load(red, i * lanes + l + half))));
         }
       }
-      steps.push_back(loop::make_store(one, 0, fold(std::move(start), ir::load(red, 0))));
+      steps.push_back(loop::make_store(one, i, fold(std::move(start), ir::load(red, i * lanes))));
       return loop::make_seq(steps);
     };
     auto max_fold = [](Expr a, Expr x) { return ir::max(std::move(a), std::move(x)); };
     auto sum_fold = [](Expr a, Expr x) { return std::move(a) + std::move(x); };
-    Stmt body = let("new_max", ir::load(one, 0), [&](Expr new_max) {
+    Stmt row_maximum = loop::make_seq(
+        {loop_over(jv, lanes, ForKind::kVectorized,
+                   loop::make_store(red, red_at, ir::load(scores, i * block() + jv))),
+         over_keys(1, loop::make_store(red, red_at,
+                                       ir::max(ir::load(red, red_at), ir::load(scores, s_at)))),
+         fold_lanes(ir::load(row_max, r), max_fold)});
+    Stmt rest = let("new_max", ir::load(one, i), [&](Expr new_max) {
       // A row whose keys so far are all masked keeps -inf; subtracting 0 then gives exp = 0.
       Expr safe = ir::select(ir::eq(new_max, f32(kMinusInfinity)), f32(0), new_max);
       return let("safe_max", safe, [&](Expr safe_max) {
-        Stmt exps = loop_over(
-            ju, block() / lanes, ForKind::kSerial,
-            loop_over(jv, lanes, ForKind::kVectorized,
-                      loop::make_store(scores, s_at, ir::exp(ir::load(scores, s_at) - safe_max))));
+        // p = exp(s - max) and its partial sums in one pass over the keys.
+        Stmt exps = loop::make_seq(
+            {loop_over(jv, lanes, ForKind::kVectorized, loop::make_store(red, red_at, f32(0))),
+             over_keys(
+                 0, loop::make_seq(
+                        {loop::make_store(scores, s_at, ir::exp(ir::load(scores, s_at) - safe_max)),
+                         loop::make_store(red, red_at,
+                                          ir::load(red, red_at) + ir::load(scores, s_at))})),
+             fold_lanes(f32(0), sum_fold)});
         Expr a = ir::exp(ir::load(row_max, r) - safe_max);
         Stmt update = let("a", a, [&](Expr av) {
           return loop::make_seq(
-              {loop::make_store(row_sum, r, ir::load(row_sum, r) * av + ir::load(one, 0)),
+              {loop::make_store(row_sum, r, ir::load(row_sum, r) * av + ir::load(one, i)),
                loop::make_store(row_max, r, new_max), loop::make_store(alpha, i, av)});
         });
-        return loop::make_seq({exps, reduce(f32(0), sum_fold), update});
+        return loop::make_seq({exps, update});
       });
     });
-    Stmt row = loop::make_seq({reduce(ir::load(row_max, r), max_fold), body});
-    // Unrolled: the rows' dependent chains (reduce, exp, reduce) interleave.
-    return loop_over(i, tile(), ForKind::kUnrolled,
-                     loop::make_allocate(red, loop::make_allocate(one, row)));
+    return loop::make_allocate(
+        red, loop::make_allocate(one, loop_over(i, tile(), ForKind::kUnrolled,
+                                                loop::make_seq({row_maximum, rest}))));
   }
 
   // acc[rows of tile g] = acc * alpha + p . V[block], in a register tile.
