@@ -133,16 +133,21 @@ def test_unsupported_attention_stays_aten_with_its_reason(monkeypatch):
     assert "vector width" in summary.aten_reasons[_OP_NAME]
 
 
-def test_a_call_with_other_strides_goes_to_aten():
+def test_a_call_it_was_not_built_for_goes_to_aten():
     g = torch.Generator().manual_seed(0)
     q = _heads(1, 32, 2, 16, g)
     want, want_lse = SDPA(q, q, q, 0.0, False)
     kernel = _C.attention_kernel(_spec(q, q, q, want, want_lse, False, 0.25))
     meta = tessera.backend.meta.describe
-    call = attention.AttentionCall(kernel, (q.stride(),) * 3, meta(want), meta(want_lse), False)
+    call = attention.AttentionCall(kernel, (q.stride(),) * 3, meta(want), meta(want_lse),
+                                   scale=0.25)
     got, got_lse = call(q, q, q, scale=0.25)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_lse, want_lse, rtol=1e-5, atol=1e-5)
     assert got.stride() == want.stride()
-    dense = q.contiguous()  # other strides: the kernel was not built for them
-    torch.testing.assert_close(call(dense, dense, dense)[0], SDPA(dense, dense, dense)[0])
+    dense = q.contiguous()  # other strides, another scale: the kernel was not built for them
+    torch.testing.assert_close(call(dense, dense, dense, scale=0.25)[0],
+                               SDPA(dense, dense, dense, scale=0.25)[0])
+    torch.testing.assert_close(call(q, q, q)[0], SDPA(q, q, q)[0])
+    torch.testing.assert_close(call(q, q, q, 0.0, True, scale=0.25)[0],
+                               SDPA(q, q, q, 0.0, True, scale=0.25)[0])

@@ -98,22 +98,26 @@ def _message(e: Exception) -> str:
 
 class AttentionCall:
     """The operator's replacement: same arguments, same (output, logsumexp) results, computed
-    by the kernel on tensors with the strides it was built for (anything else goes to ATen)."""
+    by the kernel when the call is the one it was built for (the strides of query, key, value
+    and mask, causality and scale); any other call goes to ATen."""
 
     def __init__(self, kernel, in_strides: Tuple, out: TensorMeta, lse: TensorMeta,
-                 masked: bool):
+                 mask_strides: Optional[Tuple] = None, is_causal: bool = False,
+                 scale: Optional[float] = None):
         self.kernel = kernel
         self.name = "attention"
         self._run = kernel.run
         self._strides = tuple(tuple(s) for s in in_strides)  # of query, key and value
+        self._mask = tuple(mask_strides) if mask_strides is not None else None
+        self._flags = (bool(is_causal), scale)
         self._out = (tuple(out.shape), tuple(out.stride))
         self._lse = (tuple(lse.shape), tuple(lse.stride))
-        self._masked = masked
 
     def __call__(self, query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
                  scale=None):
+        mask = attn_mask.stride() if attn_mask is not None else None
         if (query.stride(), key.stride(), value.stride()) != self._strides or \
-                (attn_mask is not None) != self._masked:
+                mask != self._mask or (bool(is_causal), scale) != self._flags or dropout_p:
             return SDPA(query, key, value, dropout_p, is_causal, attn_mask=attn_mask,
                         scale=scale)
         out = torch.empty_strided(*self._out)
@@ -137,12 +141,14 @@ def plan(node: fx.Node, metas: Dict[fx.Node, Any], options: Any
     except Exception as e:  # a spec the kernel cannot compute (value dim, head groups)
         return None, "aten", {}, _message(e)
     a = _arguments(node)
+    mask = metas[a["attn_mask"]] if a["attn_mask"] is not None else None
     call = AttentionCall(kernel, (spec["q_strides"], spec["k_strides"], spec["v_strides"]),
-                         metas[node][0], metas[node][1], "mask_strides" in spec)
+                         metas[node][0], metas[node][1],
+                         mask.stride if mask is not None else None, a["is_causal"], a["scale"])
     if not getattr(options, "anchor_measure", True):
         return call, "tessera", {}, ""
     values = {n: metas[a[n]].example() for n in ("query", "key", "value")}
-    mask = metas[a["attn_mask"]].example() if a["attn_mask"] is not None else None
+    mask = mask.example() if mask is not None else None
     extra = (a["dropout_p"], a["is_causal"])
 
     def run(fn):
