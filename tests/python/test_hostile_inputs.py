@@ -191,6 +191,26 @@ def test_odd_layouts_and_sizes(make):
         assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
 
 
+def test_a_zero_size_tensor_leaves_the_work_around_it_fused():
+    # A key/value cache before its first entry: the concatenation computes nothing and runs
+    # through ATen, while the projection that feeds it is still a Tessera kernel.
+    w = torch.randn(24, 16)
+    cache = torch.zeros(1, 0, 24)
+
+    def step(x):
+        y = torch.relu(x @ w.t()).unsqueeze(0)
+        return torch.cat([cache, y], 1) * 2
+
+    x = torch.randn(8, 16)
+    torch._dynamo.reset()
+    since = tessera.backend.last_serial()
+    torch.testing.assert_close(compiled(step)(x), step(x), rtol=1e-5, atol=1e-5)
+    parts = [p for s in tessera.backend.recent_summaries(since) for p in s.partitions]
+    fused = [p for p in parts if any("mm" in op for op in p["ops"])]
+    assert fused and all(p["impl"] == "tessera" for p in fused), parts
+    assert not any(s.aten_ops for s in tessera.backend.recent_summaries(since))
+
+
 def test_shape_changes_between_calls():
     f = compiled(lambda x: torch.softmax(x * 3, -1))
     for shape in [(4, 9), (4, 9), (7, 3), (1, 1), (0, 5), (4, 9)]:

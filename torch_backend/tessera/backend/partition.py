@@ -71,6 +71,16 @@ def input_nodes(node: fx.Node) -> List[fx.Node]:
     return out
 
 
+def touches_zero_size(node: fx.Node, metas: Dict[fx.Node, Any]) -> bool:
+    """Does the node read or make a tensor with no elements (a key/value cache before its
+    first entry)? Such nodes compute nothing: they run through ATen, which handles every
+    zero-size corner case, and stay out of partitions so the work around them is still fused."""
+    for n in [node] + input_nodes(node):
+        if any(m.numel == 0 for m in _flat_metas(metas.get(n))):
+            return True
+    return False
+
+
 def foldable_scalars(graph: fx.Graph, metas: Dict[fx.Node, Any]) -> Set[fx.Node]:
     """Nodes with a non-tensor value that depends only on shapes (and int inputs): a plan
     specialised on those can use their recorded values as constants."""
@@ -121,6 +131,8 @@ class Classifier:
         if node.target in _ATEN_BY_DESIGN:
             return None, None
         if node.target is _ATTENTION:  # ATen's or Tessera's attention kernel: attention.py
+            return None, None
+        if touches_zero_size(node, self.metas):
             return None, None
         low = LOWERINGS.get(node.target)
         if low is None:

@@ -30,7 +30,8 @@ from .kernel_build import KernelSpec, build_spec, compile_spec
 from .log import log_once, logger
 from .meta import TensorMeta
 from .options import Options
-from .partition import Classifier, _op_name, foldable_scalars, input_nodes, partition
+from .partition import (Classifier, _op_name, foldable_scalars, input_nodes, partition,
+                        touches_zero_size)
 from .runner import Step, _nodes_in, generate
 from .symbolic import NotSizeGeneric
 
@@ -445,7 +446,8 @@ class Planner:
     def _count_aten(self, needed: Set[fx.Node]) -> None:
         for n in needed:
             kind = self.cls.kind(n)
-            if kind is None and n.target is not operator.getitem and n not in self.replaced:
+            if kind is None and n.target is not operator.getitem and n not in self.replaced \
+                    and not touches_zero_size(n, self.metas):
                 name = _op_name(n.target)
                 self.summary.aten_ops[name] = self.summary.aten_ops.get(name, 0) + 1
                 reason = self.cls.reasons.get(n)
