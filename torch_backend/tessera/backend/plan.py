@@ -397,6 +397,8 @@ class Planner:
             elif reason:
                 self.cls.reasons[n] = reason
                 log_once(f"attention:{reason}", f"tessera: attention runs through ATen ({reason})")
+            else:
+                self.cls.reasons[n] = "ATen's kernel measured faster"
             self._note_partition([n], choice, times, call=call, reason=reason)
             if times:
                 self.summary.choices.append({"ops": [_op_name(n.target)], "choice": choice,
