@@ -211,6 +211,24 @@ def test_a_zero_size_tensor_leaves_the_work_around_it_fused():
     assert not any(s.aten_ops for s in tessera.backend.recent_summaries(since))
 
 
+def test_batch_norms_empty_saved_statistics_do_not_split_its_partition():
+    # Inference batch norm returns its output with two empty statistics; only the output is
+    # read, so convolution, batch norm and activation stay one kernel.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.BatchNorm2d(16),
+                                torch.nn.ReLU()).eval()
+    x = torch.randn(1, 8, 12, 12)
+    torch._dynamo.reset()
+    since = tessera.backend.last_serial()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(model)(x), model(x), rtol=1e-4, atol=1e-4)
+    parts = [p for s in tessera.backend.recent_summaries(since) for p in s.partitions]
+    conv = [p for p in parts if "aten.convolution.default" in p["ops"]]
+    assert len(conv) == 1 and conv[0]["impl"] == "tessera", parts
+    assert any("batch_norm" in op for op in conv[0]["ops"]), conv[0]["ops"]
+    assert any("relu" in op for op in conv[0]["ops"]), conv[0]["ops"]
+
+
 def test_shape_changes_between_calls():
     f = compiled(lambda x: torch.softmax(x * 3, -1))
     for shape in [(4, 9), (4, 9), (7, 3), (1, 1), (0, 5), (4, 9)]:

@@ -13,6 +13,7 @@ Walks the graph in order and grows groups (one group = one fused kernel):
 from __future__ import annotations
 
 import logging
+import operator
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
@@ -72,13 +73,18 @@ def input_nodes(node: fx.Node) -> List[fx.Node]:
 
 
 def touches_zero_size(node: fx.Node, metas: Dict[fx.Node, Any]) -> bool:
-    """Does the node read or make a tensor with no elements (a key/value cache before its
+    """Does the node make a tensor with no elements, or read one (a key/value cache before its
     first entry)? Such nodes compute nothing: they run through ATen, which handles every
-    zero-size corner case, and stay out of partitions so the work around them is still fused."""
-    for n in [node] + input_nodes(node):
-        if any(m.numel == 0 for m in _flat_metas(metas.get(n))):
-            return True
-    return False
+    zero-size corner case, and stay out of partitions so the work around them is still fused.
+    Only tensors themselves count: an inference batch norm returns empty saved statistics next
+    to its output, and getitem picks the output alone."""
+    out = metas.get(node)
+    if isinstance(out, TensorMeta) and out.numel == 0:
+        return True
+    if node.target is operator.getitem:
+        return False
+    return any(isinstance(metas.get(n), TensorMeta) and metas[n].numel == 0
+               for n in input_nodes(node))
 
 
 def foldable_scalars(graph: fx.Graph, metas: Dict[fx.Node, Any]) -> Set[fx.Node]:
