@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import torch
 import torch.fx as fx
 
+from .attention import is_attention
 from .log import log_once, logger
 from .lowering import LOWERINGS, te_dtype
 from .meta import TensorMeta, dense_permutation
@@ -40,7 +41,6 @@ _SIZES_FROM_META = {
 }
 # Operators that run through ATen by design (mutations, no data): never reported as missing.
 _ATEN_BY_DESIGN = {torch.ops.aten.copy_.default, torch.ops.aten.copy.default}
-_ATTENTION = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
 
 def _flat_metas(m: Any):
@@ -136,7 +136,7 @@ class Classifier:
             return None, None  # scalar arithmetic on sizes, or no output
         if node.target in _ATEN_BY_DESIGN:
             return None, None
-        if node.target is _ATTENTION:  # ATen's or Tessera's attention kernel: attention.py
+        if is_attention(node):  # ATen's or Tessera's attention kernel: attention.py decides
             return None, None
         if touches_zero_size(node, self.metas):
             return None, None
