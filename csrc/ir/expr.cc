@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "ir/buffer.h"
 #include "ir/tensor.h"
@@ -41,6 +42,33 @@ void unify_types(Expr& a, Expr& b) {
 
 bool both_int_consts(const Expr& a, const Expr& b) {
   return a->kind == ExprKind::kIntImm && b->kind == ExprKind::kIntImm;
+}
+
+// Whether v is a value of integer type t exactly. Folding keeps exact results only: one that
+// overflows the type is left as a node, and eval and codegen give it the wrap-around PyTorch gives.
+bool representable(int64_t v, DType t) {
+  if (t == DType::kBool) return v == 0 || v == 1;
+  if (t == DType::kInt32) {
+    return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+  }
+  return true;
+}
+
+// a op b for op in {add, sub, mul}, when it is exact in a's type; nullopt otherwise.
+std::optional<int64_t> exact_fold(ExprKind op, const Expr& a, const Expr& b) {
+  if (!both_int_consts(a, b)) return std::nullopt;
+  int64_t r = 0;
+  const int64_t x = a->int_value, y = b->int_value;
+  const bool overflow = op == ExprKind::kAdd   ? __builtin_add_overflow(x, y, &r)
+                        : op == ExprKind::kSub ? __builtin_sub_overflow(x, y, &r)
+                                               : __builtin_mul_overflow(x, y, &r);
+  if (overflow || !representable(r, a->dtype)) return std::nullopt;
+  return r;
+}
+
+// Division folds only where it cannot trap or overflow (INT64_MIN / -1 does both).
+bool exact_division(const Expr& a, const Expr& b) {
+  return both_int_consts(a, b) && b->int_value != 0 && b->int_value != -1;
 }
 
 int64_t floordiv_i64(int64_t a, int64_t b) {
@@ -205,20 +233,20 @@ Expr with_operands(const Expr& e, std::vector<Expr> operands) {
 }
 
 Expr add(Expr a, Expr b) {
-  if (both_int_consts(a, b)) return int_imm(a->int_value + b->int_value, a->dtype);
+  if (auto r = exact_fold(ExprKind::kAdd, a, b)) return int_imm(*r, a->dtype);
   if (a->is_const_int(0) && is_int(b->dtype)) return b;
   if (b->is_const_int(0) && is_int(a->dtype)) return a;
   return binary(ExprKind::kAdd, std::move(a), std::move(b));
 }
 
 Expr sub(Expr a, Expr b) {
-  if (both_int_consts(a, b)) return int_imm(a->int_value - b->int_value, a->dtype);
+  if (auto r = exact_fold(ExprKind::kSub, a, b)) return int_imm(*r, a->dtype);
   if (b->is_const_int(0) && is_int(a->dtype)) return a;
   return binary(ExprKind::kSub, std::move(a), std::move(b));
 }
 
 Expr mul(Expr a, Expr b) {
-  if (both_int_consts(a, b)) return int_imm(a->int_value * b->int_value, a->dtype);
+  if (auto r = exact_fold(ExprKind::kMul, a, b)) return int_imm(*r, a->dtype);
   if (is_int(a->dtype) || is_int(b->dtype)) {
     if (a->is_const_int(1)) return b;
     if (b->is_const_int(1)) return a;
@@ -235,7 +263,7 @@ Expr div(Expr a, Expr b) {
 }
 
 Expr floordiv(Expr a, Expr b) {
-  if (both_int_consts(a, b) && b->int_value != 0) {
+  if (exact_division(a, b)) {
     return int_imm(floordiv_i64(a->int_value, b->int_value), a->dtype);
   }
   if (b->is_const_int(1)) return a;
@@ -245,7 +273,7 @@ Expr floordiv(Expr a, Expr b) {
 }
 
 Expr floormod(Expr a, Expr b) {
-  if (both_int_consts(a, b) && b->int_value != 0) {
+  if (exact_division(a, b)) {
     return int_imm(floormod_i64(a->int_value, b->int_value), a->dtype);
   }
   if (b->is_const_int(1)) return int_imm(0, a->dtype);

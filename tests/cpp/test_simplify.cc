@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "ir/buffer.h"
 #include "ir/eval.h"
@@ -150,6 +151,36 @@ TEST(Simplify, DivisionByZeroIsNeverFolded) {
   Expr d = simplify(floordiv(x, 0));
   EXPECT_EQ(d->kind, ExprKind::kFloorDiv);
   EXPECT_EQ(simplify(floormod(int_imm(5), int_imm(0)))->kind, ExprKind::kFloorMod);
+}
+
+// Constants fold only to exact results: an overflowing one stays a node whose value (from eval
+// and codegen) wraps around as PyTorch's integers do. Found by the expression fuzzer, where
+// `-6666666666666666666 - 6666666666666666666` was undefined behaviour in the folder.
+TEST(Simplify, OverflowingConstantsAreNotFolded) {
+  const int64_t big = 6666666666666666666;
+  for (Expr e : {sub(int_imm(-big), int_imm(big)), add(int_imm(big), int_imm(big)),
+                 mul(int_imm(big), int_imm(3))}) {
+    EXPECT_NE(e->kind, ExprKind::kIntImm) << to_string(e);
+    Expr s = simplify(e);
+    const uint64_t ub = static_cast<uint64_t>(big);
+    const int64_t wrapped = e->kind == ExprKind::kSub   ? static_cast<int64_t>(0 - ub - ub)
+                            : e->kind == ExprKind::kAdd ? static_cast<int64_t>(ub + ub)
+                                                        : static_cast<int64_t>(ub * 3);
+    EXPECT_EQ(evaluate(e, EvalEnv{}).i, wrapped) << to_string(e);
+    EXPECT_EQ(evaluate(s, EvalEnv{}).i, wrapped) << to_string(s);
+  }
+  // INT64_MIN // -1 traps in C++; it must be left for eval, which wraps it to INT64_MIN.
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  Expr q = floordiv(int_imm(lowest), int_imm(-1));
+  EXPECT_EQ(q->kind, ExprKind::kFloorDiv);
+  EXPECT_EQ(evaluate(simplify(q), EvalEnv{}).i, lowest);
+  EXPECT_EQ(evaluate(simplify(floormod(int_imm(lowest), int_imm(-1))), EvalEnv{}).i, 0);
+  // An int32 sum past int32's range is not an int32 constant.
+  Expr i32 = add(int_imm(2147483647, DType::kInt32), int_imm(1, DType::kInt32));
+  EXPECT_NE(i32->kind, ExprKind::kIntImm);
+  EXPECT_EQ(evaluate(i32, EvalEnv{}).i, std::numeric_limits<int32_t>::min());
+  // Exact results still fold.
+  EXPECT_TRUE(sub(int_imm(-big), int_imm(1))->is_const_int(-big - 1));
 }
 
 TEST(Simplify, MinMaxByBounds) {
