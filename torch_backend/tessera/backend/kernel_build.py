@@ -61,6 +61,18 @@ class InputPrep:
         self.perm = perm    # dims order of the physical buffer, or None
 
 
+def prepare_input(t: torch.Tensor, prep: Optional[InputPrep]) -> torch.Tensor:
+    """The buffer a kernel reads for an input with a prep (or None): broadcast dims sliced to
+    one element, dims in the buffer's order, then contiguous (a no-op for the dense layouts
+    preps describe, so the tensor itself where it already is the buffer)."""
+    if prep is not None:
+        if prep.index is not None:
+            t = t[prep.index]
+        if prep.perm is not None:
+            t = t.permute(prep.perm)
+    return t if t.is_contiguous() else t.contiguous()
+
+
 class PackedInput:
     """A weight input the kernel reads packed (Kernel.prepacks) or in another dim order (a
     layout; kernel None): its packed copy is made once by the kernel's pack kernel (or the
@@ -199,12 +211,7 @@ class KernelCall:
     def _prepare(t: torch.Tensor, prep: Optional[InputPrep]) -> torch.Tensor:
         if isinstance(prep, PackedInput):
             return prep.packed(t)
-        if prep is not None:
-            if prep.index is not None:
-                t = t[prep.index]
-            if prep.perm is not None:
-                t = t.permute(prep.perm)
-        return t if t.is_contiguous() else t.contiguous()
+        return prepare_input(t, prep)
 
     @staticmethod
     def _finish(o: torch.Tensor, spec: OutputSpec) -> torch.Tensor:

@@ -17,7 +17,8 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.fx as fx
 
-from .kernel_build import PackedInput
+from . import aten_sequence
+from .kernel_build import PackedInput, prepare_input
 
 aten = torch.ops.aten
 # Views called as Tensor methods: about half the cost of going through the OpOverload, and a
@@ -47,7 +48,7 @@ class _Emitter:
     def __init__(self, constants: Dict[fx.Node, Any]):
         self.constants = constants  # folded scalar values by node
         self.names: Dict[fx.Node, str] = {}
-        self.globals: Dict[str, Any] = {"_empty": torch.empty, "_prepare": _prepare,
+        self.globals: Dict[str, Any] = {"_empty": torch.empty, "_prepare": prepare_input,
                                         "_restride": _restride}
         self.lines: List[str] = []
         self.contiguous: set = set()  # values known to be contiguous (fresh program outputs)
@@ -103,32 +104,24 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     unused = [p for p in placeholders if p not in last_use and p not in keep]
     if unused:
         body.append("del " + ", ".join(em.name(p) for p in unused))
-    for i, s in enumerate(steps):
-        if s.kind == "program":
-            body += _emit_program(em, s.call)
-        elif s.kind == "kernel":
-            g = f"k{len(em.globals)}"
-            em.globals[g] = s.call
-            outs = ", ".join(em.name(o) for o in s.outputs)
-            if len(s.outputs) > 1:
-                outs += ","
-            call_args = [em.expr(n) for n in s.inputs]
-            if getattr(s.call, "symbolic", False):
-                call_args.append("sizes=(" + "".join(f"{size_vars[v]}, "
-                                                     for v in s.call.size_names) + ")")
-            body.append(f"{outs} = {g}({', '.join(call_args)})  # {s.call.name}")
+    kind_of = kind_of or (lambda n: None)
+    dies: Dict[int, List[fx.Node]] = {}
+    for n, j in last_use.items():
+        dies.setdefault(j, []).append(n)
+    runs = dict(aten_sequence.split_runs(steps, constants, kind_of))
+    i = 0
+    while i < len(steps):
+        end = i + 1
+        if i in runs and _emit_sequence(em, body, steps, i, runs[i], constants, kind_of, keep,
+                                        last_use, dies):
+            end = runs[i]
         else:
-            n = s.node
-            g = f"f{len(em.globals)}"
-            # An ATen step may call a Tessera kernel in the operator's place (attention.py).
-            em.globals[g] = s.call if s.call is not None else \
-                _callable(n, kind_of(n) if kind_of else None)
-            args = [em.expr(a) for a in n.args]
-            args += [f"{k}={em.expr(v)}" for k, v in n.kwargs.items()]
-            body.append(f"{em.name(n)} = {g}({', '.join(args)})")
-        dead = [n for n, j in last_use.items() if j == i and n not in keep and n in em.names]
+            _emit_step(em, body, steps[i], size_vars, kind_of)
+        dead = [n for j in range(i, end) for n in dies.get(j, ())
+                if n not in keep and n in em.names]
         if dead:
             body.append("del " + ", ".join(em.name(n) for n in dead))
+        i = end
     body.append(f"return {em.expr(output_args)}")
     src = f"def {name}(args):\n" + "\n".join("    " + line for line in body) + "\n"
     scope = dict(em.globals)
@@ -137,6 +130,56 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     fn._boxed_call = True
     fn.source = src
     return fn
+
+
+def _emit_step(em: _Emitter, body: List[str], s: Step, size_vars: Dict[str, str],
+               kind_of: Callable[[fx.Node], Optional[str]]) -> None:
+    if s.kind == "program":
+        body += _emit_program(em, s.call)
+    elif s.kind == "kernel":
+        g = f"k{len(em.globals)}"
+        em.globals[g] = s.call
+        outs = ", ".join(em.name(o) for o in s.outputs)
+        if len(s.outputs) > 1:
+            outs += ","
+        call_args = [em.expr(n) for n in s.inputs]
+        if getattr(s.call, "symbolic", False):
+            call_args.append("sizes=(" + "".join(f"{size_vars[v]}, "
+                                                 for v in s.call.size_names) + ")")
+        body.append(f"{outs} = {g}({', '.join(call_args)})  # {s.call.name}")
+    else:
+        n = s.node
+        g = f"f{len(em.globals)}"
+        # An ATen step may call a Tessera kernel in the operator's place (attention.py).
+        em.globals[g] = s.call if s.call is not None else _callable(n, kind_of(n))
+        args = [em.expr(a) for a in n.args]
+        args += [f"{k}={em.expr(v)}" for k, v in n.kwargs.items()]
+        body.append(f"{em.name(n)} = {g}({', '.join(args)})")
+
+
+def _emit_sequence(em: _Emitter, body: List[str], steps: List[Step], start: int, end: int,
+                   constants: Dict[fx.Node, Any], kind_of: Callable[[fx.Node], Optional[str]],
+                   keep: set, last_use: Dict[fx.Node, int],
+                   dies: Dict[int, List[fx.Node]]) -> bool:
+    """One line calling steps[start:end] (ATen steps) as a C++ AtenSequence; False (nothing
+    emitted) where the sequence could not be built."""
+    live_after = set(keep) | {n for n, j in last_use.items() if j >= end}
+    built = aten_sequence.build(steps[start:end], constants, kind_of, live_after, dies, start)
+    if built is None:
+        return False
+    seq, inputs, packed, outputs = built
+    g = f"s{len(em.globals)}"
+    em.globals[g] = seq
+    args = [em.expr(n) for n in inputs]
+    for prep, n in packed:  # a weight's packed copy, packed again if it changed
+        c = f"c{len(em.globals)}"
+        em.globals[c] = prep
+        args.append(f"{c}.ptr({em.expr(n)})")
+    call = f"{g}({''.join(a + ', ' for a in args)})"
+    names = "".join(em.name(n) + ", " for n in outputs)
+    ops = ", ".join(aten_sequence.step_name(s) for s in steps[start:end])
+    body.append(f"{names}= {call}  # {ops}" if outputs else f"{call}  # {ops}")
+    return True
 
 
 def _emit_sizes(em: _Emitter, body: List[str], steps: List[Step],
@@ -167,7 +210,7 @@ def _emit_program(em: _Emitter, seg) -> List[str]:
             continue
         if n in em.constants:
             c = em.constants[n]
-            if prepare_constant(c, prep).data_ptr() == c.data_ptr():
+            if prepare_input(c, prep).data_ptr() == c.data_ptr():
                 # Read in place: its address is fixed for the runner's life (the runner's
                 # globals keep the tensor alive). A constant that needs a copy is prepared on
                 # every call, like any value, in case something updates it in place.
@@ -212,23 +255,6 @@ def _emit_program(em: _Emitter, seg) -> List[str]:
     if temps:
         lines.append("del " + ", ".join(temps))
     return lines
-
-
-def prepare_constant(t: torch.Tensor, prep) -> torch.Tensor:
-    """The buffer a kernel reads for a constant input (the tensor itself where its layout is
-    already the one the kernel reads)."""
-    return _prepare(t, prep) if prep is not None else t.contiguous()
-
-
-def _prepare(t: torch.Tensor, prep) -> torch.Tensor:
-    """The buffer a kernel reads for an input with a prep (kernel_build.InputPrep): broadcast
-    dims sliced to one element, dims in the buffer's order, then contiguous (a no-op for the
-    dense layouts preps describe)."""
-    if prep.index is not None:
-        t = t[prep.index]
-    if prep.perm is not None:
-        t = t.permute(prep.perm)
-    return t if t.is_contiguous() else t.contiguous()
 
 
 def _restride(buf: torch.Tensor, shape, stride) -> torch.Tensor:
