@@ -24,7 +24,12 @@ Case "4 kernels in a chain": four small matmul kernels (anchor_measure off), whe
 runs all four in one call and keeps the three intermediates in its arena.
 Case "tiny transformer block": seven kernels with reshapes and weight transposes between them;
 one Program call (views absorbed, weights read in place) vs seven KernelCalls + ATen views.
-Cases "20 fused ops" / "20 ATen fallback ops": the cost per runner step.
+Cases "20 fused ops" / "20 ATen fallback ops": the cost per runner step. For the ATen case:
+  runner            the generated runner: one C++ AtenSequence call for the 20 operators
+  compiled_pyaten   compiled with one Python call per operator (TESSERA_ATEN_SEQUENCE=0)
+  runner_pyaten     that runner called directly
+  dynamo_floor      torch.compile with a backend returning the FX graph itself: the 20 ATen
+                    calls plus what dynamo costs any backend
 All in microseconds (medians of interleaved rounds).
 """
 
@@ -40,6 +45,7 @@ import torch  # noqa: E402
 
 import tessera  # noqa: E402
 from common import arg_parser, interleaved, print_table, write_json  # noqa: E402
+from tessera.backend import aten_sequence  # noqa: E402
 from tessera.backend import graph as graph_mod  # noqa: E402
 from tessera.backend import program_runner  # noqa: E402
 from tessera.models import TransformerBlock  # noqa: E402
@@ -55,18 +61,18 @@ def _fresh(fn):
                               fn.__closure__)
 
 
-def _compile(fn, args, programs: bool = True, via_op: bool = False):
+def _compile(fn, args, programs: bool = True, via_op: bool = False, sequences: bool = True):
     """(compiled callable, its CompiledGraph) with the executor switches set while it compiles
     and, for via_op, whenever it runs."""
     since = tessera.backend.last_serial()
-    old = program_runner.ENABLED
-    program_runner.ENABLED = programs
+    old = program_runner.ENABLED, aten_sequence.ENABLED
+    program_runner.ENABLED, aten_sequence.ENABLED = programs, sequences
     try:
         c = torch.compile(_fresh(fn), backend="tessera", options=OPTS)
         c(*args)
         c(*args)
     finally:
-        program_runner.ENABLED = old
+        program_runner.ENABLED, aten_sequence.ENABLED = old
     graph = [g for g in tessera.backend.compiled_graphs() if g.serial > since][-1]
     if not via_op:
         return c, graph
@@ -179,9 +185,19 @@ def per_step(rounds: int, n: int = 20) -> list:
     records = []
     for name, fn in [(f"{n} fused ops", fused), (f"{n} ATen fallback ops", aten_steps)]:
         torch._dynamo.reset()
-        c, _ = _compile(fn, (x,))
-        times = interleaved({"eager": lambda: fn(x), "compiled": lambda: c(x)}, rounds=rounds,
-                            min_time_ms=100.0)
+        c, graph = _compile(fn, (x,))
+        runner = graph._runners.get(None)
+        layers = {"eager": lambda: fn(x), "compiled": lambda: c(x),
+                  "runner": lambda: runner([x])}
+        if "ATen" in name:
+            pyaten, g2 = _compile(fn, (x,), sequences=False)
+            pyrunner = g2._runners.get(None)
+            floor = torch.compile(_fresh(fn), backend=lambda gm, example: gm.forward)
+            floor(x)
+            layers.update({"compiled_pyaten": lambda: pyaten(x),
+                           "runner_pyaten": lambda: pyrunner([x]),
+                           "dynamo_floor": lambda: floor(x)})
+        times = interleaved(layers, rounds=rounds, min_time_ms=100.0)
         records += _records(name, times)
     return records
 
