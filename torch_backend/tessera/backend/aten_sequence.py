@@ -47,6 +47,26 @@ def _tensor_list_param(arg: torch.Argument) -> Optional[bool]:
     return optional if isinstance(elem, torch.TensorType) else None
 
 
+def _value_fits(n: fx.Node, param: torch.Argument) -> bool:
+    """Does n's value (by its example) have the type param declares? The dispatcher takes
+    values as they are: a size passed for a Tensor parameter (which a Python call would wrap
+    into a tensor) or an int for a float parameter is refused there, so such steps stay in
+    Python."""
+    val = n.meta.get("val")
+    t = param.type
+    if isinstance(t, torch.OptionalType):
+        t = t.getElementType()
+    if isinstance(t, torch.TensorType):
+        return isinstance(val, torch.Tensor)
+    if isinstance(val, (torch.SymBool, bool)):
+        return isinstance(t, (torch.BoolType, torch.NumberType))
+    if isinstance(val, (torch.SymInt, int)):
+        return isinstance(t, (torch.IntType, torch.SymIntType, torch.NumberType))
+    if isinstance(val, (torch.SymFloat, float)):
+        return isinstance(t, (torch.FloatType, torch.NumberType))
+    return False
+
+
 def _has_node(a: Any) -> bool:
     if isinstance(a, fx.Node):
         return True
@@ -98,7 +118,7 @@ class _Describer:
         if isinstance(a, fx.Node):
             if a in self.constants:
                 return ("const", self.constants[a])
-            s = self.slot(a)
+            s = self.slot(a) if _value_fits(a, param) else None
             return None if s is None else ("slot", s)
         if not _has_node(a):
             return ("const", a)
@@ -107,7 +127,8 @@ class _Describer:
             return None
         if any(isinstance(x, fx.Node) and x in self.constants for x in a):
             return None
-        if not all(isinstance(x, fx.Node) or (optional and x is None) for x in a):
+        if not all((isinstance(x, fx.Node) and isinstance(x.meta.get("val"), torch.Tensor))
+                   or (optional and x is None) for x in a):
             return None
         slots = [-1 if x is None else self.slot(x) for x in a]
         return None if None in slots else ("slots", slots)
