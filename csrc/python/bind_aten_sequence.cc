@@ -136,6 +136,17 @@ c10::IValue value_from(const py::handle& obj) {
                        " (tensors and scalars only)");
 }
 
+py::tuple run_released(const AtenSequence& seq, std::vector<c10::IValue> values) {
+  std::vector<c10::IValue> out;
+  {
+    py::gil_scoped_release release;  // as torch's own bindings do around operators
+    out = seq.run(std::move(values));
+  }
+  py::tuple result(out.size());
+  for (size_t i = 0; i < out.size(); ++i) result[i] = torch::jit::toPyObject(std::move(out[i]));
+  return result;
+}
+
 }  // namespace
 
 void bind_aten_sequence(py::module_& m) {
@@ -155,16 +166,17 @@ void bind_aten_sequence(py::module_& m) {
              std::vector<c10::IValue> values;
              values.reserve(args.size());
              for (const py::handle& a : args) values.push_back(value_from(a));
-             std::vector<c10::IValue> out;
-             {
-               py::gil_scoped_release release;  // as torch's own bindings do around operators
-               out = seq.run(std::move(values));
-             }
-             py::tuple result(out.size());
-             for (size_t i = 0; i < out.size(); ++i) {
-               result[i] = torch::jit::toPyObject(std::move(out[i]));
-             }
-             return result;
+             return run_released(seq, std::move(values));
+           })
+      // The same on a list of inputs that it empties, so that an input whose last reader is
+      // in the sequence is freed there (the runner drops its own reference before the call).
+      .def("boxed",
+           [](const AtenSequence& seq, const py::list& args) {
+             std::vector<c10::IValue> values;
+             values.reserve(args.size());
+             for (const py::handle& a : args) values.push_back(value_from(a));
+             PyList_SetSlice(args.ptr(), 0, PyList_GET_SIZE(args.ptr()), nullptr);
+             return run_released(seq, std::move(values));
            })
       .def("__len__", &AtenSequence::size);
 }

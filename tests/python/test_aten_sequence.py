@@ -177,6 +177,23 @@ def test_prepacked_weights_are_passed_to_the_sequence_and_repacked_when_changed(
         src = _source(since)
         calls = [line for line in src.splitlines() if "# " in line]
         assert ".ptr(" in src, "no kernel reads a weight prepacked: nothing tested\n" + src
-        assert len(calls) == 1 and ".ptr(" in calls[0], src
+        packed = [line for line in src.splitlines() if ".ptr(" in line]
+        assert len(calls) == 1 and len(packed) == 1 and "_in = [" in packed[0], src
         conv[2].weight.mul_(-0.5)  # in place: the packed copy must be made again
         torch.testing.assert_close(f(x), fn(x), rtol=1e-4, atol=1e-4)
+
+
+def test_boxed_call_empties_its_list_and_keeps_no_input():
+    import weakref
+    seq = _C.AtenSequence(3, [0], [
+        ("op", "aten::mul", "Scalar", [("slot", 0), ("const", 2.0)], {}, 1, [0]),
+        ("op", "aten::neg", "", [("slot", 1)], {}, 2, [1]),
+    ], [2])
+    x = torch.randn(6)
+    want = -(x * 2)
+    gone = weakref.ref(x)
+    args = [x]
+    del x
+    (y,) = seq.boxed(args)
+    assert args == [] and gone() is None
+    torch.testing.assert_close(y, want)

@@ -52,6 +52,7 @@ class _Emitter:
                                         "_restride": _restride}
         self.lines: List[str] = []
         self.contiguous: set = set()  # values known to be contiguous (fresh program outputs)
+        self.deleted: set = set()     # values whose name was deleted before the end of a step
 
     def name(self, n: fx.Node) -> str:
         if n not in self.names:
@@ -118,7 +119,7 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
         else:
             _emit_step(em, body, steps[i], size_vars, kind_of)
         dead = [n for j in range(i, end) for n in dies.get(j, ())
-                if n not in keep and n in em.names]
+                if n not in keep and n in em.names and n not in em.deleted]
         if dead:
             body.append("del " + ", ".join(em.name(n) for n in dead))
         i = end
@@ -169,15 +170,23 @@ def _emit_sequence(em: _Emitter, body: List[str], steps: List[Step], start: int,
         return False
     seq, inputs, packed, outputs = built
     g = f"s{len(em.globals)}"
-    em.globals[g] = seq
+    em.globals[g] = seq.boxed
     args = [em.expr(n) for n in inputs]
     for prep, n in packed:  # a weight's packed copy, packed again if it changed
         c = f"c{len(em.globals)}"
         em.globals[c] = prep
         args.append(f"{c}.ptr({em.expr(n)})")
-    call = f"{g}({''.join(a + ', ' for a in args)})"
+    # The sequence empties its argument list: values that die inside it are freed there, once
+    # the runner's own names for them are gone.
+    body.append(f"_in = [{', '.join(args)}]")
+    dying = [n for j in range(start, end) for n in dies.get(j, ())
+             if n not in keep and n in em.names and n not in em.deleted]
+    if dying:
+        body.append("del " + ", ".join(em.name(n) for n in dying))
+        em.deleted.update(dying)
     names = "".join(em.name(n) + ", " for n in outputs)
     ops = ", ".join(aten_sequence.step_name(s) for s in steps[start:end])
+    call = f"{g}(_in)"
     body.append(f"{names}= {call}  # {ops}" if outputs else f"{call}  # {ops}")
     return True
 
