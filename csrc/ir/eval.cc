@@ -17,6 +17,10 @@ int64_t floordiv_int(int64_t a, int64_t b) {
   return q;
 }
 
+int64_t wrapping_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
 int64_t floormod_int(int64_t a, int64_t b) {
   if (b == -1) return 0;
   return a - floordiv_int(a, b) * b;

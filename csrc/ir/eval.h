@@ -35,5 +35,8 @@ Scalar evaluate(const Expr& e, const EvalEnv& env, bool round_fp32 = false);
 
 int64_t floordiv_int(int64_t a, int64_t b);
 int64_t floormod_int(int64_t a, int64_t b);
+// a + b wrapping around in two's complement, as PyTorch's int64 arithmetic does (no signed
+// overflow, which would be undefined).
+int64_t wrapping_add(int64_t a, int64_t b);
 
 }  // namespace tessera::ir

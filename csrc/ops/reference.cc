@@ -88,7 +88,7 @@ Scalar combine(ir::ReduceKind kind, const Scalar& acc, const Scalar& v) {
   if (acc.is_int && v.is_int) {
     switch (kind) {
       case ir::ReduceKind::kSum:
-        return Scalar::of_int(acc.i + v.i);
+        return Scalar::of_int(ir::wrapping_add(acc.i, v.i));
       case ir::ReduceKind::kMax:
         return Scalar::of_int(v.i > acc.i ? v.i : acc.i);
       case ir::ReduceKind::kMin:

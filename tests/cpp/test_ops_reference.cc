@@ -136,6 +136,19 @@ TEST(OpsReference, SharedIntermediatesAndSeveralOutputs) {
   EXPECT_TRUE(all_close(out[2], av, 0, 0));  // a placeholder output is its input
 }
 
+// An int64 sum past the type's range wraps around as PyTorch's does (found by the fuzzer:
+// the interpreter's plain signed add was undefined behaviour).
+TEST(OpsReference, IntegerSumsWrapAround) {
+  Tensor a = ir::placeholder("A", dims({2}), DType::kInt64);
+  Tensor s = ops::reduce_sum(a, {0});
+  NDArray av(DType::kInt64, {2});
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  av.set_int(0, big);
+  av.set_int(1, 2);
+  auto out = ops::run_reference({s}, {{a.get(), av}});
+  EXPECT_EQ(out[0].get_int(0), std::numeric_limits<int64_t>::min() + 1);
+}
+
 TEST(OpsReference, SymbolicSizesFromArgumentsAndInputs) {
   Var n = ir::size_var("N", 1, 16), k = ir::size_var("K", 1, 16);
   Tensor x = ir::placeholder("X", {n});
