@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace tessera::ir {
 
@@ -55,6 +56,19 @@ bool uses_var(const Expr& e, const Var& v) {
   bool found = false;
   visit_expr(e, [&](const Expr& x) { found |= x.get() == v.get(); });
   return found;
+}
+
+bool reads_memory(const Expr& e) {
+  std::unordered_set<const ExprNode*> seen;
+  std::vector<const ExprNode*> stack{e.get()};
+  while (!stack.empty()) {
+    const ExprNode* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (n->kind == ExprKind::kAccess || n->kind == ExprKind::kLoad) return true;
+    for (const Expr& o : n->operands) stack.push_back(o.get());
+  }
+  return false;
 }
 
 std::vector<Var> free_vars(const Expr& e) {

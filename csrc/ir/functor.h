@@ -30,6 +30,10 @@ Expr substitute(const Expr& e, const VarMap& vmap);
 // True if `e` mentions variable `v`.
 bool uses_var(const Expr& e, const Var& v);
 
+// True if `e` reads memory anywhere: a tensor access or a buffer load. Its integer values are
+// then data, which wraps around on overflow, not index arithmetic, which never overflows.
+bool reads_memory(const Expr& e);
+
 // Collects free variables in first-visit order (deduplicated).
 std::vector<Var> free_vars(const Expr& e);
 

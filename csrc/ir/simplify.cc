@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ir/functor.h"
 #include "ir/simplify_impl.h"
 
 namespace tessera::ir {
@@ -290,6 +291,15 @@ Expr Rewriter::rewrite_compare(ExprKind kind, const Expr& a0, const Expr& b0) {
     if (a->dtype == DType::kBool && (kind == ExprKind::kEQ || kind == ExprKind::kNE) &&
         expr_equal(a, b)) {
       return bool_imm(kind == ExprKind::kEQ);
+    }
+    return make_node(kind, DType::kBool, {a, b});
+  }
+  // Integers computed from memory wrap around on overflow, as PyTorch's do: moving terms across
+  // a comparison ((a + b) > a into b > 0) or dividing by a common factor would change the
+  // answer, so only index arithmetic gets the canonical form.
+  if (reads_memory(a) || reads_memory(b)) {
+    if (expr_equal(a, b)) {
+      return bool_imm(kind == ExprKind::kEQ || kind == ExprKind::kLE || kind == ExprKind::kGE);
     }
     return make_node(kind, DType::kBool, {a, b});
   }

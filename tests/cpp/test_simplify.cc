@@ -266,6 +266,20 @@ TEST(Simplify, IndicesOfLoadsAndAccessesAreSimplified) {
   EXPECT_EQ(to_string(a), "T[i, j]");
 }
 
+// Values read from memory wrap around on overflow: (a + b) > a must not become b > 0. The
+// same comparison of index variables is still canonicalised.
+TEST(Simplify, ComparisonsOfDataKeepTheirTerms) {
+  Buffer a = make_buffer("A", DType::kInt64, {int_imm(4)});
+  Buffer b = make_buffer("B", DType::kInt64, {int_imm(4)});
+  Var i = var("i", 0, 3);
+  Expr la = load(a, i), lb = load(b, i);
+  Expr cmp = simplify(gt(la + lb, la));
+  EXPECT_NE(to_string(cmp).find("A[i] + B[i]"), std::string::npos) << to_string(cmp);
+  EXPECT_TRUE(simplify(le(la, la))->is_const_int(1));  // reflexive rules still hold
+  Var x = var("x", 0, 100), y = var("y", 0, 100);
+  EXPECT_EQ(to_string(simplify(gt(x + y, x))), "0 < y");
+}
+
 TEST(Simplify, ExtraBoundsOverrideTheVariable) {
   Var x = var("x");  // unbounded
   EXPECT_EQ(simplify(floordiv(x, 16))->kind, ExprKind::kFloorDiv);

@@ -131,6 +131,18 @@ def test_integer_arithmetic_wraps_like_eager(dtype):
         same(got, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_comparisons_of_overflowing_integers_match_eager(dtype):
+    # (a + b) > a is b > 0 only without overflow: neither the simplifier nor LLVM (through
+    # nsw flags) may assume that of values read from memory.
+    info = torch.iinfo(dtype)
+    a = torch.tensor([info.max, info.min, 5, info.max - 2] * 8, dtype=dtype)
+    b = torch.tensor([1, -1, 2, 7] * 8, dtype=dtype)
+    fn = lambda a, b: ((a + b) > a, (a - b) < a, (a + b) >= a + 1, a * 2 > a)  # noqa: E731
+    for got, want in zip(compiled(fn)(a, b), fn(a, b)):
+        same(got, want)
+
+
 def test_integer_floor_division_and_remainder_of_negatives():
     a = torch.tensor([7, -7, 7, -7, 0, 5], dtype=torch.int32)
     b = torch.tensor([2, 2, -2, -2, 3, -1], dtype=torch.int32)

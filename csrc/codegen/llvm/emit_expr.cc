@@ -28,6 +28,7 @@ void Emitter::begin_root() {
   cache_.clear();
   varying_memo_.clear();
   nonneg_memo_.clear();
+  data_memo_.clear();
 }
 
 VVal Emitter::emit_root(const Expr& e) {
@@ -95,6 +96,16 @@ bool Emitter::has_load(const Expr& e) {
   std::unordered_set<const ExprNode*> seen;
   bool r = contains_load(e, seen);
   has_load_memo_[e.get()] = r;
+  return r;
+}
+
+bool Emitter::data_dependent(const Expr& e) {
+  auto it = data_memo_.find(e.get());
+  if (it != data_memo_.end()) return it->second;
+  bool r = e->kind == ExprKind::kLoad ||
+           (e->kind == ExprKind::kVar && fn_ != nullptr && fn_->data_vars.count(e.get()) > 0);
+  for (size_t i = 0; !r && i < e->operands.size(); ++i) r = data_dependent(e->operands[i]);
+  data_memo_[e.get()] = r;
   return r;
 }
 
@@ -261,22 +272,25 @@ VVal Emitter::emit_binary(const Expr& e) {
     return {r, varying};
   }
   bool nonneg = ir::is_int(lhs->dtype) && known_nonneg(lhs) && known_nonneg(rhs);
-  return {binop(e->kind, lhs->dtype, av, bv, rhs, nonneg), varying};
+  bool index_math = !data_dependent(lhs) && !data_dependent(rhs);
+  return {binop(e->kind, lhs->dtype, av, bv, rhs, nonneg, index_math), varying};
 }
 
 llvm::Value* Emitter::binop(ExprKind kind, DType t, llvm::Value* a, llvm::Value* b, const Expr& rhs,
-                            bool both_nonneg) {
-  // The operation's identity: kind and operand type (operands are already typed values).
-  int op = static_cast<int>(kind) * 16 + static_cast<int>(t);
-  return reuse(op, a, b, [&] { return binop_raw(kind, t, a, b, rhs, both_nonneg); });
+                            bool both_nonneg, bool index_math) {
+  // The operation's identity: kind, operand type (operands are already typed values) and
+  // whether it may be marked nsw.
+  int op = (static_cast<int>(kind) * 16 + static_cast<int>(t)) * 2 + (index_math ? 1 : 0);
+  return reuse(op, a, b, [&] { return binop_raw(kind, t, a, b, rhs, both_nonneg, index_math); });
 }
 
 llvm::Value* Emitter::binop_raw(ExprKind kind, DType t, llvm::Value* a, llvm::Value* b,
-                                const Expr& rhs, bool both_nonneg) {
+                                const Expr& rhs, bool both_nonneg, bool index_math) {
   bool f = ir::is_float(t);
   // Index arithmetic (i64) never wraps in valid programs; nsw lets LLVM fold sign extensions
-  // and reason about address recurrences. i32 data arithmetic wraps like PyTorch's.
-  bool nsw = t == DType::kInt64;
+  // and reason about address recurrences. Data arithmetic (i32 and i64 values computed from
+  // memory) wraps like PyTorch's: nsw there would let LLVM fold (a + b) > a into b > 0.
+  bool nsw = t == DType::kInt64 && index_math;
   if (!f) {
     // Unrolled loops bind variables to constants, which leaves many x+0 and x*1 behind that
     // IRBuilder does not fold (it only folds constant operands on both sides).

@@ -18,17 +18,16 @@ constexpr int64_t kMaxStackBytes = 256 * 1024;
 // Restores a variable binding (and its non-negativity) when a scope ends.
 class ScopedBinding {
  public:
-  ScopedBinding(FnState* fn, const ExprNode* var, VVal value, bool nonneg) : fn_(fn), var_(var) {
+  ScopedBinding(FnState* fn, const ExprNode* var, VVal value, bool nonneg, bool data)
+      : fn_(fn), var_(var) {
     auto it = fn->vars.find(var);
     had_ = it != fn->vars.end();
     if (had_) old_ = it->second;
     had_nonneg_ = fn->nonneg_vars.count(var) > 0;
+    had_data_ = fn->data_vars.count(var) > 0;
     fn->vars[var] = value;
-    if (nonneg) {
-      fn->nonneg_vars.insert(var);
-    } else {
-      fn->nonneg_vars.erase(var);
-    }
+    mark(fn->nonneg_vars, nonneg);
+    mark(fn->data_vars, data);
   }
   ~ScopedBinding() {
     if (had_) {
@@ -36,11 +35,8 @@ class ScopedBinding {
     } else {
       fn_->vars.erase(var_);
     }
-    if (had_nonneg_) {
-      fn_->nonneg_vars.insert(var_);
-    } else {
-      fn_->nonneg_vars.erase(var_);
-    }
+    mark(fn_->nonneg_vars, had_nonneg_);
+    mark(fn_->data_vars, had_data_);
   }
   ScopedBinding(const ScopedBinding&) = delete;
   ScopedBinding& operator=(const ScopedBinding&) = delete;
@@ -51,6 +47,15 @@ class ScopedBinding {
   VVal old_;
   bool had_ = false;
   bool had_nonneg_ = false;
+  bool had_data_ = false;
+
+  void mark(std::unordered_set<const ExprNode*>& set, bool member) const {
+    if (member) {
+      set.insert(var_);
+    } else {
+      set.erase(var_);
+    }
+  }
 };
 
 }  // namespace
@@ -97,7 +102,7 @@ void Emitter::emit_let(const Stmt& s) {
     v.v = cast_value(v.v, s->value->dtype, s->var->dtype);
   }
   bool nonneg = ir::is_int(s->var->dtype) && known_nonneg(s->value);
-  ScopedBinding bind(fn_, s->var.get(), v, nonneg);
+  ScopedBinding bind(fn_, s->var.get(), v, nonneg, data_dependent(s->value));
   if (vec_ != nullptr && v.varying) {
     const ExprNode* key = s->var.get();
     bool was_varying = vec_->varying_vars.count(key) > 0;
@@ -209,7 +214,7 @@ void Emitter::emit_serial_loop(const ir::Var& var, bool nonneg, const Stmt& body
   auto* const_extent = llvm::dyn_cast<llvm::ConstantInt>(extent);
   if (const_extent && const_extent->getSExtValue() <= 0) return;
   if (const_extent && const_extent->getSExtValue() == 1) {
-    ScopedBinding bind(fn_, var.get(), {lo, false}, nonneg);
+    ScopedBinding bind(fn_, var.get(), {lo, false}, nonneg, false);
     emit_stmt(body);
     return;
   }
@@ -227,7 +232,7 @@ void Emitter::emit_serial_loop(const ir::Var& var, bool nonneg, const Stmt& body
   iv->addIncoming(llvm::ConstantInt::get(it, 0), pre);
   llvm::Value* value = b_.CreateNSWAdd(lo, iv, var->name);
   {
-    ScopedBinding bind(fn_, var.get(), {value, false}, nonneg);
+    ScopedBinding bind(fn_, var.get(), {value, false}, nonneg, false);
     push_region();
     emit_stmt(body);
     pop_region();
@@ -253,8 +258,8 @@ void Emitter::emit_vectorized_for(const Stmt& s, llvm::Value* lo, int64_t lanes)
   llvm::Value* lane_values =
       b_.CreateNSWAdd(splat(lo), llvm::ConstantVector::get(steps), s->var->name);
   {
-    ScopedBinding bind_lanes(fn_, vs.var, {lane_values, true}, nonneg);
-    ScopedBinding bind_lane0(fn_, vs.lane0.get(), {lo, false}, nonneg);
+    ScopedBinding bind_lanes(fn_, vs.var, {lane_values, true}, nonneg, false);
+    ScopedBinding bind_lane0(fn_, vs.lane0.get(), {lo, false}, nonneg, false);
     emit_stmt(s->body);
   }
   vec_ = nullptr;
@@ -330,6 +335,7 @@ void Emitter::emit_parallel_call(const Stmt& s) {
   for (const ir::Var& v : o.vars) {
     st.vars[v.get()] = {fields[arg++], false};
     if (fn_->nonneg_vars.count(v.get())) st.nonneg_vars.insert(v.get());
+    if (fn_->data_vars.count(v.get())) st.data_vars.insert(v.get());
   }
   llvm::Value* body_lo = fields[arg++];
   llvm::Value* begin = task->getArg(1);

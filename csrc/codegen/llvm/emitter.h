@@ -52,6 +52,7 @@ struct FnState {
   std::unordered_map<const ExprNode*, VVal> vars;  // variable bindings
   std::unordered_map<const ir::BufferNode*, llvm::Value*> bufs;  // typed element pointers
   std::unordered_set<const ExprNode*> nonneg_vars;               // known to be >= 0
+  std::unordered_set<const ExprNode*> data_vars;  // let variables holding values read from memory
   // Pure values already computed, per control-flow region: a region's values dominate the code
   // emitted inside it, and are forgotten when it ends (loop bodies, branches).
   std::vector<std::unordered_map<VnKey, llvm::Value*, VnKeyHash>> vn_scopes{1};
@@ -111,10 +112,14 @@ class Emitter {
   VVal emit_binary(const Expr& e);
   VVal emit_select(const Expr& e);
   VVal emit_call(const Expr& e);
+  // index_math: the operands are computed from indices and sizes only (not from memory), so
+  // i64 arithmetic on them cannot wrap in a valid program and may be marked nsw.
   llvm::Value* binop(ExprKind kind, DType t, llvm::Value* a, llvm::Value* b, const Expr& rhs,
-                     bool lhs_nonneg);
+                     bool lhs_nonneg, bool index_math);
   llvm::Value* binop_raw(ExprKind kind, DType t, llvm::Value* a, llvm::Value* b, const Expr& rhs,
-                         bool lhs_nonneg);
+                         bool lhs_nonneg, bool index_math);
+  // Whether e's value depends on memory: a load, or a let variable bound to one.
+  bool data_dependent(const Expr& e);
   llvm::Value* floor_divmod(bool want_div, llvm::Value* a, llvm::Value* b, const Expr& rhs,
                             bool lhs_nonneg);
   // Floor division/modulo by a divisor known to be neither 0 nor -1.
@@ -171,6 +176,7 @@ class Emitter {
   std::unordered_map<const ExprNode*, VVal> cache_;
   std::unordered_map<const ExprNode*, bool> varying_memo_;
   std::unordered_map<const ExprNode*, bool> nonneg_memo_;
+  std::unordered_map<const ExprNode*, bool> data_memo_;
   // Intrinsic properties of immutable nodes, valid for the whole kernel.
   std::unordered_map<const ExprNode*, bool> has_load_memo_;
   // Nodes the emitter creates itself (lane-0 indices) live as long as the emitter, so that no
