@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "ir/functor.h"
 #include "ir/simplify_impl.h"
 
 namespace tessera::ir {
@@ -77,7 +78,9 @@ bool resolve_by_bounds(BoundAnalyzer& analyzer, const LinearForm& f, int64_t c,
 Expr Rewriter::rewrite_floordiv(const Expr& a, const Expr& b) {
   const DType t = a->dtype;
   auto keep = [&] { return make_node(ExprKind::kFloorDiv, t, {a, b}); };
-  if (b->kind != ExprKind::kIntImm) return divmod_by_atom(true, a, b);
+  if (b->kind != ExprKind::kIntImm) {
+    return reads_memory(a) || reads_memory(b) ? keep() : divmod_by_atom(true, a, b);
+  }
   const int64_t c = b->int_value;
   if (c == 0) return keep();  // division by zero stays visible (it is an error at run time)
   if (a->kind == ExprKind::kIntImm) {
@@ -85,6 +88,7 @@ Expr Rewriter::rewrite_floordiv(const Expr& a, const Expr& b) {
     return int_imm(fdiv(a->int_value, c), t);
   }
   if (c == 1) return a;
+  if (reads_memory(a)) return keep();  // data wraps around: a sum's terms do not divide apart
   LinearForm f = to_linear(a);
   if (f.invalid) return keep();
   if (c < 0) {
@@ -140,7 +144,9 @@ Expr Rewriter::floordiv_form(LinearForm f, int64_t c, DType t) {
 Expr Rewriter::rewrite_floormod(const Expr& a, const Expr& b) {
   const DType t = a->dtype;
   auto keep = [&] { return make_node(ExprKind::kFloorMod, t, {a, b}); };
-  if (b->kind != ExprKind::kIntImm) return divmod_by_atom(false, a, b);
+  if (b->kind != ExprKind::kIntImm) {
+    return reads_memory(a) || reads_memory(b) ? keep() : divmod_by_atom(false, a, b);
+  }
   const int64_t c = b->int_value;
   if (c == 0) return keep();
   if (a->kind == ExprKind::kIntImm) {
@@ -148,6 +154,7 @@ Expr Rewriter::rewrite_floormod(const Expr& a, const Expr& b) {
     return int_imm(floor_mod(a->int_value, c), t);
   }
   if (c == 1 || c == -1) return int_imm(0, t);
+  if (reads_memory(a)) return keep();  // data wraps around: a sum's terms do not reduce apart
   LinearForm f = to_linear(a);
   if (f.invalid) return keep();
   if (c < 0) {

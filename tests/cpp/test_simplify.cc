@@ -276,8 +276,13 @@ TEST(Simplify, ComparisonsOfDataKeepTheirTerms) {
   Expr cmp = simplify(gt(la + lb, la));
   EXPECT_NE(to_string(cmp).find("A[i] + B[i]"), std::string::npos) << to_string(cmp);
   EXPECT_TRUE(simplify(le(la, la))->is_const_int(1));  // reflexive rules still hold
+  // Nor do their sums divide apart: (a + 8b) // 8 is not a // 8 + b when a + 8b wraps.
+  EXPECT_EQ(simplify(floordiv(la + lb * 8, 8))->kind, ExprKind::kFloorDiv);
+  EXPECT_NE(to_string(simplify(floormod(la + lb * 6, 6))).find("B[i]"), std::string::npos);
+  EXPECT_EQ(simplify(floordiv(la, lb))->kind, ExprKind::kFloorDiv);
   Var x = var("x", 0, 100), y = var("y", 0, 100);
   EXPECT_EQ(to_string(simplify(gt(x + y, x))), "0 < y");
+  EXPECT_TRUE(simplify(floordiv(x * 8 + var("z", 0, 7), 8)).same_as(x));
 }
 
 TEST(Simplify, ExtraBoundsOverrideTheVariable) {

@@ -143,6 +143,16 @@ def test_comparisons_of_overflowing_integers_match_eager(dtype):
         same(got, want)
 
 
+def test_division_of_overflowing_integer_sums_matches_eager():
+    # (a + 8b) // 8 is a // 8 + b only without overflow; values read from memory wrap around.
+    a = torch.tensor([2**63 - 5, 3, -9, 2**62] * 8, dtype=torch.int64)
+    b = torch.tensor([1, 2, 3, 2**60] * 8, dtype=torch.int64)
+    div = tessera.op("C[i] = (A[i] + 8 * B[i]) // 8")
+    mod = tessera.op("C[i] = (A[i] + 6 * B[i]) % 6")
+    same(div(a, b), torch.div(a + 8 * b, 8, rounding_mode="floor"))
+    same(mod(a, b), torch.remainder(a + 6 * b, 6))
+
+
 def test_integer_floor_division_and_remainder_of_negatives():
     a = torch.tensor([7, -7, 7, -7, 0, 5], dtype=torch.int32)
     b = torch.tensor([2, 2, -2, -2, 3, -1], dtype=torch.int32)
