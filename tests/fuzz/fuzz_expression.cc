@@ -6,6 +6,7 @@
 // input must end in a program or in a clear error (ExpressionError at a column, or
 // tessera::Error for a run-time problem such as an integer division by zero). A crash, a
 // sanitizer report, an exception of any other type or a hang is a bug.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -15,6 +16,8 @@
 #include "frontend/expr_error.h"
 #include "frontend/expr_parser.h"
 #include "frontend/expr_to_te.h"
+#include "ir/functor.h"
+#include "ir/tensor.h"
 #include "ops/reference.h"
 #include "runtime/ndarray.h"
 #include "util/check.h"
@@ -32,6 +35,32 @@ struct Choices {
     return v;
   }
 };
+
+// The reference interpreter evaluates every body once per point of its tensor and of its
+// reduction: a long body under a reduction can take seconds (a libFuzzer timeout) without being
+// wrong. Inputs whose total work is above this many node evaluations are only parsed and built.
+constexpr int64_t kMaxReferenceWork = int64_t{1} << 22;
+
+bool reference_work_is_small(const tessera::ir::Tensor& output) {
+  int64_t work = 0;
+  for (const tessera::ir::Tensor& t : tessera::ir::collect_dag({output}).computes) {
+    int64_t n = tessera::ir::tree_size(t->op->body).nodes;
+    if (n > kMaxReferenceWork) return false;
+    for (const tessera::ir::Expr& d : t->shape) {
+      if (!d->is_const_int() || d->int_value > kMaxReferenceWork) return false;
+      n *= std::max<int64_t>(d->int_value, 1);
+      if (n > kMaxReferenceWork) return false;
+    }
+    for (const tessera::ir::IterVar& r : t->op->reduce_axes) {
+      if (!r.extent->is_const_int() || r.extent->int_value > kMaxReferenceWork) return false;
+      n *= std::max<int64_t>(r.extent->int_value, 1);
+      if (n > kMaxReferenceWork) return false;
+    }
+    work += n;
+    if (work > kMaxReferenceWork) return false;
+  }
+  return true;
+}
 
 void run_one(const std::string& source, Choices choices) {
   tessera::frontend::Program program = tessera::frontend::parse_expression(source);
@@ -58,6 +87,7 @@ void run_one(const std::string& source, Choices choices) {
     points *= d->int_value;
     if (points > 1 << 16) return;
   }
+  if (!reference_work_is_small(te.output)) return;
   tessera::ops::run_reference({te.output}, inputs);
 }
 
