@@ -82,6 +82,22 @@ TEST(LlvmCodegen, ElementwiseAddVectorizedWithTail) {
   }
 }
 
+// One scalar stored by vectorized loops of two widths in one kernel: each loop needs the splat
+// at its own width (a softmax after a GEMM register tile did this, and the 8-lane splat was
+// reused in the 4-lane loop: invalid IR).
+TEST(LlvmCodegen, OneScalarSplatAtTwoVectorWidths) {
+  Buffer A = ir::make_buffer("A", DType::kFloat32, {ir::int_imm(8)});
+  Buffer B = ir::make_buffer("B", DType::kFloat32, {ir::int_imm(4)});
+  Var i = loop_var("i"), j = loop_var("j");
+  Stmt body = loop::make_seq({vectorized(i, 8, store(A, i, f32(0.5))),
+                              vectorized(j, 4, store(B, j, f32(0.5) + ld(B, j)))});
+  auto k = compile_cpu(make_func("two_widths", {A, B}, {}, body));
+  std::vector<float> a(8, 0.0f), b(4, 1.0f);
+  call(*k, {a.data(), b.data()}, {});
+  for (float x : a) EXPECT_EQ(x, 0.5f);
+  for (float x : b) EXPECT_EQ(x, 1.5f);
+}
+
 // Loads with lane stride 2 and 3 (gathers), lane-invariant loads (broadcasts), non-linear
 // indices (floormod) and a symbolic stride; a strided store (scatter).
 TEST(LlvmCodegen, StridedGatherAndScatter) {

@@ -65,8 +65,11 @@ llvm::Value* Emitter::emit_uniform(const Expr& e) {
 
 llvm::Value* Emitter::splat(llvm::Value* v) {
   TESSERA_CHECK(vec_ != nullptr) << "internal error: splat outside a vectorized loop";
-  return reuse(kVnSplat, v, nullptr,
-               [&] { return b_.CreateVectorSplat(static_cast<unsigned>(vec_->lanes), v); });
+  // Keyed by the vector type too (a poison value of it stands for the type): one scalar is
+  // splat at several widths in one function, by vectorized loops of different lane counts.
+  const auto lanes = static_cast<unsigned>(vec_->lanes);
+  llvm::Value* width = llvm::PoisonValue::get(llvm::FixedVectorType::get(v->getType(), lanes));
+  return reuse(kVnSplat, v, width, [&] { return b_.CreateVectorSplat(lanes, v); });
 }
 
 llvm::Value* Emitter::widen(const VVal& x) { return x.varying ? x.v : splat(x.v); }
