@@ -60,19 +60,12 @@ void* pointer_of(const c10::IValue& v) {
 
 void run_program(const AtenStep& step, const std::vector<c10::IValue>& slots) {
   runtime::Program& p = *step.program;
-  constexpr size_t kSmall = 32;
-  void* small[kSmall];
-  std::vector<void*> large;
-  void** ptrs = small;
-  if (step.operands.size() > kSmall) {
-    large.resize(step.operands.size());
-    ptrs = large.data();
-  }
+  runtime::CallPointers ptrs(step.operands.size());
   for (size_t i = 0; i < step.operands.size(); ++i) {
     const AtenOperand& o = step.operands[i];
     ptrs[i] = pointer_of(o.kind == AtenOperand::Kind::kSlot ? slots[o.slot] : o.constant);
   }
-  p.run_raw(ptrs, ptrs + p.num_inputs());
+  p.run_raw(ptrs.data(), ptrs.data() + p.num_inputs());
 }
 
 // The value a step defines.

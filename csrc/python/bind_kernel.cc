@@ -91,21 +91,14 @@ void call_program(runtime::Program& p, const py::args& args) {
   const size_t n = ni + static_cast<size_t>(p.num_outputs());
   TESSERA_CHECK(args.size() == n) << "program takes " << p.num_inputs() << " input and "
                                   << p.num_outputs() << " output pointers, got " << args.size();
-  constexpr size_t kSmall = 32;
-  void* small[kSmall];
-  std::vector<void*> large;
-  void** ptrs = small;
-  if (n > kSmall) {
-    large.resize(n);
-    ptrs = large.data();
-  }
+  runtime::CallPointers ptrs(n);
   for (size_t i = 0; i < n; ++i) {
     PyObject* o = PyTuple_GET_ITEM(args.ptr(), static_cast<Py_ssize_t>(i));
     ptrs[i] = PyLong_AsVoidPtr(o);
     if (ptrs[i] == nullptr && PyErr_Occurred()) throw py::error_already_set();
   }
   py::gil_scoped_release release;  // kernels run on Tessera's own thread pool
-  p.run_raw(ptrs, ptrs + ni);
+  p.run_raw(ptrs.data(), ptrs.data() + ni);
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ void bind_runner(pybind11::module_& m);
 void bind_reuse(pybind11::module_& m);
 void bind_derive(pybind11::module_& m);
 void bind_aten_sequence(pybind11::module_& m);
+void bind_graph_kernel(pybind11::module_& m);
 void bind_dynamic(pybind11::module_& m);
 void bind_layout(pybind11::module_& m);
 void bind_attention(pybind11::module_& m);

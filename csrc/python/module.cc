@@ -33,6 +33,7 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_reuse(m);
   tessera::python::bind_derive(m);
   tessera::python::bind_aten_sequence(m);
+  tessera::python::bind_graph_kernel(m);
   tessera::python::bind_dynamic(m);
   tessera::python::bind_layout(m);
   tessera::python::bind_attention(m);

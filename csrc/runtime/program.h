@@ -3,6 +3,7 @@
 // table. Inputs and outputs are the caller's memory; intermediates live in one arena laid out
 // once by liveness, so intermediates whose lifetimes do not overlap share memory and a call
 // allocates nothing.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,29 @@ struct ProgramStep {
 // the same time. `total` receives the arena size.
 std::vector<int64_t> plan_arena(const std::vector<int64_t>& bytes,
                                 const std::vector<std::pair<int, int>>& lifetimes, int64_t* total);
+
+// The data pointers of one program call (inputs then outputs), gathered by the caller: on the
+// stack when there are few, so that a call allocates nothing.
+class CallPointers {
+ public:
+  explicit CallPointers(size_t n) : ptrs_(small_) {
+    if (n > kSmall) {
+      large_.resize(n);
+      ptrs_ = large_.data();
+    }
+  }
+  CallPointers(const CallPointers&) = delete;
+  CallPointers& operator=(const CallPointers&) = delete;
+
+  void*& operator[](size_t i) { return ptrs_[i]; }
+  void* const* data() const { return ptrs_; }
+
+ private:
+  static constexpr size_t kSmall = 32;
+  void* small_[kSmall];
+  std::vector<void*> large_;
+  void** ptrs_;
+};
 
 class Program {
  public:

@@ -335,6 +335,7 @@ def test_graph_op_outputs_never_alias_inputs_or_each_other():
     c, graphs = compile_fn(f, x, y)
     g = graphs[-1]
     outs = g.op(x, y)
+    assert g._graph_op().kernel.plan_calls == 1  # the C++ kernel's copies (graph_kernel.h)
     ptrs = [storage(t) for t in outs]
     assert len(set(ptrs)) == len(ptrs)
     assert storage(x) not in ptrs and storage(y) not in ptrs

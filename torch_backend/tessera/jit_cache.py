@@ -54,6 +54,11 @@ class LruCache:
             self._total += cost
             self._shrink()
 
+    def items(self) -> list:
+        """A snapshot of the (key, value) entries, least recently used first."""
+        with self._lock:
+            return [(k, v[0]) for k, v in self._items.items()]
+
     def set_budget(self, budget: int) -> None:
         with self._lock:
             self._budget = int(budget)

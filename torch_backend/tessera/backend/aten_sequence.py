@@ -16,6 +16,7 @@ constants where the schema wants numbers) ends the run and is called from Python
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -26,6 +27,7 @@ import torch.fx as fx
 from .. import _C
 from .kernel_build import PackedInput, prepare_input
 from .log import log_once
+from .partition import flat_nodes
 
 # TESSERA_ATEN_SEQUENCE=0: every ATen step is its own Python call, as before sequences existed
 # (benchmarks/overhead.py compares the two).
@@ -67,16 +69,6 @@ def _value_fits(n: fx.Node, param: torch.Argument) -> bool:
     return False
 
 
-def _has_node(a: Any) -> bool:
-    if isinstance(a, fx.Node):
-        return True
-    if isinstance(a, (list, tuple)):
-        return any(_has_node(x) for x in a)
-    if isinstance(a, dict):
-        return any(_has_node(x) for x in a.values())
-    return False
-
-
 class _Describer:
     """Slot numbers and step descriptions for one run. Slots hold the run's inputs, the values
     its steps define, and temporaries (a program's prepared inputs and output buffers)."""
@@ -84,10 +76,13 @@ class _Describer:
     def __init__(self, constants: Dict[fx.Node, Any]):
         self.constants = constants
         self.count = 0
+        # Only ever added to, so that a step that cannot be described is undone by dropping
+        # the entries made after a mark (dicts keep insertion order: `defined` and `contiguous`
+        # are ordered sets).
         self.slots: Dict[fx.Node, int] = {}
         self.inputs: List[fx.Node] = []      # values from outside the run, in slot order
-        self.defined: Set[fx.Node] = set()   # values the run's steps define
-        self.contiguous: Set[fx.Node] = set()  # fresh dense outputs of the run's programs
+        self.defined: Dict[fx.Node, None] = {}  # values the run's steps define
+        self.contiguous: Dict[fx.Node, None] = {}  # fresh dense outputs of the run's programs
         # Packed weights: (PackedInput, value) whose pointer the runner passes as an input
         # after the values (PackedInput.ptr packs again where the weight changed).
         self.packed: List[Tuple[PackedInput, fx.Node]] = []
@@ -110,8 +105,20 @@ class _Describer:
 
     def define(self, n: fx.Node) -> int:
         """The slot of n, a value the run's step defines."""
-        self.defined.add(n)
+        self.defined[n] = None
         return self.slot(n)
+
+    def _mark(self) -> tuple:
+        return (self.count, len(self.slots), len(self.inputs), len(self.defined),
+                len(self.contiguous), len(self.packed), len(self.packed_slots))
+
+    def _undo(self, mark: tuple) -> None:
+        """Drops everything added after `mark` (see the invariant on the attributes)."""
+        self.count, slots, inputs, defined, contiguous, packed, packed_slots = mark
+        for d, n in ((self.slots, slots), (self.defined, defined), (self.contiguous, contiguous)):
+            while len(d) > n:
+                d.popitem()
+        del self.inputs[inputs:], self.packed[packed:], self.packed_slots[packed_slots:]
 
     def operand(self, a: Any, param: torch.Argument) -> Optional[tuple]:
         """The description of argument a for param, or None where it cannot be described."""
@@ -120,7 +127,7 @@ class _Describer:
                 return ("const", self.constants[a])
             s = self.slot(a) if _value_fits(a, param) else None
             return None if s is None else ("slot", s)
-        if not _has_node(a):
+        if next(flat_nodes(a), None) is None:
             return ("const", a)
         optional = _tensor_list_param(param)
         if optional is None or not isinstance(a, (list, tuple)):
@@ -136,8 +143,7 @@ class _Describer:
     def step(self, s: Any, kind_of: Callable[[fx.Node], Optional[str]]) -> Optional[List[tuple]]:
         """Full descriptions (out slot and dead temporaries included) of step s, or None where
         it cannot be described; then nothing of it is kept."""
-        saved = (self.count, dict(self.slots), list(self.inputs), set(self.defined),
-                 set(self.contiguous), list(self.packed), list(self.packed_slots))
+        mark = self._mark()
         if s.kind == "program":
             descs = self._program(s.call)
         elif s.kind == "aten" and s.call is None:
@@ -146,8 +152,7 @@ class _Describer:
         else:
             descs = None
         if descs is None:
-            (self.count, self.slots, self.inputs, self.defined, self.contiguous, self.packed,
-             self.packed_slots) = saved
+            self._undo(mark)
         return descs
 
     def _aten(self, n: fx.Node, kind: Optional[str]) -> Optional[tuple]:
@@ -247,7 +252,7 @@ class _Describer:
                                   {"dtype": ("const", spec.dtype)}))
             buffers.append(("slot", buf))
             if plain:
-                self.contiguous.add(n)
+                self.contiguous[n] = None
             elif spec.inv_perm is not None:
                 after.append(self._op("aten::permute", "",
                                       [("slot", buf), ("const", list(spec.inv_perm))],
@@ -264,42 +269,52 @@ class _Describer:
         return descs + after
 
 
+@dataclasses.dataclass(eq=False)
+class Run:
+    """Steps [start, end) described as one sequence: the describer's slots and, per step, its
+    descriptions (split_runs makes them; build adds the dead slots and makes the sequence)."""
+    start: int
+    end: int
+    describer: _Describer
+    descs: List[List[tuple]]
+
+
 def split_runs(steps: Sequence[Any], constants: Dict[fx.Node, Any],
-               kind_of: Callable[[fx.Node], Optional[str]]) -> List[Tuple[int, int]]:
-    """[start, end) index ranges of the maximal runs of describable steps (ATen operators and
-    programs) that call at least one ATen operator (a lone program is called directly)."""
+               kind_of: Callable[[fx.Node], Optional[str]]) -> List[Run]:
+    """The maximal runs of describable steps (ATen operators and programs) that call at least
+    one ATen operator (a lone program is called directly)."""
     if not ENABLED:
         return []
-    runs, start, d, aten = [], None, None, False
-    for i, s in enumerate(steps + [None]):
+    runs, start, d, descs, aten = [], None, None, [], False
+    for i, s in enumerate(list(steps) + [None]):
         if s is not None and start is None:
-            d, aten = _Describer(constants), False
-        if s is not None and d.step(s, kind_of) is not None:
+            d, descs, aten = _Describer(constants), [], False
+        sub = d.step(s, kind_of) if s is not None else None
+        if sub is not None:
             start = i if start is None else start
+            descs.append(sub)
             aten = aten or s.kind == "aten"
             continue
         if start is not None and aten:
-            runs.append((start, i))
+            runs.append(Run(start, i, d, descs))
         start = None
     return runs
 
 
-def build(steps: Sequence[Any], constants: Dict[fx.Node, Any],
-          kind_of: Callable[[fx.Node], Optional[str]], live_after: Set[fx.Node],
-          dies: Dict[int, List[fx.Node]], offset: int):
-    """(sequence, input values, packed weights, output values) for a run of steps (from
+def build(steps: Sequence[Any], run: Run, live_after: Set[fx.Node],
+          dies: Dict[int, List[fx.Node]]):
+    """(sequence, input values, packed weights, output values) for a run of `steps` (from
     split_runs), or None with a logged reason where the C++ side refuses it. The sequence takes
-    the input values, then the pointers of the packed weights' copies (PackedInput, value). `live_after`: values read after the run
-    or returned; `dies[j]`: the values whose last reader is step j (indices from `offset`)."""
-    d = _Describer(constants)
+    the input values, then the pointers of the packed weights' copies (PackedInput, value).
+    `live_after`: values read after the run or returned; `dies[j]`: the values whose last
+    reader is step j. Consumes the run's descriptions (build it once)."""
+    d = run.describer
     descs, outputs = [], []
-    for i, s in enumerate(steps):
-        sub = d.step(s, kind_of)
-        assert sub is not None, s
+    for i in range(run.start, run.end):
+        s, sub = steps[i], run.descs[i - run.start]
         made = s.outputs if s.kind == "program" else [s.node]
         dead = sub[-1][-1]  # the last sub-step's dead list
-        dead += [d.slots[n] for n in dies.get(offset + i, ()) if n in d.slots and
-                 n not in live_after]
+        dead += [d.slots[n] for n in dies.get(i, ()) if n in d.slots and n not in live_after]
         dead += [d.slots[n] for n in made if not n.users and n not in live_after]
         outputs += [n for n in made if n in live_after]
         descs += sub
@@ -307,8 +322,9 @@ def build(steps: Sequence[Any], constants: Dict[fx.Node, Any],
         seq = _C.AtenSequence(d.count, [d.slots[n] for n in d.inputs] + d.packed_slots, descs,
                               [d.slots[n] for n in outputs])
     except Exception as e:  # a constant or signature the C++ side cannot convert
+        names = ", ".join(step_name(steps[i]) for i in range(run.start, run.end))
         log_once(f"aten-sequence:{type(e).__name__}:{e}",
-                 f"steps {', '.join(step_name(s) for s in steps)} stay Python calls: {e}")
+                 f"steps {names} stay Python calls: {e}")
         return None
     return seq, list(d.inputs), d.packed, outputs
 

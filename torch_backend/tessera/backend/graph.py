@@ -183,9 +183,19 @@ class CompiledGraph:
                         self._op = make_graph_op(self)
                     except Exception as e:  # remembered: the graph runs without an operator
                         self._op = e
+                    else:
+                        for key, runner in self._runners.items():
+                            self._offer(key, runner)
         if isinstance(self._op, Exception):
             raise self._op
         return self._op
+
+    def _offer(self, key, runner) -> None:
+        """Gives the operator's C++ kernel a new runner (graph_op.GraphOp.add_runner)."""
+        op = self._op
+        signature = self._static_signature if key is None else key
+        if op is not None and not isinstance(op, Exception) and signature is not None:
+            op.add_runner(signature, runner)
 
     def _call_op(self, args) -> Any:
         a = list(args)
@@ -256,6 +266,7 @@ class CompiledGraph:
             else:
                 self._runners.put(key, runner)
                 self.summaries.put(key, summary)
+                self._offer(key, runner)
         _recent.append((self.serial, self.kind, summary.without_code()))
         return outs
 

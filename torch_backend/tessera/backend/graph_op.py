@@ -4,8 +4,9 @@
     outs = g.op(*graph_inputs)        # the graph's fresh tensor outputs (a tuple, or one)
     torch.export.export(module_calling_g_op, args)   # one node: tessera.<name>.default
 
-The operator runs the compiled graph (CompiledGraph.run_checked: runners keyed by the full input
-signature, so any shapes are safe). Its fake kernel runs the graph's own ATen FX graph on the
+The operator runs the compiled graph, keyed by the full input signature, so any shapes are safe.
+Its CPU kernel is C++ (_C.GraphKernel): a signature whose runner is one AtenSequence call (no
+Python step in between) runs without Python; any other goes to CompiledGraph.run_checked. Its fake kernel runs the graph's own ATen FX graph on the
 fake inputs, which gives exactly the metadata eager (and so the Tessera runner) produces, with
 symbolic shapes too. That makes the graph opaque to an enclosing torch.compile or torch.export:
 they see one node and trace no further.
@@ -37,6 +38,8 @@ from typing import Any, List, Tuple
 
 import torch
 import torch.fx as fx
+
+from .. import _C
 
 NAMESPACE = "tessera"
 _lock = threading.Lock()
@@ -204,10 +207,29 @@ class GraphOp:
                 raise RuntimeError(f"{NAMESPACE}::{name}: its compiled graph was freed")
             return pick(gm(list(args)) if boxed else gm(*args))
 
-        lib.impl(self.name, real, "CPU")
         torch.library.register_fake(f"{NAMESPACE}::{self.name}", fake, lib=lib)
         self.lib = lib
+        # The CPU kernel is C++: it runs the plans add_runner gives it without Python, and
+        # calls `real` for any other input signature.
+        self.kernel = _C.GraphKernel(f"{NAMESPACE}::{self.name}", len(self.placeholders),
+                                     len(self.op_nodes), real)
         self.op = getattr(getattr(torch.ops, NAMESPACE), self.name).default
+
+    def add_runner(self, signature: tuple, runner) -> bool:
+        """Hands the C++ kernel the runner made for `signature` (graph._signature of the
+        inputs) where the runner is one AtenSequence call (runner.WholeSequence); False where it
+        is not, and calls with that signature keep going through Python."""
+        whole = getattr(runner, "whole_sequence", None)
+        if whole is None:
+            return False
+        index = {n: i for i, n in enumerate(whole.outputs)}
+        if any(n not in index for n in self.op_nodes):
+            return False
+        sig = [torch.empty_strided(e[0], e[1], dtype=e[2], device="meta")
+               if isinstance(e, tuple) else e for e in signature]
+        self.kernel.add_plan(sig, whole.sequence, whole.inputs,
+                             [index[n] for n in self.op_nodes], self.clone)
+        return True
 
     def call(self, args: List[Any]) -> Any:
         """The graph's full outputs through the operator (inputs and constants put back)."""

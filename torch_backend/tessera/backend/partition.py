@@ -51,21 +51,22 @@ def _flat_metas(m: Any):
             yield from _flat_metas(x)
 
 
-def _flat_nodes(a: Any):
+def flat_nodes(a: Any):
+    """The FX nodes in an argument (nested lists, tuples and dicts), in order."""
     if isinstance(a, fx.Node):
         yield a
     elif isinstance(a, (list, tuple)):
         for x in a:
-            yield from _flat_nodes(x)
+            yield from flat_nodes(x)
     elif isinstance(a, dict):
         for x in a.values():
-            yield from _flat_nodes(x)
+            yield from flat_nodes(x)
 
 
 def input_nodes(node: fx.Node) -> List[fx.Node]:
     """Distinct FX nodes among a node's arguments, in order."""
     seen, out = set(), []
-    for n in list(_flat_nodes(node.args)) + list(_flat_nodes(node.kwargs)):
+    for n in list(flat_nodes(node.args)) + list(flat_nodes(node.kwargs)):
         if n not in seen:
             seen.add(n)
             out.append(n)

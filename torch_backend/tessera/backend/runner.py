@@ -19,6 +19,7 @@ import torch.fx as fx
 
 from . import aten_sequence
 from .kernel_build import PackedInput, prepare_input
+from .partition import flat_nodes
 
 aten = torch.ops.aten
 # Views called as Tensor methods: about half the cost of going through the OpOverload, and a
@@ -109,13 +110,18 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     dies: Dict[int, List[fx.Node]] = {}
     for n, j in last_use.items():
         dies.setdefault(j, []).append(n)
-    runs = dict(aten_sequence.split_runs(steps, constants, kind_of))
+    runs = {r.start: r for r in aten_sequence.split_runs(steps, constants, kind_of)}
+    whole = None  # the sequence, where one runs the whole graph
     i = 0
     while i < len(steps):
         end = i + 1
-        if i in runs and _emit_sequence(em, body, steps, i, runs[i], constants, kind_of, keep,
-                                        last_use, dies):
-            end = runs[i]
+        built = None
+        if i in runs:
+            built = _emit_sequence(em, body, steps, runs[i], keep, last_use, dies)
+        if built is not None:
+            end = runs[i].end
+            if i == 0 and end == len(steps) and not size_vars:
+                whole = _whole_sequence(built, placeholders)
         else:
             _emit_step(em, body, steps[i], size_vars, kind_of)
         dead = [n for j in range(i, end) for n in dies.get(j, ())
@@ -130,7 +136,28 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
     fn = scope[name]
     fn._boxed_call = True
     fn.source = src
+    fn.whole_sequence = whole
     return fn
+
+
+@dataclasses.dataclass(frozen=True)
+class WholeSequence:
+    """A runner that is one AtenSequence call: what a C++ kernel needs to run the graph without
+    Python (graph_op.py). `inputs`: the placeholder position of each sequence input;
+    `outputs`: the values the sequence returns, in order."""
+    sequence: Any
+    inputs: List[int]
+    outputs: List[fx.Node]
+
+
+def _whole_sequence(built, placeholders: List[fx.Node]) -> Optional[WholeSequence]:
+    """The WholeSequence of a sequence that runs every step, or None where the runner does
+    more than call it (a packed weight's pointer is taken in Python)."""
+    seq, inputs, packed, outputs = built
+    position = {p: i for i, p in enumerate(placeholders)}
+    if packed or any(n not in position for n in inputs):
+        return None
+    return WholeSequence(seq, [position[n] for n in inputs], list(outputs))
 
 
 def _emit_step(em: _Emitter, body: List[str], s: Step, size_vars: Dict[str, str],
@@ -158,16 +185,15 @@ def _emit_step(em: _Emitter, body: List[str], s: Step, size_vars: Dict[str, str]
         body.append(f"{em.name(n)} = {g}({', '.join(args)})")
 
 
-def _emit_sequence(em: _Emitter, body: List[str], steps: List[Step], start: int, end: int,
-                   constants: Dict[fx.Node, Any], kind_of: Callable[[fx.Node], Optional[str]],
-                   keep: set, last_use: Dict[fx.Node, int],
-                   dies: Dict[int, List[fx.Node]]) -> bool:
-    """One line calling steps[start:end] (ATen steps) as a C++ AtenSequence; False (nothing
-    emitted) where the sequence could not be built."""
+def _emit_sequence(em: _Emitter, body: List[str], steps: List[Step], run, keep: set,
+                   last_use: Dict[fx.Node, int], dies: Dict[int, List[fx.Node]]):
+    """One line calling the run's steps (aten_sequence.Run) as a C++ AtenSequence; returns
+    what aten_sequence.build made, or None (nothing emitted) where it could not be built."""
+    start, end = run.start, run.end
     live_after = set(keep) | {n for n, j in last_use.items() if j >= end}
-    built = aten_sequence.build(steps[start:end], constants, kind_of, live_after, dies, start)
+    built = aten_sequence.build(steps, run, live_after, dies)
     if built is None:
-        return False
+        return None
     seq, inputs, packed, outputs = built
     g = f"s{len(em.globals)}"
     em.globals[g] = seq.boxed
@@ -188,7 +214,7 @@ def _emit_sequence(em: _Emitter, body: List[str], steps: List[Step], start: int,
     ops = ", ".join(aten_sequence.step_name(s) for s in steps[start:end])
     call = f"{g}(_in)"
     body.append(f"{names}= {call}  # {ops}" if outputs else f"{call}  # {ops}")
-    return True
+    return built
 
 
 def _emit_sizes(em: _Emitter, body: List[str], steps: List[Step],
@@ -294,16 +320,4 @@ def _callable(n: fx.Node, kind: Optional[str] = None) -> Callable:
 
 
 def _nodes_in(a: Any) -> List[fx.Node]:
-    out: List[fx.Node] = []
-
-    def walk(x):
-        if isinstance(x, fx.Node):
-            out.append(x)
-        elif isinstance(x, (list, tuple)):
-            for y in x:
-                walk(y)
-        elif isinstance(x, dict):
-            for y in x.values():
-                walk(y)
-    walk(a)
-    return out
+    return list(flat_nodes(a))
