@@ -52,6 +52,14 @@ schedule::AttentionSpec spec_from(const py::dict& d) {
   return s;
 }
 
+py::dict tiles_dict(const schedule::AttentionTiles& t) {
+  py::dict d;
+  d["rows_per_task"] = t.rows_per_task;
+  d["row_tile"] = t.row_tile;
+  d["key_block"] = t.key_block;
+  return d;
+}
+
 }  // namespace
 
 void bind_attention(py::module_& m) {
@@ -71,13 +79,20 @@ void bind_attention(py::module_& m) {
           "assembly", [](const AttentionKernel& k) { return k.kernel->compiled().assembly(); })
       .def_property_readonly("jit_ms",
                              [](const AttentionKernel& k) { return k.kernel->compile_ms(); })
-      .def_property_readonly("tiles", [](const AttentionKernel& k) {
-        py::dict d;
-        d["rows_per_task"] = k.tiles.rows_per_task;
-        d["row_tile"] = k.tiles.row_tile;
-        d["key_block"] = k.tiles.key_block;
-        return d;
-      });
+      .def_property_readonly("tiles", [](const AttentionKernel& k) { return tiles_dict(k.tiles); });
+  m.def(
+      "attention_tile_candidates",
+      [](const py::dict& spec) {
+        py::list out;
+        for (const schedule::AttentionTiles& t : schedule::attention_tile_candidates(
+                 spec_from(spec), schedule::Target::host().vector_lanes,
+                 runtime::get_num_threads())) {
+          out.append(tiles_dict(t));
+        }
+        return out;
+      },
+      py::arg("spec"),
+      "Tiles (dicts for attention_kernel's `tiles`) worth timing for `spec`, the rules' first.");
   m.def(
       "attention_kernel",
       [](const py::dict& spec, const py::object& tiles, bool keep_source) {

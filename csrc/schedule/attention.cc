@@ -61,6 +61,9 @@ const double kMinusInfinity = -std::numeric_limits<double>::infinity();
 
 // Parallel tasks per thread the rules' tiles keep at least (load balance).
 constexpr int64_t kTasksPerThread = 4;
+// Most keys scored as one block (a candidate where all keys fit): a row tile's scores, row_tile
+// x keys floats, then still sit in L1 next to the key and value blocks.
+constexpr int64_t kMaxSingleKeyBlock = 256;
 
 // Everything lower_attention's pieces share: the spec, the tiles and the buffers.
 struct Nest {
@@ -338,6 +341,35 @@ AttentionTiles default_attention_tiles(const AttentionSpec& spec, int64_t vector
     }
   }
   return t;
+}
+
+std::vector<AttentionTiles> attention_tile_candidates(const AttentionSpec& spec,
+                                                      int64_t vector_width, int64_t threads) {
+  const AttentionTiles rules = default_attention_tiles(spec, vector_width, threads);
+  std::vector<AttentionTiles> out{rules};
+  auto add = [&](int64_t key_block, int64_t rows_per_task) {
+    AttentionTiles t = rules;
+    t.key_block = key_block;
+    // No taller than the query (rounded up to whole row tiles).
+    t.rows_per_task = std::min(rows_per_task, ceil_div(spec.q_len, t.row_tile) * t.row_tile);
+    for (const AttentionTiles& o : out) {
+      if (o.key_block == t.key_block && o.rows_per_task == t.rows_per_task &&
+          o.row_tile == t.row_tile) {
+        return;
+      }
+    }
+    out.push_back(t);
+  };
+  const int64_t short_task = 4 * rules.row_tile;
+  add(2 * vector_width, short_task);
+  add(4 * vector_width, short_task);
+  add(2 * vector_width, 2 * rules.row_tile);
+  const int64_t all_keys = ceil_div(spec.kv_len, vector_width) * vector_width;
+  if (all_keys <= kMaxSingleKeyBlock) {
+    add(all_keys, 2 * rules.row_tile);
+    add(all_keys, rules.rows_per_task);
+  }
+  return out;
 }
 
 void check_attention(const AttentionSpec& spec, const AttentionTiles& tiles, int64_t vector_width) {

@@ -58,6 +58,13 @@ struct AttentionTiles {
 AttentionTiles default_attention_tiles(const AttentionSpec& spec, int64_t vector_width,
                                        int64_t threads);
 
+// Tiles worth measuring against each other, the rules' first: short tasks (more of them to
+// balance over the threads, as causal rows differ in work) with narrow and medium key blocks,
+// and, where the keys are few, one key block over all of them (no rescaling between blocks).
+// Each is valid for check_attention and listed once. The backend times them (attention.py).
+std::vector<AttentionTiles> attention_tile_candidates(const AttentionSpec& spec,
+                                                      int64_t vector_width, int64_t threads);
+
 // Throws tessera::Error naming what the kernel cannot compute (value_dim not a multiple of the
 // vector width, strides of the wrong length, heads that do not group, bad tiles).
 void check_attention(const AttentionSpec& spec, const AttentionTiles& tiles, int64_t vector_width);

@@ -205,6 +205,35 @@ TEST(Attention, EveryTileShapeGivesTheSameResult) {
   }
 }
 
+TEST(Attention, TileCandidatesAreDistinctValidAndComputeTheSame) {
+  // 70 keys fit one block; the query is short enough to cap some tasks' height.
+  Case c = make_case(1, 4, 2, 21, 70, 16, 32, true, true, true, 9);
+  const std::vector<AttentionTiles> cands = attention_tile_candidates(c.spec, kLanes, 2);
+  ASSERT_GE(cands.size(), 3u);
+  const AttentionTiles rules = default_attention_tiles(c.spec, kLanes, 2);
+  EXPECT_EQ(cands[0].key_block, rules.key_block);
+  EXPECT_EQ(cands[0].rows_per_task, rules.rows_per_task);
+  bool one_block = false;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const AttentionTiles& t = cands[i];
+    SCOPED_TRACE(testing::Message() << "candidate " << i << ": rows_per_task " << t.rows_per_task
+                                    << " row_tile " << t.row_tile << " key_block "
+                                    << t.key_block);
+    one_block = one_block || t.key_block >= c.spec.kv_len;
+    EXPECT_LE(t.rows_per_task, 24);  // 21 rows in whole row tiles
+    for (size_t j = 0; j < i; ++j) {
+      EXPECT_FALSE(cands[j].key_block == t.key_block &&
+                   cands[j].rows_per_task == t.rows_per_task && cands[j].row_tile == t.row_tile);
+    }
+    expect_attention(c, t, /*interpret=*/false);
+  }
+  EXPECT_TRUE(one_block) << "70 keys fit one block";
+  Case long_keys = make_case(1, 2, 2, 8, 300, 16, 16, false, false, false, 10);
+  for (const AttentionTiles& t : attention_tile_candidates(long_keys.spec, kLanes, 2)) {
+    EXPECT_LT(t.key_block, 300) << "300 keys are more than one block";
+  }
+}
+
 TEST(Attention, WhatItCannotComputeIsAnErrorNamingWhy) {
   Case c = make_case(1, 3, 2, 8, 8, 16, 16, false, false, false, 7);
   try {

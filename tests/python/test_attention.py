@@ -122,6 +122,31 @@ def test_attention_is_chosen_by_measurement_and_reported():
     assert "_scaled_dot_product_flash_attention_for_cpu" in str(tessera.explain(fast))
 
 
+def test_the_kernels_tiles_are_chosen_among_timed_candidates(monkeypatch):
+    seen = {}
+    real_decide = attention.anchor_choice.decide
+
+    def last_candidate_wins(key, candidates, options=None, **kw):
+        _, times = real_decide(key, candidates, options, **kw)  # every candidate timed
+        seen.update(candidates=list(candidates), times=times)
+        return seen["candidates"][-1], times
+    monkeypatch.setattr(attention.anchor_choice, "decide", last_candidate_wins)
+    torch.manual_seed(0)
+    model = SelfAttention(causal=True).eval()
+    _compiled(model, torch.randn(1, 96, 128))
+    tiled = [c for c in seen["candidates"] if c.startswith("tessera")]
+    assert tiled[0] == "tessera" and len(tiled) >= 3  # the rules' tiles and others
+    rows = _attention_rows()
+    assert rows[0]["impl"] == "tessera"
+    timed = [seen["times"][c] for c in tiled if c in seen["times"]]  # hopeless ones are dropped
+    assert rows[0]["times_ms"]["tessera"] == min(timed)
+    # The runner calls the winner's kernel: its tiles are in its name.
+    (summary,) = [v for _, v in tessera.backend.compiled_graphs()[-1].summaries.items()]
+    (step,) = [s for s in summary.steps if isinstance(s.call, attention.AttentionCall)]
+    t = step.call.kernel.tiles
+    assert tiled[-1] == f"tessera:kb{t['key_block']}-rt{t['row_tile']}-rpt{t['rows_per_task']}"
+
+
 def test_unsupported_attention_stays_aten_with_its_reason(monkeypatch):
     monkeypatch.setenv("TESSERA_FORCE_CHOICE", "tessera")
     torch.manual_seed(0)

@@ -129,32 +129,73 @@ class AttentionCall:
         return out, lse
 
 
+def _candidate_name(index: int, tiles: dict) -> str:
+    """"tessera" for the rules' tiles (the first candidate), "tessera:kb..-rt..-rpt.." else."""
+    if index == 0:
+        return "tessera"
+    return f"tessera:kb{tiles['key_block']}-rt{tiles['row_tile']}-rpt{tiles['rows_per_task']}"
+
+
+def _collapsed(times: Dict[str, float]) -> Dict[str, float]:
+    """ATen's time and the best Tessera candidate's, as explain shows a partition's."""
+    out = {k: v for k, v in times.items() if k == "aten"}
+    tessera = [v for k, v in times.items() if k.startswith("tessera")]
+    if tessera:
+        out["tessera"] = min(tessera)
+    return out
+
+
 def plan(node: fx.Node, metas: Dict[fx.Node, Any], options: Any
          ) -> Tuple[Optional[AttentionCall], str, Dict[str, float], str]:
     """(the call to run instead of the operator or None, the choice, measured times in ms, why
-    ATen when it is not measured) for one attention node of a fixed-shape graph."""
+    ATen when it is not measured) for one attention node of a fixed-shape graph. The kernel's
+    tiles are chosen by timing a few candidates (_C.attention_tile_candidates) against each
+    other and ATen, in one measurement; the records database keeps the winner."""
     spec, reason = spec_of(node, metas)
     if spec is None:
         return None, "aten", {}, reason
-    try:
-        kernel = _C.attention_kernel(spec)
-    except Exception as e:  # a spec the kernel cannot compute (value dim, head groups)
-        return None, "aten", {}, _message(e)
     a = _arguments(node)
     mask = metas[a["attn_mask"]] if a["attn_mask"] is not None else None
-    call = AttentionCall(kernel, (spec["q_strides"], spec["k_strides"], spec["v_strides"]),
-                         metas[node][0], metas[node][1],
-                         mask.stride if mask is not None else None, a["is_causal"], a["scale"])
-    if not getattr(options, "anchor_measure", True):
-        return call, "tessera", {}, ""
+
+    def make_call(tiles: dict) -> AttentionCall:
+        return AttentionCall(_C.attention_kernel(spec, tiles),
+                             (spec["q_strides"], spec["k_strides"], spec["v_strides"]),
+                             metas[node][0], metas[node][1],
+                             mask.stride if mask is not None else None, a["is_causal"],
+                             a["scale"])
+    try:
+        tiles = _C.attention_tile_candidates(spec)
+        rules_call = None if getattr(options, "anchor_measure", True) else make_call(tiles[0])
+    except Exception as e:  # a spec the kernel cannot compute (value dim, head groups)
+        return None, "aten", {}, _message(e)
+    if rules_call is not None:
+        return rules_call, "tessera", {}, ""
+    named = {_candidate_name(i, t): t for i, t in enumerate(tiles)}
+    key = keys.derived_key("attention-kernel", json.dumps(spec, sort_keys=True), "")
+    hit = anchor_choice.known_choice(key, ["aten", *named], options)
+    if hit is not None:
+        choice, times = hit
+        try:
+            call = None if choice == "aten" else make_call(named[choice])
+        except Exception as e:
+            return None, "aten", {}, _message(e)
+        return call, "aten" if call is None else "tessera", _collapsed(times), ""
+    calls = {}
+    for name, t in named.items():
+        try:
+            calls[name] = make_call(t)
+        except Exception as e:  # the rules' tiles must build; another candidate may not
+            if name == "tessera":
+                return None, "aten", {}, _message(e)
     values = {n: metas[a[n]].example() for n in ("query", "key", "value")}
-    mask = mask.example() if mask is not None else None
+    mask_value = mask.example() if mask is not None else None
     extra = (a["dropout_p"], a["is_causal"])
 
     def run(fn):
         return lambda: fn(values["query"], values["key"], values["value"], *extra,
-                          attn_mask=mask, scale=a["scale"])
-    key = keys.derived_key("attention-kernel", json.dumps(spec, sort_keys=True), "")
-    choice, times = anchor_choice.decide(key, {"aten": run(SDPA), "tessera": run(call)},
-                                         options)
-    return (call if choice == "tessera" else None), choice, times, ""
+                          attn_mask=mask_value, scale=a["scale"])
+    candidates = {"aten": run(SDPA)}
+    candidates.update({name: run(call) for name, call in calls.items()})
+    choice, times = anchor_choice.decide(key, candidates, options, looked_up=True)
+    call = calls.get(choice)
+    return call, "aten" if call is None else "tessera", _collapsed(times), ""
