@@ -53,6 +53,21 @@ def test_planned_signatures_run_without_python_and_others_are_planned(monkeypatc
     assert (kernel.plan_calls, kernel.fallback_calls, kernel.num_plans) == (3, 2, 3)
 
 
+def test_a_graph_of_one_program_runs_without_python_too(monkeypatch):
+    # Fully fused: the Python runner calls the program directly (no ATen operator to share a
+    # sequence with); the C++ kernel still gets the graph as one sequence.
+    def f(x, y):
+        return torch.relu(x * 2 + y).sum(-1)
+    x, y = torch.randn(16, 32), torch.randn(16, 32)
+    _, g = _compiled_graph(f, x, y)
+    (_, runner), = g._runners.items()
+    assert "_in = [" not in runner.source and runner.whole_sequence is not None
+    op = g.op
+    monkeypatch.setattr(g, "run_checked", _python_is_not_called)
+    torch.testing.assert_close(op(x, y), f(x, y))
+    assert g._graph_op().kernel.plan_calls == 1
+
+
 # ---- _C.GraphKernel on a hand-made operator -----------------------------------------------------
 
 @pytest.fixture

@@ -280,9 +280,9 @@ class Run:
 
 
 def split_runs(steps: Sequence[Any], constants: Dict[fx.Node, Any],
-               kind_of: Callable[[fx.Node], Optional[str]]) -> List[Run]:
+               kind_of: Callable[[fx.Node], Optional[str]], need_aten: bool = True) -> List[Run]:
     """The maximal runs of describable steps (ATen operators and programs) that call at least
-    one ATen operator (a lone program is called directly)."""
+    one ATen operator (the runner calls a lone program directly), or any with need_aten=False."""
     if not ENABLED:
         return []
     runs, start, d, descs, aten = [], None, None, [], False
@@ -295,7 +295,7 @@ def split_runs(steps: Sequence[Any], constants: Dict[fx.Node, Any],
             descs.append(sub)
             aten = aten or s.kind == "aten"
             continue
-        if start is not None and aten:
+        if start is not None and (aten or not need_aten):
             runs.append(Run(start, i, d, descs))
         start = None
     return runs

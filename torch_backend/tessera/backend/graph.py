@@ -76,9 +76,9 @@ def _signature(args) -> tuple:
 
 # TESSERA_GRAPH_OP=1: the backend's callable runs every compiled graph through its custom
 # operator (graph_op.py) instead of calling the runner directly. Off by default: the operator
-# adds the dispatcher, a signature check and output reassembly to every call (see
-# benchmarks/overhead.py), and copies outputs that alias inputs, which aot_autograd's forward
-# graphs return on every training step. Either way `CompiledGraph.op` is there for export.
+# copies outputs that alias inputs, which aot_autograd's forward graphs return on every training
+# step, and adds output reassembly in Python (about 1 us a call in benchmarks/overhead.py, now
+# that its kernel is C++). Either way `CompiledGraph.op` is there for export.
 CALL_VIA_OP = os.environ.get("TESSERA_GRAPH_OP", "0") == "1"
 
 

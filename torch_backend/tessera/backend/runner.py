@@ -129,6 +129,8 @@ def generate(placeholders: List[fx.Node], steps: List[Step], output_args: Any,
         if dead:
             body.append("del " + ", ".join(em.name(n) for n in dead))
         i = end
+    if whole is None and not runs and not size_vars:
+        whole = _whole_graph_sequence(steps, constants, kind_of, keep, dies, placeholders)
     body.append(f"return {em.expr(output_args)}")
     src = f"def {name}(args):\n" + "\n".join("    " + line for line in body) + "\n"
     scope = dict(em.globals)
@@ -148,6 +150,20 @@ class WholeSequence:
     sequence: Any
     inputs: List[int]
     outputs: List[fx.Node]
+
+
+def _whole_graph_sequence(steps: List[Step], constants: Dict[fx.Node, Any],
+                          kind_of: Callable[[fx.Node], Optional[str]], keep: set,
+                          dies: Dict[int, List[fx.Node]],
+                          placeholders: List[fx.Node]) -> Optional[WholeSequence]:
+    """For a runner that is not one sequence because it calls no ATen operator (a lone
+    program, called directly from Python): the same steps as one sequence, for the C++ kernel
+    of the graph's operator; None where they cannot be one."""
+    runs = aten_sequence.split_runs(steps, constants, kind_of, need_aten=False)
+    if len(runs) != 1 or (runs[0].start, runs[0].end) != (0, len(steps)):
+        return None
+    built = aten_sequence.build(steps, runs[0], set(keep), dies)
+    return None if built is None else _whole_sequence(built, placeholders)
 
 
 def _whole_sequence(built, placeholders: List[fx.Node]) -> Optional[WholeSequence]:
