@@ -1,6 +1,7 @@
 #include "ir/tensor.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <unordered_set>
 
@@ -23,15 +24,33 @@ const char* reduce_kind_name(ReduceKind k) {
   return "?";
 }
 
+namespace {
+
+// The lowest and highest values of an integer (or bool) dtype: the identities of max and min.
+// Not int64's for narrower types: an int32 accumulator starting at INT64_MIN truncates to 0.
+int64_t lowest_int(DType t) {
+  if (t == DType::kBool) return 0;
+  if (t == DType::kInt32) return std::numeric_limits<int32_t>::min();
+  return std::numeric_limits<int64_t>::min();
+}
+
+int64_t highest_int(DType t) {
+  if (t == DType::kBool) return 1;
+  if (t == DType::kInt32) return std::numeric_limits<int32_t>::max();
+  return std::numeric_limits<int64_t>::max();
+}
+
+}  // namespace
+
 Expr reduce_identity(ReduceKind k, DType t) {
   const double inf = std::numeric_limits<double>::infinity();
   switch (k) {
     case ReduceKind::kSum:
       return make_const(t, 0.0);
     case ReduceKind::kMax:
-      return is_float(t) ? float_imm(-inf, t) : int_imm(std::numeric_limits<int64_t>::min(), t);
+      return is_float(t) ? float_imm(-inf, t) : int_imm(lowest_int(t), t);
     case ReduceKind::kMin:
-      return is_float(t) ? float_imm(inf, t) : int_imm(std::numeric_limits<int64_t>::max(), t);
+      return is_float(t) ? float_imm(inf, t) : int_imm(highest_int(t), t);
     case ReduceKind::kNone:
       break;
   }

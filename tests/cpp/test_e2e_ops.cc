@@ -106,6 +106,19 @@ TEST(E2EOps, Reductions) {
   check_both({{ops::reduce_sum(rows, {1})}, {rows}});
 }
 
+// int32 max and min start from int32's own lowest and highest values: started from int64's,
+// which truncate to 0 and -1, a max of negative values came out 0 (and a min of positives -1).
+TEST(E2EOps, IntegerMaxAndMinOfValuesOfOneSign) {
+  Tensor x = placeholder("X", dims({6, 35, 9}), ir::DType::kInt32);
+  Tensor negative = ops::neg(ops::abs(x));  // <= 0
+  Tensor positive = ops::abs(x);            // >= 0
+  for (std::vector<int64_t> axes : std::vector<std::vector<int64_t>>{{0}, {-1}, {}}) {
+    check_both({{ops::reduce_max(negative, axes), ops::reduce_min(positive, axes)}, {x}});
+  }
+  Tensor image = placeholder("I", dims({1, 2, 7, 6}), ir::DType::kInt32);
+  check_both({{ops::max_pool2d(ops::neg(ops::abs(image)), {3, 3}, {2, 2}, {1, 1})}, {image}});
+}
+
 TEST(E2EOps, SoftmaxAndLayerNorm) {
   Tensor x = placeholder("X", dims({7, 50}));
   check_both({{ops::softmax(x, -1)}, {x}});
