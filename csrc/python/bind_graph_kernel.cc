@@ -11,13 +11,16 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "python/bindings.h"
 #include "python/graph_kernel.h"
+#include "python/packed_weight.h"
 #include "util/check.h"
 
 namespace py = pybind11;
@@ -92,6 +95,26 @@ struct PyGraphKernel {
 }  // namespace
 
 void bind_graph_kernel(py::module_& m) {
+  py::class_<PackedWeight, std::shared_ptr<PackedWeight>>(
+      m, "PackedWeight",
+      "The packed copy of a weight, shared with C++ callers (python/packed_weight.h).")
+      .def(py::init<>())
+      .def(
+          "set",
+          [](PackedWeight& self, const at::Tensor& packed, const at::Tensor& source,
+             std::optional<int64_t> version) { self.set(packed, source, version); },
+          py::arg("packed"), py::arg("source"), py::arg("version"),
+          "Records a copy made from `source` at `version` (None: an inference tensor).")
+      .def(
+          "current",
+          [](const PackedWeight& self, const at::Tensor& weight) -> std::optional<uintptr_t> {
+            const std::optional<void*> p = self.current(weight);
+            if (!p) return std::nullopt;
+            return reinterpret_cast<uintptr_t>(*p);
+          },
+          py::arg("weight"),
+          "The copy's data pointer if it was made from `weight` as it is now, else None.");
+
   py::class_<PyGraphKernel>(m, "GraphKernel")
       .def(py::init([](const std::string& qualified_name, size_t num_arguments, size_t num_returns,
                        py::function fallback) {
@@ -106,17 +129,20 @@ void bind_graph_kernel(py::module_& m) {
       .def(
           "add_plan",
           [](PyGraphKernel& self, const py::list& signature, std::shared_ptr<AtenSequence> sequence,
-             std::vector<int> inputs, std::vector<int> outputs, std::vector<bool> clone) {
+             std::vector<int> inputs, std::vector<int> outputs, std::vector<bool> clone,
+             const std::vector<std::pair<int, std::shared_ptr<PackedWeight>>>& packed) {
             GraphPlan plan;
             for (const py::handle& h : signature) plan.signature.push_back(signature_of(h));
             plan.sequence = std::move(sequence);
             plan.inputs = std::move(inputs);
+            for (const auto& [argument, weight] : packed) plan.packed.push_back({argument, weight});
             plan.outputs = std::move(outputs);
             plan.clone = std::move(clone);
             self.kernel->add(std::move(plan));
           },
           py::arg("signature"), py::arg("sequence"), py::arg("inputs"), py::arg("outputs"),
-          py::arg("clone"))
+          py::arg("clone"),
+          py::arg("packed") = std::vector<std::pair<int, std::shared_ptr<PackedWeight>>>{})
       // Deregisters the kernel now (the operator then has no CPU kernel).
       .def("close", [](PyGraphKernel& self) { self.registration.reset(); })
       .def_property_readonly("num_plans",

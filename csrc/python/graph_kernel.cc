@@ -4,7 +4,9 @@
 #include <c10/core/DispatchKey.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "util/check.h"
@@ -64,6 +66,11 @@ void GraphKernel::add(GraphPlan plan) {
     TESSERA_CHECK(a >= 0 && static_cast<size_t>(a) < num_arguments_)
         << "a graph plan reads argument " << a << " of " << num_arguments_;
   }
+  for (const PackedArgument& p : plan.packed) {
+    TESSERA_CHECK(p.argument >= 0 && static_cast<size_t>(p.argument) < num_arguments_ &&
+                  p.weight != nullptr && plan.signature[p.argument].is_tensor)
+        << "a graph plan's packed weight is argument " << p.argument << ", not a tensor one";
+  }
   auto shared = std::make_shared<const GraphPlan>(std::move(plan));
   std::lock_guard<std::mutex> lock(mutex_);
   auto same = std::find_if(plans_.begin(), plans_.end(), [&](const auto& p) {
@@ -102,15 +109,25 @@ void GraphKernel::call(torch::jit::Stack* stack) {
   TESSERA_CHECK(stack->size() >= num_arguments_) << "graph kernel: too few arguments";
   const size_t base = stack->size() - num_arguments_;
   std::shared_ptr<const GraphPlan> plan = find(stack->data() + base);
+  std::vector<c10::IValue> values;
+  if (plan != nullptr) {
+    values.reserve(plan->inputs.size() + plan->packed.size());
+    for (int a : plan->inputs) values.push_back((*stack)[base + a]);
+    for (const PackedArgument& p : plan->packed) {
+      const std::optional<void*> ptr = p.weight->current((*stack)[base + p.argument].toTensor());
+      if (!ptr) {  // the weight changed: Python packs it again
+        plan = nullptr;
+        break;
+      }
+      values.emplace_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(*ptr)));
+    }
+  }
   if (plan == nullptr) {
     ++fallback_calls_;
     fallback_(stack);
     return;
   }
   ++plan_calls_;
-  std::vector<c10::IValue> values;
-  values.reserve(plan->inputs.size());
-  for (int a : plan->inputs) values.push_back((*stack)[base + a]);
   torch::jit::drop(*stack, num_arguments_);  // the arguments die with the sequence's slots
   std::vector<c10::IValue> outs = plan->sequence->run(std::move(values));
   for (size_t r = 0; r < num_returns_; ++r) {

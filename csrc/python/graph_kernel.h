@@ -8,7 +8,7 @@
 // Invariants:
 //  - a plan is used only for inputs with exactly its signature (per argument: dtype, sizes and
 //    strides of a tensor, or the value of a scalar), because the sequence's kernels and
-//    constants were specialised on it;
+//    constants were specialised on it, and only while its packed weights are current;
 //  - the kernel returns what the operator's schema declares: one tensor per return, those that
 //    would alias an input or another return cloned (graph_op.GraphOp.clone);
 //  - the registration lives as long as the GraphKernel object: destroying it deregisters the
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "python/aten_sequence.h"
+#include "python/packed_weight.h"
 
 namespace tessera::python {
 
@@ -40,10 +41,20 @@ struct ArgumentSignature {
   bool matches(const c10::IValue& v) const;
 };
 
+// A weight argument the sequence reads through its packed copy (passed as a pointer).
+struct PackedArgument {
+  int argument = -1;
+  std::shared_ptr<const PackedWeight> weight;
+};
+
 struct GraphPlan {
   std::vector<ArgumentSignature> signature;  // one per operator argument
   std::shared_ptr<const AtenSequence> sequence;
-  std::vector<int> inputs;   // per sequence input: the operator argument it is
+  // The sequence's inputs: the operator arguments `inputs` names, then the packed copies'
+  // pointers of `packed`, in order. A call whose weight has changed since its copy was made
+  // goes to the fallback, which packs it again.
+  std::vector<int> inputs;  // per sequence input: the operator argument it is
+  std::vector<PackedArgument> packed;
   std::vector<int> outputs;  // per operator return: the sequence output it is
   std::vector<bool> clone;   // per operator return: copy it (it would alias)
 };

@@ -11,6 +11,7 @@ import torch
 import tessera  # noqa: F401  (registers the backend)
 from tessera import _C
 from tessera.backend import compiled_graphs
+from tessera.backend import graph as graph_mod
 
 KERNELS = {"anchor_measure": False}
 _names = itertools.count()
@@ -66,6 +67,49 @@ def test_a_graph_of_one_program_runs_without_python_too(monkeypatch):
     monkeypatch.setattr(g, "run_checked", _python_is_not_called)
     torch.testing.assert_close(op(x, y), f(x, y))
     assert g._graph_op().kernel.plan_calls == 1
+
+
+def test_prepacked_weights_run_in_cpp_until_a_weight_changes(monkeypatch):
+    monkeypatch.setattr(graph_mod, "CALL_VIA_OP", True)  # the module's calls go through the op
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(1600, 10)).eval()
+    x = torch.randn(1, 8, 10, 10)
+    torch._dynamo.reset()
+    c = torch.compile(model, backend="tessera", options=KERNELS)
+    with torch.no_grad():
+        # The first call plans (through the Python kernel, eagerly); the second still goes to
+        # Python, whose runner makes the packed copy; from then on C++ runs the plan.
+        for _ in range(2):
+            torch.testing.assert_close(c(x), model(x))
+        g = compiled_graphs()[-1]
+        kernel = g._graph_op().kernel
+        (_, runner), = g._runners.items()
+        assert runner.whole_sequence.packed  # the convolution reads its weight packed
+        g.run_checked = _python_is_not_called
+        torch.testing.assert_close(c(x), model(x))
+        assert (kernel.plan_calls, kernel.fallback_calls) == (1, 2)
+        del g.run_checked
+        model[0].weight.mul_(-1)  # changed in place: its packed copy is stale
+        torch.testing.assert_close(c(x), model(x))  # Python packs it again
+        assert (kernel.plan_calls, kernel.fallback_calls) == (1, 3)
+        torch.testing.assert_close(c(x), model(x))  # and C++ reads the new copy
+        assert (kernel.plan_calls, kernel.fallback_calls) == (2, 3)
+
+
+def test_a_packed_weight_is_current_only_for_its_tensor_as_it_was():
+    w, packed = torch.randn(4, 4), torch.randn(16)
+    shared = _C.PackedWeight()
+    assert shared.current(w) is None  # nothing packed yet
+    shared.set(packed, w, w._version)
+    assert shared.current(w) == packed.data_ptr()
+    assert shared.current(w.clone()) is None  # another tensor
+    w.add_(1)
+    assert shared.current(w) is None  # changed in place
+    with torch.inference_mode():
+        v = torch.randn(4, 4)
+    shared.set(packed, v, None)
+    assert shared.current(v) is None  # no version counter: never current
 
 
 # ---- _C.GraphKernel on a hand-made operator -----------------------------------------------------

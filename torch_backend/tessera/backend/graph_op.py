@@ -6,7 +6,8 @@
 
 The operator runs the compiled graph, keyed by the full input signature, so any shapes are safe.
 Its CPU kernel is C++ (_C.GraphKernel): a signature whose runner is one AtenSequence call (no
-Python step in between) runs without Python; any other goes to CompiledGraph.run_checked. Its fake kernel runs the graph's own ATen FX graph on the
+Python step in between) runs without Python, prepacked weights included while they are unchanged
+(_C.PackedWeight); any other call goes to CompiledGraph.run_checked. Its fake kernel runs the graph's own ATen FX graph on the
 fake inputs, which gives exactly the metadata eager (and so the Tessera runner) produces, with
 symbolic shapes too. That makes the graph opaque to an enclosing torch.compile or torch.export:
 they see one node and trace no further.
@@ -228,7 +229,7 @@ class GraphOp:
         sig = [torch.empty_strided(e[0], e[1], dtype=e[2], device="meta")
                if isinstance(e, tuple) else e for e in signature]
         self.kernel.add_plan(sig, whole.sequence, whole.inputs,
-                             [index[n] for n in self.op_nodes], self.clone)
+                             [index[n] for n in self.op_nodes], self.clone, whole.packed)
         return True
 
     def call(self, args: List[Any]) -> Any:

@@ -81,7 +81,7 @@ class PackedInput:
     in place: load_state_dict, an optimizer step) packs again first. The tensor's storage is
     held, so its address cannot be reused by another tensor while the copy is kept."""
     __slots__ = ("prep", "kernel", "input", "numel", "dtype", "shape", "_packed", "_ptr", "_src",
-                 "_version", "_src_ptr", "_lock")
+                 "_version", "_src_ptr", "_lock", "shared")
 
     def __init__(self, prep: Optional[InputPrep], kernel, input: int, numel: int, dtype,
                  shape=()):
@@ -97,6 +97,9 @@ class PackedInput:
         self._version = -1
         self._src_ptr = -1
         self._lock = threading.Lock()
+        # The same copy for C++ callers (a graph operator's kernel, graph_op.py), which check
+        # the weight's version there and call back into Python to pack it again.
+        self.shared = _C.PackedWeight()
 
     def ptr(self, x: torch.Tensor) -> int:
         """Data pointer of the packed copy of x (packed again first if x is not what it was
@@ -133,6 +136,7 @@ class PackedInput:
             self._ptr = self._packed.data_ptr()
             self._version = -1 if version is None else version
             self._src_ptr = src_ptr
+            self.shared.set(self._packed, x, version)
 
 
 class OutputSpec:

@@ -150,6 +150,9 @@ class WholeSequence:
     sequence: Any
     inputs: List[int]
     outputs: List[fx.Node]
+    # Weights read through packed copies: (placeholder position, _C.PackedWeight), whose
+    # pointers the sequence takes after the inputs.
+    packed: List[tuple] = dataclasses.field(default_factory=list)
 
 
 def _whole_graph_sequence(steps: List[Step], constants: Dict[fx.Node, Any],
@@ -167,13 +170,14 @@ def _whole_graph_sequence(steps: List[Step], constants: Dict[fx.Node, Any],
 
 
 def _whole_sequence(built, placeholders: List[fx.Node]) -> Optional[WholeSequence]:
-    """The WholeSequence of a sequence that runs every step, or None where the runner does
-    more than call it (a packed weight's pointer is taken in Python)."""
+    """The WholeSequence of a sequence that runs every step, or None where it reads a value
+    that is not a graph input."""
     seq, inputs, packed, outputs = built
     position = {p: i for i, p in enumerate(placeholders)}
-    if packed or any(n not in position for n in inputs):
+    if any(n not in position for n in inputs) or any(n not in position for _, n in packed):
         return None
-    return WholeSequence(seq, [position[n] for n in inputs], list(outputs))
+    return WholeSequence(seq, [position[n] for n in inputs], list(outputs),
+                         [(position[n], prep.shared) for prep, n in packed])
 
 
 def _emit_step(em: _Emitter, body: List[str], s: Step, size_vars: Dict[str, str],
