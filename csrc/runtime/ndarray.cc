@@ -244,7 +244,16 @@ int64_t NDArray::flat_index(const std::vector<int64_t>& index) const {
 }
 
 void NDArray::fill(double value) {
-  for (int64_t i = 0, n = numel(); i < n; ++i) set(i, value);
+  // The first element converts the value (and checks it fits the dtype); the rest copy its bytes,
+  // doubling the filled prefix each step.
+  const int64_t n = numel();
+  if (n == 0 || !defined()) return;
+  set(0, value);
+  std::byte* p = static_cast<std::byte*>(data());
+  const size_t total = nbytes();
+  for (size_t done = total / static_cast<size_t>(n); done < total; done *= 2) {
+    std::memcpy(p + done, p, std::min(done, total - done));
+  }
 }
 
 void NDArray::fill_random(uint64_t seed, double lo, double hi) {

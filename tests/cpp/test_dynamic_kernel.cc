@@ -29,7 +29,6 @@ DynamicSelection two_kernel_selection(const DynamicWorkload& w, int64_t split) {
     labels.push_back(t <= split ? 0 : 1);
   }
   sel.dispatcher = Dispatcher::build(pts, labels, w.ranges());
-  sel.fallback = 1;
   return sel;
 }
 
@@ -50,7 +49,7 @@ TEST(DynamicKernel, EverySizeRunsItsKernelAndOutsideSizesTheFallback) {
     testing::expect_runs_like_reference(
         w, {t}, [&](const std::vector<void*>& b, const SizePoint& s) { dk->run(b, s); });
   }
-  // Far outside the range: still the fallback, no compile.
+  // Far outside the range: still the fallback (the rules' schedule), no compile.
   const int64_t huge = 700;
   EXPECT_EQ(dk->dispatch(&huge), kFallback);
   testing::expect_runs_like_reference(
@@ -76,7 +75,6 @@ TEST(DynamicKernel, BadCallsAreErrorsNotCrashes) {
   // A selection that dispatches to a kernel it does not have is refused when built.
   DynamicSelection bad = two_kernel_selection(w, 20);
   bad.schedules.pop_back();
-  bad.fallback = 0;
   EXPECT_THROW(DynamicKernel::build(w, bad), Error);
 }
 
@@ -92,9 +90,14 @@ TEST(DynamicKernel, SelectionJsonRoundTrip) {
   EXPECT_EQ(back.to_json().dump(), sel.to_json().dump());
   for (int64_t t = -1; t <= 42; ++t)
     EXPECT_EQ(back.dispatcher.lookup({t}), sel.dispatcher.lookup({t}));
-  util::Json j = sel.to_json();
-  j["fallback"] = util::Json(5);
-  EXPECT_THROW(DynamicSelection::from_json(j), Error);
+  // Records written before the fallback became the rules' schedule name a fallback schedule;
+  // they still load. A selection without schedules does not.
+  util::Json old = sel.to_json();
+  old["fallback"] = util::Json(1);
+  EXPECT_EQ(DynamicSelection::from_json(old).to_json().dump(), sel.to_json().dump());
+  util::Json empty = sel.to_json();
+  empty["schedules"] = util::Json::array();
+  EXPECT_THROW(DynamicSelection::from_json(empty), Error);
 }
 
 }  // namespace

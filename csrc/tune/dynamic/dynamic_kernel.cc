@@ -1,5 +1,10 @@
 #include "tune/dynamic/dynamic_kernel.h"
 
+#include <algorithm>
+#include <string>
+
+#include "runtime/parallel.h"
+#include "tune/common.h"
 #include "util/check.h"
 
 namespace tessera::tune::dynamic {
@@ -12,7 +17,6 @@ Json DynamicSelection::to_json() const {
   for (const schedule::KernelSchedule& s : schedules) scheds.push_back(s.to_json());
   j["schedules"] = scheds;
   j["dispatcher"] = dispatcher.to_json();
-  j["fallback"] = Json(fallback);
   j["candidates"] = Json(candidates);
   j["pruned"] = Json(pruned);
   j["top_k"] = Json(top_k);
@@ -29,7 +33,6 @@ DynamicSelection DynamicSelection::from_json(const Json& j) {
       s.schedules.push_back(schedule::KernelSchedule::from_json(k));
     }
     s.dispatcher = Dispatcher::from_json(j.at("dispatcher"));
-    s.fallback = static_cast<int>(j.at("fallback").as_int());
     s.candidates = static_cast<int>(j.get_int("candidates", 0));
     s.pruned = static_cast<int>(j.get_int("pruned", 0));
     s.top_k = static_cast<int>(j.get_int("top_k", 1));
@@ -40,9 +43,6 @@ DynamicSelection DynamicSelection::from_json(const Json& j) {
     TESSERA_CHECK(false) << "dynamic selection: malformed JSON: " << e.what();
   }
   TESSERA_CHECK(!s.schedules.empty()) << "dynamic selection without schedules";
-  TESSERA_CHECK(s.fallback >= 0 && s.fallback < static_cast<int>(s.schedules.size()))
-      << "dynamic selection: fallback " << s.fallback << " is not one of its " << s.schedules.size()
-      << " schedules";
   return s;
 }
 
@@ -61,42 +61,47 @@ void check_size_order(const compiler::BuiltKernel& k, const std::vector<ir::Var>
                     << ": its size arguments are not the workload's size variables in order";
 }
 
-// The fallback: `schedule` over the widened DAG, or the rules' schedule where it does not fit
-// the widened DAG's plan (the rules always do).
-std::shared_ptr<const compiler::BuiltKernel> build_fallback(
-    const DynamicWorkload& workload, const schedule::KernelSchedule& schedule) {
+}  // namespace
+
+std::shared_ptr<const compiler::BuiltKernel> DynamicKernel::build_fallback(
+    const DynamicWorkload& workload) {
   const DagCopy wide = workload.widened();
   compiler::BuildOptions opts;
   opts.name = workload.name() + "_fallback";
-  opts.schedule = schedule;
-  try {
-    return std::make_shared<const compiler::BuiltKernel>(
-        compiler::build_cpu(wide.outputs, wide.inputs, opts));
-  } catch (const Error&) {
-    opts.schedule.reset();
-    return std::make_shared<const compiler::BuiltKernel>(
-        compiler::build_cpu(wide.outputs, wide.inputs, opts));
-  }
+  return std::make_shared<const compiler::BuiltKernel>(
+      compiler::build_cpu(wide.outputs, wide.inputs, opts));
 }
-
-}  // namespace
 
 std::shared_ptr<const DynamicKernel> DynamicKernel::build(const DynamicWorkload& workload,
                                                           const DynamicSelection& selection) {
-  std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels;
-  for (size_t i = 0; i < selection.schedules.size(); ++i) {
-    compiler::BuildOptions opts;
-    opts.name = workload.name() + "_mk" + std::to_string(i);
-    opts.schedule = selection.schedules[i];
-    kernels.push_back(std::make_shared<const compiler::BuiltKernel>(
-        compiler::build_cpu(workload.outputs(), workload.inputs(), opts)));
-  }
-  return assemble(workload, selection, std::move(kernels));
+  const size_t n = selection.schedules.size();
+  std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels(n);
+  std::shared_ptr<const compiler::BuiltKernel> fallback;
+  std::vector<std::string> errors(n + 1);
+  // Job n is the fallback. Builds are independent; an error is rethrown after all joined.
+  run_jobs(n + 1, static_cast<size_t>(std::max(1, runtime::get_num_threads())), [&](size_t i) {
+    try {
+      if (i == n) {
+        fallback = build_fallback(workload);
+        return;
+      }
+      compiler::BuildOptions opts;
+      opts.name = workload.name() + "_mk" + std::to_string(i);
+      opts.schedule = selection.schedules[i];
+      kernels[i] = std::make_shared<const compiler::BuiltKernel>(
+          compiler::build_cpu(workload.outputs(), workload.inputs(), opts));
+    } catch (const std::exception& e) {
+      errors[i] = e.what();
+    }
+  });
+  for (const std::string& e : errors) TESSERA_CHECK(e.empty()) << e;
+  return assemble(workload, selection, std::move(kernels), std::move(fallback));
 }
 
 std::shared_ptr<const DynamicKernel> DynamicKernel::assemble(
     const DynamicWorkload& workload, const DynamicSelection& selection,
-    std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels) {
+    std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels,
+    std::shared_ptr<const compiler::BuiltKernel> fallback) {
   TESSERA_CHECK(!selection.schedules.empty() && kernels.size() == selection.schedules.size())
       << "dynamic kernel: " << kernels.size() << " kernels for " << selection.schedules.size()
       << " schedules";
@@ -115,7 +120,8 @@ std::shared_ptr<const DynamicKernel> DynamicKernel::assemble(
                      [](const ir::Var& a, const ir::Var& b) { return a.same_as(b); });
   }
   dk->kernels_ = std::move(kernels);
-  dk->fallback_ = build_fallback(workload, selection.schedules[selection.fallback]);
+  TESSERA_CHECK(fallback != nullptr) << "dynamic kernel: missing fallback";
+  dk->fallback_ = std::move(fallback);
   // The widened variables are new nodes with the old names, in the old order.
   check_size_order(*dk->fallback_, workload.size_vars(),
                    [](const ir::Var& a, const ir::Var& b) { return a->name == b->name; });

@@ -1,8 +1,9 @@
 #pragma once
 // A dynamic kernel: the micro-kernels a DietCode selection kept, each compiled ONCE over the
-// workload's symbolic sizes, a dispatcher that picks one per call, and a fallback kernel compiled
-// over the same DAG with unbounded sizes, so sizes outside the tuned ranges still run (slower,
-// never a crash, never a compile at call time).
+// workload's symbolic sizes, a dispatcher that picks one per call, and a fallback kernel: the
+// rules' schedule compiled over the same DAG with unbounded sizes, so sizes outside the tuned
+// ranges still run (untuned, never a crash, never a compile at call time). The tuner also checks
+// every candidate against the fallback, so it is built once, with the candidates.
 //
 // Kernel ABI: buffers = the workload's inputs then outputs (as tessera::compiler::BuiltKernel);
 // sizes = one value per workload size variable, in DynamicWorkload::size_vars order.
@@ -22,7 +23,6 @@ namespace tessera::tune::dynamic {
 struct DynamicSelection {
   std::vector<schedule::KernelSchedule> schedules;  // selected micro-kernels (dispatch labels)
   Dispatcher dispatcher;
-  int fallback = 0;  // schedule compiled over unbounded sizes for out-of-range calls
   // How the selection was made (reports; not needed to run).
   int candidates = 0;           // micro-kernels compiled and measured
   int pruned = 0;               // of them, dropped by the full-wave throughput test
@@ -37,15 +37,18 @@ struct DynamicSelection {
 
 class DynamicKernel {
  public:
-  // Compiles every selected schedule once over the workload, and the fallback over
-  // workload.widened() (with the rules' schedule when the selected one does not build there).
+  // Compiles every selected schedule once over the workload, and the fallback, all at once.
   static std::shared_ptr<const DynamicKernel> build(const DynamicWorkload& workload,
                                                     const DynamicSelection& selection);
-  // The same with the selected kernels built already (by the tuner, which measured them): only
-  // the fallback is compiled. kernels[i] must be built from selection.schedules[i].
+  // The fallback alone: the rules' schedule over workload.widened().
+  static std::shared_ptr<const compiler::BuiltKernel> build_fallback(
+      const DynamicWorkload& workload);
+  // The same as build with every kernel built already (by the tuner, which measured them).
+  // kernels[i] must be built from selection.schedules[i], `fallback` by build_fallback.
   static std::shared_ptr<const DynamicKernel> assemble(
       const DynamicWorkload& workload, const DynamicSelection& selection,
-      std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels);
+      std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels,
+      std::shared_ptr<const compiler::BuiltKernel> fallback);
 
   // The selected kernel for `sizes`, or kFallback outside the tuned ranges.
   int dispatch(const int64_t* sizes) const { return selection_.dispatcher.lookup(sizes); }

@@ -10,6 +10,8 @@
 #include "ir/eval.h"
 #include "runtime/ndarray.h"
 #include "runtime/parallel.h"
+#include "schedule/default_schedule.h"
+#include "schedule/stage_plan.h"
 #include "tune/dynamic/selection_records.h"
 #include "util/check.h"
 
@@ -64,8 +66,29 @@ class InstanceBuffers {
   std::vector<runtime::NDArray> inputs_, outputs_;
 };
 
-// Checks candidates against the rules' kernel over the same symbolic DAG at a few sizes: the
-// smallest instance and one in the middle with odd sizes (not a multiple of any tile above 1).
+// The first `n` elements of `a` as doubles: one dtype switch per array, not one per element
+// (a candidate's check compares up to a whole instance's output).
+std::vector<double> leading_values(const runtime::NDArray& a, int64_t n) {
+  switch (a.dtype) {
+    case ir::DType::kFloat32:
+      return std::vector<double>(a.f32(), a.f32() + n);
+    case ir::DType::kFloat64:
+      return std::vector<double>(a.f64(), a.f64() + n);
+    case ir::DType::kInt32:
+      return std::vector<double>(a.i32(), a.i32() + n);
+    case ir::DType::kInt64:
+      return std::vector<double>(a.i64(), a.i64() + n);
+    default: {
+      std::vector<double> v(static_cast<size_t>(n));
+      for (int64_t e = 0; e < n; ++e) v[e] = a.get(e);
+      return v;
+    }
+  }
+}
+
+// Checks candidates against the reference (the fallback: the rules' schedule over the DAG with
+// unbounded sizes) at a few sizes: the smallest instance and one in the middle with odd sizes
+// (not a multiple of any tile above 1).
 class Verifier {
  public:
   Verifier(const DynamicWorkload& w, std::shared_ptr<const BuiltKernel> reference,
@@ -105,13 +128,15 @@ class Verifier {
   }
 
  private:
-  bool close(const runtime::NDArray& got, const runtime::NDArray& want, int64_t n,
+  bool close(const runtime::NDArray& got_array, const runtime::NDArray& want_array, int64_t n,
              std::string* why) const {
+    const std::vector<double> got = leading_values(got_array, n);
+    const std::vector<double> want = leading_values(want_array, n);
     double scale = 0;
-    for (int64_t e = 0; e < n; ++e) scale = std::max(scale, std::abs(want.get(e)));
+    for (const double x : want) scale = std::max(scale, std::abs(x));
     const double atol = atol_rel_ * (1 + scale);
     for (int64_t e = 0; e < n; ++e) {
-      const double g = got.get(e), x = want.get(e);
+      const double g = got[e], x = want[e];
       if (!(std::abs(g - x) <= atol + rtol_ * std::abs(x))) {
         *why =
             "element " + std::to_string(e) + ": " + std::to_string(g) + " vs " + std::to_string(x);
@@ -177,8 +202,9 @@ void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
 }
 
 // The sample point where the micro-kernel runs closest to full waves without padding; of the
-// points as close as that, the one of median work (the largest would be the steadiest timing,
-// but it is the most expensive one to time, and the overhead is fitted apart anyway).
+// points as close as that, the one at the lower quartile of work (the largest would be the
+// steadiest timing, but it is the most expensive one to time, and the overhead is fitted apart
+// anyway: a micro-kernel made for few rows can take 20 ms at the median).
 const SizePoint& calibration_point(const std::vector<SizePoint>& points,
                                    const MicroKernelGeometry& g, const DynamicWorkload& w,
                                    int threads) {
@@ -196,7 +222,7 @@ const SizePoint& calibration_point(const std::vector<SizePoint>& points,
   }
   if (closest.empty()) return points.back();
   std::sort(closest.begin(), closest.end());
-  return points[closest[closest.size() / 2].second];
+  return points[closest[closest.size() / 4].second];
 }
 
 // The sample point with the least positive work: where the per-call overhead shows most.
@@ -271,11 +297,6 @@ class DynamicTuner {
         threads_(runtime::get_num_threads()),
         largest_(w.size_map(w.largest())),
         buffers_(w, o.seed) {
-    compiler::BuildOptions rules;
-    rules.name = w.name() + "_rules";
-    reference_ =
-        std::make_shared<const BuiltKernel>(compiler::build_cpu(w.outputs(), w.inputs(), rules));
-    verifier_ = std::make_unique<Verifier>(w, reference_, &buffers_, o);
     res_->points = sample_points(w, o.max_points);
     timer_ = o.timer;
     if (!timer_) {
@@ -294,9 +315,9 @@ class DynamicTuner {
       t = now;
     };
     CandidatePool pool(o_.edge);
-    gather_candidates(w_, o_, reference_->schedule(), &pool);
+    gather_candidates(w_, o_, rules_schedule(), &pool);
     phase("candidates");
-    add_candidates(std::move(pool.reports()));
+    add_candidates(std::move(pool.reports()), /*with_fallback=*/true);
     phase("build_time");
     prune();
     add_serial_variants();
@@ -334,11 +355,13 @@ class DynamicTuner {
     std::string error;
   };
 
-  // The kernel of `schedule`: the rules' kernel when the schedule is the rules' (it is built
-  // already, unless the edge mode made its schedule another), else lowered and JIT-compiled.
+  KernelSchedule rules_schedule() const {
+    const schedule::StagePlan plan = schedule::plan_stages(w_.outputs(), w_.inputs());
+    return schedule::default_schedule(plan, schedule::Target::host());
+  }
+
   std::shared_ptr<const BuiltKernel> build(const KernelSchedule& schedule,
                                            const std::string& name) const {
-    if (schedule.stages_text() == reference_->schedule().stages_text()) return reference_;
     compiler::BuildOptions opts;
     opts.name = name;
     opts.schedule = schedule;
@@ -347,23 +370,37 @@ class DynamicTuner {
   }
 
   // Every candidate built at once, on as many threads as the kernels run on (builds are
-  // independent; nothing is timed meanwhile).
-  std::vector<Built> build_all(const std::vector<CandidateReport>& reports) const {
+  // independent; nothing is timed meanwhile). With `with_fallback`, job 0 builds the fallback
+  // into reference_ (every candidate is checked against it); it goes first because it builds
+  // slowest (unbounded sizes), so the other jobs fill the other threads meanwhile.
+  std::vector<Built> build_all(const std::vector<CandidateReport>& reports, bool with_fallback) {
     std::vector<Built> out(reports.size());
-    run_jobs(reports.size(), static_cast<size_t>(std::max(1, threads_)), [&](size_t i) {
+    const size_t first = with_fallback ? 1 : 0;  // job of reports[0]
+    std::string fallback_error;
+    run_jobs(reports.size() + first, static_cast<size_t>(std::max(1, threads_)), [&](size_t j) {
       try {
+        if (j < first) {
+          reference_ = DynamicKernel::build_fallback(w_);
+          return;
+        }
+        const size_t i = j - first;
         out[i].kernel =
             build(reports[i].schedule, w_.name() + "_cand" + std::to_string(cands_.size() + i));
       } catch (const std::exception& e) {
-        out[i].error = e.what();
+        (j < first ? fallback_error : out[j - first].error) = e.what();
       }
     });
+    if (with_fallback) {
+      TESSERA_CHECK(fallback_error.empty()) << "dynamic tuning of " << w_.name()
+                                            << ": the fallback failed to build: " << fallback_error;
+      verifier_ = std::make_unique<Verifier>(w_, reference_, &buffers_, o_);
+    }
     return out;
   }
 
   // Builds every candidate at once, then verifies and times each one in order.
-  void add_candidates(std::vector<CandidateReport> reports) {
-    const std::vector<Built> built = build_all(reports);
+  void add_candidates(std::vector<CandidateReport> reports, bool with_fallback = false) {
+    const std::vector<Built> built = build_all(reports, with_fallback);
     for (size_t i = 0; i < reports.size(); ++i) add_candidate(std::move(reports[i]), built[i]);
   }
 
@@ -376,7 +413,7 @@ class DynamicTuner {
     try {
       if (!built.error.empty()) throw Error(built.error);
       c.kernel = built.kernel;
-      if (c.kernel != reference_ && !verifier_->check(*c.kernel, &c.report.error)) {
+      if (!verifier_->check(*c.kernel, &c.report.error)) {
         c.kernel.reset();
         return;
       }
@@ -507,13 +544,10 @@ class DynamicTuner {
 
     DynamicSelection& ds = res_->selection;
     std::vector<std::shared_ptr<const BuiltKernel>> kernels;
-    std::vector<double> weight(sel.kernels.size(), 0.0);
-    for (size_t p = 0; p < sel.assignment.size(); ++p) weight[sel.assignment[p]] += table.weight(p);
     for (int k : sel.kernels) {
       ds.schedules.push_back(cands_[alive[k]].report.schedule);
       kernels.push_back(cands_[alive[k]].kernel);
     }
-    ds.fallback = static_cast<int>(std::max_element(weight.begin(), weight.end()) - weight.begin());
     ds.dispatcher = Dispatcher::build(res_->points, sel.assignment, w_.ranges(), o_.dispatch);
     ds.candidates = static_cast<int>(cands_.size());
     ds.pruned = static_cast<int>(std::count_if(cands_.begin(), cands_.end(),
@@ -522,7 +556,7 @@ class DynamicTuner {
     ds.wave_k = wave_k_;
     ds.predicted_loss = sel.loss;
     ds.worst_point_loss = sel.worst_point_loss;
-    res_->kernel = DynamicKernel::assemble(w_, ds, std::move(kernels));
+    res_->kernel = DynamicKernel::assemble(w_, ds, std::move(kernels), reference_);
     for (Candidate& c : cands_) res_->candidates.push_back(std::move(c.report));
   }
 
@@ -532,7 +566,7 @@ class DynamicTuner {
   const int threads_;
   const std::map<const ir::ExprNode*, int64_t> largest_;
   InstanceBuffers buffers_;
-  std::shared_ptr<const BuiltKernel> reference_;
+  std::shared_ptr<const BuiltKernel> reference_;  // the fallback, built with the candidates
   std::unique_ptr<Verifier> verifier_;
   SizeTimer timer_;
   std::vector<Candidate> cands_;

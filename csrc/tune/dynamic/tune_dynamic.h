@@ -5,8 +5,9 @@
 //   candidates    construct mode (Gensor, predict-only: its model ranks, we measure) on a few
 //                 representative instances (default: the largest, as the paper's M0), plus the
 //                 paper's cache-tile mutations [T/2, 2T] on the dynamic axes of the best few
-//   compile       every candidate ONCE over the symbolic sizes; verify it against the rules'
-//                 symbolic kernel at a small and an unaligned size
+//   compile       every candidate ONCE over the symbolic sizes, the fallback (the rules'
+//                 schedule over unbounded sizes) beside them; verify each candidate against the
+//                 fallback at a small and an unaligned size
 //   time          each micro-kernel on its fullest wave and on the smallest instance: its
 //                 throughput and per-call overhead; poor throughput pruned early; serial copies
 //                 of the best few join (they win where the pool's wake-up dominates)
@@ -44,7 +45,7 @@ using SizeTimer =
 inline gensor::ConstructOptions dynamic_construct_options() {
   gensor::ConstructOptions o = gensor::policy_construct_options(0);
   o.predict_only = true;
-  o.top_k = 3;
+  o.top_k = 2;
   return o;
 }
 
@@ -73,7 +74,7 @@ struct DynamicTuneOptions {
     runtime::MeasureOptions o;
     o.warmup = 1;
     o.min_repeats = 2;
-    o.min_time_ms = 20;
+    o.min_time_ms = 5;
     o.max_repeats = 50;
     return o;
   }();
