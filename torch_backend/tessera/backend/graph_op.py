@@ -7,9 +7,9 @@
 The operator runs the compiled graph, keyed by the full input signature, so any shapes are safe.
 Its CPU kernel is C++ (_C.GraphKernel): a signature whose runner is one AtenSequence call (no
 Python step in between) runs without Python, prepacked weights included while they are unchanged
-(_C.PackedWeight); any other call goes to CompiledGraph.run_checked. Its fake kernel runs the graph's own ATen FX graph on the
-fake inputs, which gives exactly the metadata eager (and so the Tessera runner) produces, with
-symbolic shapes too. That makes the graph opaque to an enclosing torch.compile or torch.export:
+(_C.PackedWeight); any other call goes to CompiledGraph.run_checked. Its fake kernel runs the
+graph's own ATen FX graph on the fake inputs, which gives exactly the metadata eager (and so the
+Tessera runner) produces, with symbolic shapes too. That makes the graph opaque to an enclosing torch.compile or torch.export:
 they see one node and trace no further.
 
 Custom operators may not return aliases of their inputs or of each other, and a compiled graph
