@@ -84,6 +84,30 @@ TEST(DynamicTune, RepresentativesAndTileMutations) {
                   .empty());
 }
 
+TEST(DynamicTune, CandidatesAreCheckedWhereTheirTilesAndEdgesAllRun) {
+  testing::DynamicDense d(1, 1, 256);  // rows = T in 1..256
+  const DynamicWorkload w = d.workload();
+  const std::vector<SizePoint> points = sample_points(w, 256);
+  const schedule::StagePlan plan = schedule::plan_stages(w.outputs(), w.inputs());
+  MicroKernelGeometry g = geometry_of(
+      plan, schedule::default_schedule(plan, schedule::Target::host()), w.size_map({256}));
+  ASSERT_EQ(g.extents.size(), 2u);
+  ASSERT_FALSE(g.extents[0]->is_const_int());
+  auto with_tiles = [&](int64_t tile, int64_t granule) {
+    g.tiles[0] = tile;
+    g.granules[0] = granule;
+    return verification_points(points, g, w);
+  };
+  // Two whole 16-row tiles and a cut one, cut inside a 4-row register tile: 33 rows.
+  EXPECT_EQ(with_tiles(16, 4), (std::vector<SizePoint>{{1}, {33}}));
+  EXPECT_EQ(with_tiles(16, 1), (std::vector<SizePoint>{{1}, {33}}));
+  EXPECT_EQ(with_tiles(5, 5), (std::vector<SizePoint>{{1}, {11}}));
+  // One-row tiles have no edge: three rows run the first tile and the steps between tiles.
+  EXPECT_EQ(with_tiles(1, 1), (std::vector<SizePoint>{{1}, {3}}));
+  // Tiles too large for that below the middle of the range: the middle, odd.
+  EXPECT_EQ(with_tiles(128, 8), (std::vector<SizePoint>{{1}, {129}}));
+}
+
 TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
   PinThreads pin(4);
   testing::DynamicDense d(4, 1, 40);

@@ -9,14 +9,14 @@
 
 namespace tessera::tune::dynamic {
 
-namespace {
-
 int64_t evaluate_extent(const ir::Expr& e, const std::map<const ir::ExprNode*, int64_t>& sizes) {
   if (e->is_const_int()) return e->int_value;
   ir::EvalEnv env;
   for (const auto& [var, value] : sizes) env.vars[var] = ir::Scalar::of_int(value);
   return ir::evaluate(e, env).i;
 }
+
+namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

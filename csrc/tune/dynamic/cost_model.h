@@ -45,7 +45,13 @@ struct CostModelConstants {
   double prune_slowdown = 1.5;
   // Instances the wave weight is fitted on (distinct wave ratios pad(tiles, threads) / tiles).
   int wave_fit_points = 6;
+  // A micro-kernel whose first call at its calibration point takes this factor times the best
+  // prediction there is timed by that one call: it loses there whatever the exact figure.
+  double probe_slowdown = 2.0;
 };
+
+// The value of a dimension's expression at the size variables' values `sizes`.
+int64_t evaluate_extent(const ir::Expr& e, const std::map<const ir::ExprNode*, int64_t>& sizes);
 
 // Where a schedule's micro-kernel sits in the workload: the main stage's extents (expressions in
 // the size variables), its cache tile and padding granule per spatial axis.

@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-#include "ir/eval.h"
 #include "runtime/ndarray.h"
 #include "runtime/parallel.h"
 #include "schedule/default_schedule.h"
@@ -56,11 +55,7 @@ class InstanceBuffers {
   static std::vector<int64_t> shape_at(const ir::Tensor& t,
                                        const std::map<const ir::ExprNode*, int64_t>& at) {
     std::vector<int64_t> s;
-    for (const ir::Expr& d : t->shape) {
-      ir::EvalEnv env;
-      for (const auto& [v, x] : at) env.vars[v] = ir::Scalar::of_int(x);
-      s.push_back(d->is_const_int() ? d->int_value : ir::evaluate(d, env).i);
-    }
+    for (const ir::Expr& d : t->shape) s.push_back(evaluate_extent(d, at));
     return s;
   }
   std::vector<runtime::NDArray> inputs_, outputs_;
@@ -87,39 +82,25 @@ std::vector<double> leading_values(const runtime::NDArray& a, int64_t n) {
 }
 
 // Checks candidates against the reference (the fallback: the rules' schedule over the DAG with
-// unbounded sizes) at a few sizes: the smallest instance and one in the middle with odd sizes
-// (not a multiple of any tile above 1).
+// unbounded sizes) at the sizes the tuner names (verification_points); the reference's outputs are
+// computed once per point.
 class Verifier {
  public:
-  Verifier(const DynamicWorkload& w, std::shared_ptr<const BuiltKernel> reference,
-           InstanceBuffers* buffers, const DynamicTuneOptions& o)
-      : reference_(std::move(reference)), buffers_(buffers), rtol_(o.rtol), atol_rel_(o.atol_rel) {
-    SizePoint small, middle;
-    for (const SizeRange& r : w.ranges()) {
-      small.push_back(r.lo);
-      int64_t m = r.lo + (r.hi - r.lo) / 2;
-      if (m % 2 == 0 && m + 1 <= r.hi) ++m;
-      middle.push_back(m);
-    }
-    points_ = {small};
-    if (middle != small) points_.push_back(middle);
-    for (const SizePoint& p : points_) {
-      std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
-      reference_->run(buffers_->pointers(&out), p);
-      expected_.push_back(std::move(out));
-    }
-  }
+  Verifier(std::shared_ptr<const BuiltKernel> reference, InstanceBuffers* buffers,
+           const DynamicTuneOptions& o)
+      : reference_(std::move(reference)), buffers_(buffers), rtol_(o.rtol), atol_rel_(o.atol_rel) {}
 
-  bool check(const BuiltKernel& k, std::string* why) {
-    for (size_t i = 0; i < points_.size(); ++i) {
+  bool check(const BuiltKernel& k, const std::vector<SizePoint>& points, std::string* why) {
+    for (const SizePoint& p : points) {
+      const std::vector<runtime::NDArray>& want = expected(p);
       std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
       for (auto& a : out) a.fill(12345.0);  // unwritten elements show as mismatches
-      k.run(buffers_->pointers(&out), points_[i]);
-      const std::vector<int64_t> numel = k.kernel()->arg_numels(points_[i]);
+      k.run(buffers_->pointers(&out), p);
+      const std::vector<int64_t> numel = k.kernel()->arg_numels(p);
       const size_t first_output = numel.size() - out.size();
       for (size_t o = 0; o < out.size(); ++o) {
-        if (!close(out[o], expected_[i][o], numel[first_output + o], why)) {
-          *why += " at sizes (" + point_text(points_[i]) + ")";
+        if (!close(out[o], want[o], numel[first_output + o], why)) {
+          *why += " at sizes (" + point_text(p) + ")";
           return false;
         }
       }
@@ -146,12 +127,58 @@ class Verifier {
     return true;
   }
 
+  const std::vector<runtime::NDArray>& expected(const SizePoint& p) {
+    auto it = expected_.find(p);
+    if (it == expected_.end()) {
+      std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
+      reference_->run(buffers_->pointers(&out), p);
+      it = expected_.emplace(p, std::move(out)).first;
+    }
+    return it->second;
+  }
+
   std::shared_ptr<const BuiltKernel> reference_;
   InstanceBuffers* buffers_;
   double rtol_, atol_rel_;
-  std::vector<SizePoint> points_;
-  std::vector<std::vector<runtime::NDArray>> expected_;
+  std::map<SizePoint, std::vector<runtime::NDArray>> expected_;
 };
+
+}  // namespace
+
+std::vector<SizePoint> verification_points(const std::vector<SizePoint>& points,
+                                           const MicroKernelGeometry& g, const DynamicWorkload& w) {
+  SizePoint small, middle;
+  for (const SizeRange& r : w.ranges()) {
+    small.push_back(r.lo);
+    int64_t m = r.lo + (r.hi - r.lo) / 2;
+    if (m % 2 == 0 && m + 1 <= r.hi) ++m;
+    middle.push_back(m);
+  }
+  auto cuts = [](int64_t extent, int64_t step) { return step <= 1 || extent % step != 0; };
+  const auto middle_sizes = w.size_map(middle);
+  const SizePoint* edge = &middle;
+  double least = std::numeric_limits<double>::infinity();
+  for (const SizePoint& p : points) {
+    const auto at = w.size_map(p);
+    bool covers = true;
+    double work = 1;
+    for (size_t a = 0; a < g.extents.size() && covers; ++a) {
+      const int64_t n = evaluate_extent(g.extents[a], at);
+      work *= static_cast<double>(n);
+      if (g.extents[a]->is_const_int()) continue;
+      covers = n > 2 * g.tiles[a] && cuts(n, g.tiles[a]) && cuts(n, g.granules[a]) &&
+               n <= evaluate_extent(g.extents[a], middle_sizes);
+    }
+    if (covers && work < least) {
+      least = work;
+      edge = &p;
+    }
+  }
+  if (*edge == small) return {small};
+  return {small, *edge};
+}
+
+namespace {
 
 // Candidate schedules with the tuning's edge mode, deduplicated by what they build.
 class CandidatePool {
@@ -342,11 +369,51 @@ class DynamicTuner {
   }
 
   // Times candidate `c` at `p` and keeps the sample.
-  void sample(size_t c, const SizePoint& p) {
+  void sample(size_t c, const SizePoint& p) { keep_sample(c, p, time_at(c, *cands_[c].kernel, p)); }
+
+  void keep_sample(size_t c, const SizePoint& p, double ms) {
     Candidate& cand = cands_[c];
-    const double ms = time_at(c, *cand.kernel, p);
     cand.samples.push_back({instance_shape(cand.geometry, w_.size_map(p), threads_), ms});
     cand.timed_points.push_back(p);
+  }
+
+  // One call of candidate `c` at `p`, timed (ms); with a timer in the options, the timer.
+  double probe_at(size_t c, const SizePoint& p) {
+    const BuiltKernel& k = *cands_[c].kernel;
+    if (o_.timer) return time_at(c, k, p);
+    ++res_->timings;
+    std::vector<void*> ptrs = buffers_.pointers();
+    const auto start = std::chrono::steady_clock::now();
+    k.run(ptrs, p);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  }
+
+  // The least predicted time at `p` among the candidates timed so far (infinity: none yet).
+  double best_prediction(const SizePoint& p) const {
+    double best = std::numeric_limits<double>::infinity();
+    for (const Candidate& c : cands_) {
+      if (!c.report.ok) continue;
+      const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
+      best = std::min(best, predict_ms(s, c.report.model, o_.cost.default_wave_k));
+    }
+    return best;
+  }
+
+  // Times candidate `c` at its calibration point `p`: one call first, which stands as the sample
+  // when it is probe_slowdown times the best prediction there or slower (a micro-kernel made for
+  // few rows can take 20-50 ms there; it can only win at small sizes, which its small-point
+  // sample measures), else the full measurement.
+  void calibrate(size_t c, const SizePoint& p) {
+    const double best = best_prediction(p);
+    if (std::isfinite(best)) {
+      const double once = probe_at(c, p);
+      if (once >= o_.cost.probe_slowdown * best) {
+        keep_sample(c, p, once);
+        return;
+      }
+    }
+    sample(c, p);
   }
 
   // A candidate's kernel as built ahead of its verification (or why the build failed).
@@ -393,7 +460,7 @@ class DynamicTuner {
     if (with_fallback) {
       TESSERA_CHECK(fallback_error.empty()) << "dynamic tuning of " << w_.name()
                                             << ": the fallback failed to build: " << fallback_error;
-      verifier_ = std::make_unique<Verifier>(w_, reference_, &buffers_, o_);
+      verifier_ = std::make_unique<Verifier>(reference_, &buffers_, o_);
     }
     return out;
   }
@@ -413,14 +480,15 @@ class DynamicTuner {
     try {
       if (!built.error.empty()) throw Error(built.error);
       c.kernel = built.kernel;
-      if (!verifier_->check(*c.kernel, &c.report.error)) {
+      c.geometry = geometry_of(c.kernel->plan(), c.kernel->schedule(), largest_);
+      if (!verifier_->check(*c.kernel, verification_points(res_->points, c.geometry, w_),
+                            &c.report.error)) {
         c.kernel.reset();
         return;
       }
-      c.geometry = geometry_of(c.kernel->plan(), c.kernel->schedule(), largest_);
       const SizePoint& full = calibration_point(res_->points, c.geometry, w_, threads_);
       const SizePoint& small = smallest_point(res_->points, c.geometry, w_, threads_);
-      sample(index, full);
+      calibrate(index, full);
       if (small != full) sample(index, small);
       c.report.model = fit_kernel(c.samples, o_.cost.default_wave_k);
       c.report.ok = true;

@@ -7,9 +7,11 @@
 //                 paper's cache-tile mutations [T/2, 2T] on the dynamic axes of the best few
 //   compile       every candidate ONCE over the symbolic sizes, the fallback (the rules'
 //                 schedule over unbounded sizes) beside them; verify each candidate against the
-//                 fallback at a small and an unaligned size
+//                 fallback at the smallest size and where its tiles and edges all run
+//                 (verification_points)
 //   time          each micro-kernel on its fullest wave and on the smallest instance: its
-//                 throughput and per-call overhead; poor throughput pruned early; serial copies
+//                 throughput and per-call overhead (one call on the fullest wave when that is
+//                 far slower than the best so far); poor throughput pruned early; serial copies
 //                 of the best few join (they win where the pool's wake-up dominates)
 //   wave fit      the best micro-kernel over several wave ratios: k for this machine
 //   predict       time = overhead + work x padding x wave / throughput at every sampled size
@@ -116,6 +118,13 @@ DynamicTuneResult tune_dynamic(const DynamicWorkload& workload,
 
 // Representative instances: `n` points evenly spread towards the largest, which is always one.
 std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n);
+// Where a candidate with geometry `g` is checked against the reference: the smallest instance,
+// and the sample point of least work at which every dynamic spatial axis holds two whole cache
+// tiles and a cut one, cut inside a register tile too (the first tile, the step between tiles
+// and the edge code each run); where no sample point up to the middle of the ranges does, the
+// middle, made odd. (A micro-kernel made for one row takes 50 ms at the middle of 1..1024.)
+std::vector<SizePoint> verification_points(const std::vector<SizePoint>& points,
+                                           const MicroKernelGeometry& g, const DynamicWorkload& w);
 // The schedule with the main stage's cache tile halved and doubled on each axis whose extent is
 // symbolic (only variants the annotation's tile divisibility allows).
 std::vector<schedule::KernelSchedule> tile_mutations(
