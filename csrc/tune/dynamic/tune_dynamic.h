@@ -76,7 +76,7 @@ struct DynamicTuneOptions {
     runtime::MeasureOptions o;
     o.warmup = 1;
     o.min_repeats = 2;
-    o.min_time_ms = 5;
+    o.min_time_ms = 20;
     o.max_repeats = 50;
     return o;
   }();
