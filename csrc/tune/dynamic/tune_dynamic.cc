@@ -231,7 +231,7 @@ void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
 // The sample point where the micro-kernel runs closest to full waves without padding; of the
 // points as close as that, the one at the lower quartile of work (the largest would be the
 // steadiest timing, but it is the most expensive one to time, and the overhead is fitted apart
-// anyway: a micro-kernel made for few rows can take 20 ms at the median).
+// anyway: a micro-kernel made for few rows is slow at the median).
 const SizePoint& calibration_point(const std::vector<SizePoint>& points,
                                    const MicroKernelGeometry& g, const DynamicWorkload& w,
                                    int threads) {
@@ -402,7 +402,7 @@ class DynamicTuner {
 
   // Times candidate `c` at its calibration point `p`: one call first, which stands as the sample
   // when it is probe_slowdown times the best prediction there or slower (a micro-kernel made for
-  // few rows can take 20-50 ms there; it can only win at small sizes, which its small-point
+  // few rows is far slower there; it can only win at small sizes, which its small-point
   // sample measures), else the full measurement.
   void calibrate(size_t c, const SizePoint& p) {
     const double best = best_prediction(p);

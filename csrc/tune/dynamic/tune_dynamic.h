@@ -122,7 +122,7 @@ std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n);
 // and the sample point of least work at which every dynamic spatial axis holds two whole cache
 // tiles and a cut one, cut inside a register tile too (the first tile, the step between tiles
 // and the edge code each run); where no sample point up to the middle of the ranges does, the
-// middle, made odd. (A micro-kernel made for one row takes 50 ms at the middle of 1..1024.)
+// middle, made odd. (A micro-kernel made for few rows is slow on many: check it on few.)
 std::vector<SizePoint> verification_points(const std::vector<SizePoint>& points,
                                            const MicroKernelGeometry& g, const DynamicWorkload& w);
 // The schedule with the main stage's cache tile halved and doubled on each axis whose extent is
