@@ -85,6 +85,9 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=4, help="bert: encoder layers")
     p.add_argument("--hidden", type=int, default=256, help="bert: hidden size (64 per head)")
     p.add_argument("--time-step", type=int, default=1, help="bert: time every n-th length")
+    p.add_argument("--tune", default="default",
+                   help="bert: Tessera's tuning mode (construct/search: DietCode tunes the "
+                        "matmul partitions over the lengths)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0,
                    help="bert: torch.set_num_threads (Tessera's pool follows); 0: torch's default")
@@ -97,6 +100,9 @@ def main() -> None:
                    help="ranges: DietCode's construct candidates per representative (default: 6)")
     p.add_argument("--mutate-top", type=int, default=None,
                    help="ranges: how many of them get tile mutations (default: 3)")
+    p.add_argument("--plain-weights", action="store_true",
+                   help="ranges: W is an input like X (packed on every call), not a weight "
+                        "packed once by DietCode and per-shape kernels alike")
     p.add_argument("--serial-variants", type=int, default=None,
                    help="ranges: how many micro-kernels also run serially (default: 2)")
     args = p.parse_args()
@@ -182,12 +188,15 @@ def _conv_builder(channels: int = 256, hw: int = 14):
 
 def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) -> dict:
     """DietCode over [lo, hi] against per-shape construct tuning at `samples` and against torch
-    at `torch_sizes`, side by side (paired rounds); every output checked against torch."""
+    at `torch_sizes`, side by side (paired rounds); every output checked against torch. The
+    weight (input 1) is constant: both Tessera sides read it packed once (unless
+    --plain-weights), as a layer's weight runs."""
     var = tessera.size_var("S", lo, hi)
     y, ins, _ = build(var)
+    weights = [] if args.plain_weights else [1]
     t0 = time.perf_counter()
     dyn = _C.dynamic.tune([y], ins, name=label, top_k=args.top_k, mutate_top=args.mutate_top,
-                          serial_variants=args.serial_variants)
+                          serial_variants=args.serial_variants, constant_inputs=weights)
     dyn_s = time.perf_counter() - t0
     dispatch_ns = dyn.dispatch_ns([[s] for s in range(lo, hi + 1)])
     torch.manual_seed(args.seed)
@@ -197,14 +206,18 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
         data = [torch.randn(*[int(d) for d in t.shape]) for t in xs]
         want = fn(*data)
         out = torch.empty_like(want)
-        ptrs = [t.data_ptr() for t in data] + [out.data_ptr()]
-        return ys, xs, fn, data, want, out, ptrs
+        args_in = list(data)
+        for i, numel in dyn.prepacks:  # the weight's packed argument, made once per weight
+            args_in[i] = torch.empty(numel, dtype=data[i].dtype)
+            dyn.prepack(i, data[i].data_ptr(), args_in[i].data_ptr())
+        ptrs = [t.data_ptr() for t in args_in] + [out.data_ptr()]
+        return ys, xs, fn, data, want, out, (ptrs, args_in)  # args_in: keeps the packed alive
 
     per_shape, tune_s = [], []
     for size in samples:
-        ys, xs, fn, data, want, out, ptrs = tensors(size)
+        ys, xs, fn, data, want, out, (ptrs, _kept) = tensors(size)
         t0 = time.perf_counter()
-        k = tessera.Kernel([ys], xs, name=f"{label}_{size}", tune="construct")
+        k = tessera.Kernel([ys], xs, name=f"{label}_{size}", tune="construct", weights=weights)
         tune_s.append(time.perf_counter() - t0)
         dyn.run(ptrs, [size])
         torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-3)
@@ -215,14 +228,14 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
         per_shape.append(1.0 / r["dietcode"])
     vs_torch = []
     for size in torch_sizes:
-        ys, xs, fn, data, want, out, ptrs = tensors(size)
+        ys, xs, fn, data, want, out, (ptrs, _kept) = tensors(size)
         dyn.run(ptrs, [size])
         torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-3)
         r = paired_with_reference({"dietcode": lambda: dyn.run(ptrs, [size])},
                                   reference=lambda: fn(*data), rounds=max(3, args.rounds // 2),
                                   min_time_ms=10.0)
         vs_torch.append(1.0 / r["dietcode"])
-    rec = {"case": label, "range": [lo, hi], "samples": list(samples),
+    rec = {"case": label, "range": [lo, hi], "samples": list(samples), "weights": weights,
            "vs_per_shape_geomean": _geomean(per_shape), "vs_per_shape_min": min(per_shape),
            "vs_per_shape": per_shape, "vs_torch_geomean": _geomean(vs_torch),
            "vs_torch_min": min(vs_torch), "torch_sizes": len(torch_sizes),
@@ -294,8 +307,11 @@ def bert(args) -> None:
     # A fresh records database: DietCode's tuning and the partition choices happen (and are
     # timed) in this run instead of coming from an earlier one.
     records = os.path.join(tempfile.mkdtemp(prefix="tessera-bert-"), "records.db")
+    options = {"records_db": records, "tune": args.tune}
+    if args.tune != "default":  # the lengths' range, narrow enough for DietCode to tune over
+        options["dynamic_ranges"] = {"*": (1, args.tmax)}
     compiled = {"tessera": torch.compile(model, backend="tessera", dynamic=True,
-                                         options={"records_db": records}),
+                                         options=options),
                 "inductor": torch.compile(model, dynamic=True)}
     counts = {}
     with torch.no_grad():

@@ -50,9 +50,13 @@ BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<
   const schedule::StagePlan plan = schedule::plan_stages(
       outputs, inputs, options.schedule ? options.schedule->plan : schedule::PlanChoices{});
   const schedule::Target target = options.target ? *options.target : schedule::Target::host();
-  return build_cpu(plan,
-                   options.schedule ? *options.schedule : schedule::default_schedule(plan, target),
-                   options.name, options.codegen);
+  const schedule::KernelSchedule schedule =
+      options.schedule ? *options.schedule : schedule::default_schedule(plan, target);
+  const std::vector<std::string> prepacked =
+      options.constant_inputs.empty()
+          ? std::vector<std::string>{}
+          : schedule::prepackable_inputs(plan, schedule, options.constant_inputs);
+  return build_cpu(plan, schedule, options.name, options.codegen, prepacked);
 }
 
 }  // namespace tessera::compiler

@@ -23,6 +23,9 @@ struct BuildOptions {
   std::optional<schedule::KernelSchedule> schedule;  // default schedule when empty
   std::optional<schedule::Target> target;            // host target when empty
   codegen::CompileOptions codegen;
+  // Names of inputs whose values stay the same between calls (weights): those the schedule packs
+  // are read prepacked (schedule::prepackable_inputs), each with its pack kernel in prepacks().
+  std::vector<std::string> constant_inputs;
 };
 
 // The kernel that packs one prepacked input (schedule/prepack.h) before the main kernel reads it.
@@ -69,7 +72,8 @@ BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSch
                       const std::vector<std::string>& prepacked = {});
 
 // Plans the DAG of `outputs` with options.schedule's plan choices, then builds it with
-// options.schedule (default: the rules' plan and schedule for options.target or the host).
+// options.schedule (default: the rules' plan and schedule for options.target or the host),
+// reading the constant inputs it packs prepacked.
 BuiltKernel build_cpu(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                       const BuildOptions& options = {});
 

@@ -96,6 +96,27 @@ void bind_dynamic(py::module_& m) {
            "The selected kernel for these sizes, or -1 (the fallback) outside the tuned ranges.")
       .def("dispatch_ns", &PyDynamicKernel::dispatch_ns, py::arg("sizes"),
            py::arg("calls") = 1000000, "Mean ns per dispatch, measured in C++.")
+      .def_property_readonly(
+          "prepacks",
+          [](const PyDynamicKernel& k) {
+            std::vector<std::pair<int, int64_t>> out;
+            for (const auto& a : k.kernel->packed_constants().arguments()) {
+              out.emplace_back(a.input, a.numel);
+            }
+            return out;
+          },
+          "(input position, elements of its packed argument) of each constant input some "
+          "micro-kernel reads prepacked: pass the argument (made by prepack) in the input's place.")
+      .def(
+          "prepack",
+          [](const PyDynamicKernel& k, int input, uintptr_t src, uintptr_t dst) {
+            py::gil_scoped_release release;
+            k.kernel->packed_constants().pack(input, reinterpret_cast<const void*>(src),
+                                              reinterpret_cast<void*>(dst));
+          },
+          py::arg("input"), py::arg("src"), py::arg("dst"),
+          "Writes the packed argument of input `input` (data pointer `src`) to `dst`, which holds "
+          "the element count prepacks gives and is 64-byte aligned.")
       .def_property_readonly("num_kernels",
                              [](const PyDynamicKernel& k) { return k.kernel->num_kernels(); })
       .def_property_readonly("from_records",
@@ -109,7 +130,7 @@ void bind_dynamic(py::module_& m) {
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::string& name, db::RecordsDB* records, int64_t max_points, int representatives,
          uint64_t seed, std::optional<int> top_k, std::optional<int> mutate_top,
-         std::optional<int> serial_variants) {
+         std::optional<int> serial_variants, const std::vector<int>& constant_inputs) {
         tune::dynamic::DynamicTuneOptions opts;
         opts.records = records;
         opts.max_points = max_points;
@@ -121,8 +142,8 @@ void bind_dynamic(py::module_& m) {
         PyDynamicKernel k;
         {
           py::gil_scoped_release release;  // measured kernels run on Tessera's thread pool
-          const auto w =
-              tune::dynamic::DynamicWorkload::create(unwrap(outputs), unwrap(inputs), name);
+          const auto w = tune::dynamic::DynamicWorkload::create(unwrap(outputs), unwrap(inputs),
+                                                                name, constant_inputs);
           k.report = tune::dynamic::tune_dynamic(w, opts);
         }
         k.kernel = k.report.kernel;
@@ -131,10 +152,12 @@ void bind_dynamic(py::module_& m) {
       py::arg("outputs"), py::arg("inputs"), py::arg("name") = "dynamic",
       py::arg("records") = nullptr, py::arg("max_points") = 256, py::arg("representatives") = 2,
       py::arg("seed") = 0, py::arg("top_k") = py::none(), py::arg("mutate_top") = py::none(),
-      py::arg("serial_variants") = py::none(),
+      py::arg("serial_variants") = py::none(), py::arg("constant_inputs") = std::vector<int>{},
       "DietCode tuning of the kernel outputs <- inputs over the ranges of its size variables. "
       "top_k, mutate_top, serial_variants: construct mode's candidates per representative, "
-      "how many of them get tile mutations, how many also run serially (None: the defaults).");
+      "how many of them get tile mutations, how many also run serially (None: the defaults). "
+      "constant_inputs: positions of inputs that stay the same between calls (weights): the "
+      "kernel reads those it packs from the packed arguments named by its prepacks.");
 }
 
 }  // namespace tessera::python

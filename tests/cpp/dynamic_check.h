@@ -12,6 +12,7 @@
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "runtime/ndarray.h"
+#include "tune/dynamic/dynamic_kernel.h"
 #include "tune/dynamic/workload.h"
 
 namespace tessera::testing {
@@ -27,8 +28,9 @@ struct DynamicDense {
     w = ir::placeholder(prefix + "W", dims({n, k}));
     y = ops::dense(x, w, nullptr, prefix + "dense");
   }
-  tune::dynamic::DynamicWorkload workload() const {
-    return tune::dynamic::DynamicWorkload::create({y}, {x, w}, "dense");
+  // `constant_inputs`: {1} makes W a weight (read packed once).
+  tune::dynamic::DynamicWorkload workload(std::vector<int> constant_inputs = {}) const {
+    return tune::dynamic::DynamicWorkload::create({y}, {x, w}, "dense", constant_inputs);
   }
 };
 
@@ -69,6 +71,23 @@ inline void expect_runs_like_reference(
         runtime::allclose(arrays[w.inputs().size() + o], want[o], tol, tol);
     EXPECT_TRUE(r.ok) << "sizes " << ::testing::PrintToString(sizes) << ": " << r.message;
   }
+}
+
+// A call of `k` as its callers make it: each packed argument made from the plain input first
+// (buffers = the workload's inputs then outputs, as expect_runs_like_reference passes them).
+inline std::function<void(const std::vector<void*>&, const tune::dynamic::SizePoint&)> packed_run(
+    const tune::dynamic::DynamicKernel& k, const tune::dynamic::DynamicWorkload& w) {
+  return [&k, &w](const std::vector<void*>& buffers, const tune::dynamic::SizePoint& sizes) {
+    std::vector<void*> ptrs = buffers;
+    std::vector<runtime::NDArray> packed;
+    for (const tune::dynamic::PackedArgument& a : k.packed_constants().arguments()) {
+      const size_t i = static_cast<size_t>(a.input);
+      packed.emplace_back(w.inputs()[i]->dtype, std::vector<int64_t>{a.numel});
+      k.packed_constants().pack(a.input, buffers[i], packed.back().data());
+      ptrs[i] = packed.back().data();
+    }
+    k.run(ptrs, sizes);
+  };
 }
 
 }  // namespace tessera::testing

@@ -63,6 +63,50 @@ TEST(DynamicKernel, EverySizeRunsItsKernelAndOutsideSizesTheFallback) {
                                       });
 }
 
+// A weight read packed once: the micro-kernel that packs it reads its layout's segment of one
+// packed argument, the one that reads it as it is reads the plain copy in the same argument, and
+// the fallback its own layout's segment (shared with a kernel of the same layout).
+TEST(DynamicKernel, ConstantWeightsAreReadFromOnePackedArgument) {
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload({1});
+  DynamicSelection sel = two_kernel_selection(w, 20);
+  for (schedule::StageAnnotation& st : sel.schedules[1].stages) st.pack.clear();
+  auto dk = DynamicKernel::build(w, sel);
+  ASSERT_EQ(dk->kernel(0).prepacks().size(), 1u) << "the rules' schedule packs W";
+  EXPECT_EQ(dk->kernel(0).prepacks()[0].input, 1);
+  EXPECT_TRUE(dk->kernel(1).prepacks().empty());
+  ASSERT_EQ(dk->fallback_kernel().prepacks().size(), 1u);
+  const std::vector<PackedArgument>& args = dk->packed_constants().arguments();
+  ASSERT_EQ(args.size(), 1u);
+  EXPECT_EQ(args[0].input, 1);
+  // One segment per layout: kernel 0's and the fallback's packed ones (one when they agree),
+  // and the plain copy; each 64-byte aligned, none overlapping.
+  const bool same_layout = dk->kernel(0).prepacks()[0].kernel->arg_numels({})[1] ==
+                               dk->fallback_kernel().prepacks()[0].kernel->arg_numels({})[1] &&
+                           dk->kernel(0).schedule().stages[0].tile_reg ==
+                               dk->fallback_kernel().schedule().stages[0].tile_reg;
+  EXPECT_EQ(args[0].segments.size(), same_layout ? 2u : 3u);
+  int64_t end = 0;
+  for (const PackSegment& seg : args[0].segments) {
+    EXPECT_EQ(seg.offset_bytes % 64, 0);
+    EXPECT_GE(seg.offset_bytes, end);
+    end = seg.offset_bytes + seg.bytes;
+  }
+  EXPECT_LE(end, args[0].bytes);
+  EXPECT_EQ(args[0].numel * 4, args[0].bytes);
+  for (int64_t t : {0, 1, 7, 20, 21, 33, 40, 41, 97}) {
+    testing::expect_runs_like_reference(w, {t}, testing::packed_run(*dk, w));
+  }
+  // Without constant inputs nothing is packed ahead: the same selection takes W as it is.
+  const DynamicWorkload plain = d.workload();
+  auto dk_plain = DynamicKernel::build(plain, sel);
+  EXPECT_TRUE(dk_plain->packed_constants().empty());
+  EXPECT_TRUE(dk_plain->kernel(0).prepacks().empty());
+  testing::expect_runs_like_reference(
+      plain, {33}, [&](const std::vector<void*>& b, const SizePoint& s) { dk_plain->run(b, s); });
+  EXPECT_THROW(dk->packed_constants().pack(0, nullptr, nullptr), Error);  // X is no argument
+}
+
 TEST(DynamicKernel, BadCallsAreErrorsNotCrashes) {
   testing::DynamicDense d(4, 1, 40);
   const DynamicWorkload w = d.workload();

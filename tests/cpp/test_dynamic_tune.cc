@@ -241,6 +241,32 @@ TEST(DynamicTune, ASecondProcessTakesTheSelectionFromRecords) {
   EXPECT_FALSE(load_selection(records, wider.workload()).has_value());
 }
 
+// A constant weight: candidates are built, checked and timed reading it packed, the selected
+// kernel runs from its packed argument, and the selection is filed apart from the plain one.
+TEST(DynamicTune, ConstantWeightsAreTunedAndRunPacked) {
+  PinThreads pin(4);
+  TempDir dir;
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload({1});
+  db::RecordsDB records = db::RecordsDB::open(dir.file("records.db"));
+  DynamicTuneOptions o = fast_options();
+  int timed_packed = 0;
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    timed_packed += !k.prepacks().empty();
+    return model_ms(w, k, p);
+  };
+  o.records = &records;
+  const DynamicTuneResult r = tune_dynamic(w, o);
+  EXPECT_GT(timed_packed, 0) << "no candidate read W packed";
+  for (const CandidateReport& c : r.candidates) EXPECT_TRUE(c.ok) << c.origin << ": " << c.error;
+  EXPECT_FALSE(r.kernel->packed_constants().empty());
+  for (int64_t t : {1, 2, 9, 20, 39, 40, 41, 60}) {
+    testing::expect_runs_like_reference(w, {t}, testing::packed_run(*r.kernel, w));
+  }
+  EXPECT_TRUE(load_selection(records, w).has_value());
+  EXPECT_FALSE(load_selection(records, d.workload()).has_value());
+}
+
 TEST(DynamicTune, TwoDynamicAxesGetADecisionTree) {
   PinThreads pin(2);
   ir::Var m = ir::size_var("M", 1, 40), n = ir::size_var("N", 8, 64);

@@ -196,7 +196,7 @@ def test_anchor_partitions_are_tuned_by_dietcode_over_the_range():
     model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU()).eval()
     fn = torch.compile(model, backend="tessera",
                        options=_options(anchor_measure=False, tune="construct",
-                                        prepack_weights=False,  # weights kept packed: rules
+                                        prepack_weights=False,  # weights read as they are
                                         dynamic_ranges={"*": (2, 256)}))
     x = torch.randn(40, 64)
     torch._dynamo.mark_dynamic(x, 0)
@@ -210,6 +210,35 @@ def test_anchor_partitions_are_tuned_by_dietcode_over_the_range():
         with torch.no_grad():
             torch.testing.assert_close(fn(xn), model(xn), rtol=1e-4, atol=1e-4)
     assert _jit() == jit
+
+
+def test_dietcode_reads_weights_packed_once_and_again_after_a_change():
+    """With weights prepacked (inference), DietCode's micro-kernels read the weight from its
+    packed argument: packed on the first call, not again for other sizes, packed again when
+    the weight changes in place; every output matches eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU()).eval()
+    fn = torch.compile(model, backend="tessera",
+                       options=_options(anchor_measure=False, tune="construct",
+                                        dynamic_ranges={"*": (2, 256)}))
+    x = torch.randn(40, 64)
+    torch._dynamo.mark_dynamic(x, 0)
+    tuned, packs = kernel_build.stats["dietcode"], kernel_build.stats["weight_packs"]
+    with torch.no_grad():
+        for _ in range(2):  # the second call runs the kernels (the first may record)
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-4)
+        assert kernel_build.stats["dietcode"] == tuned + 1
+        assert kernel_build.stats["weight_packs"] > packs
+        packs = kernel_build.stats["weight_packs"]
+        for n in (2, 17, 64, 255, 256, 3):
+            xn = torch.randn(n, 64)
+            torch.testing.assert_close(fn(xn), model(xn), rtol=1e-4, atol=1e-4)
+        assert kernel_build.stats["weight_packs"] == packs
+        model[0].weight.mul_(-0.5)
+        for n in (5, 200):
+            xn = torch.randn(n, 64)
+            torch.testing.assert_close(fn(xn), model(xn), rtol=1e-4, atol=1e-4)
+        assert kernel_build.stats["weight_packs"] == packs + 1
 
 
 def test_training_with_dynamic_shapes():

@@ -63,11 +63,23 @@ void check_size_order(const compiler::BuiltKernel& k, const std::vector<ir::Var>
 
 }  // namespace
 
+std::shared_ptr<const compiler::BuiltKernel> DynamicKernel::build_micro_kernel(
+    const DynamicWorkload& workload, const schedule::KernelSchedule& schedule,
+    const std::string& name) {
+  compiler::BuildOptions opts;
+  opts.name = name;
+  opts.schedule = schedule;
+  opts.constant_inputs = workload.constant_input_names();
+  return std::make_shared<const compiler::BuiltKernel>(
+      compiler::build_cpu(workload.outputs(), workload.inputs(), opts));
+}
+
 std::shared_ptr<const compiler::BuiltKernel> DynamicKernel::build_fallback(
     const DynamicWorkload& workload) {
   const DagCopy wide = workload.widened();
   compiler::BuildOptions opts;
   opts.name = workload.name() + "_fallback";
+  opts.constant_inputs = workload.constant_input_names();  // the widened inputs keep their names
   return std::make_shared<const compiler::BuiltKernel>(
       compiler::build_cpu(wide.outputs, wide.inputs, opts));
 }
@@ -85,11 +97,8 @@ std::shared_ptr<const DynamicKernel> DynamicKernel::build(const DynamicWorkload&
         fallback = build_fallback(workload);
         return;
       }
-      compiler::BuildOptions opts;
-      opts.name = workload.name() + "_mk" + std::to_string(i);
-      opts.schedule = selection.schedules[i];
-      kernels[i] = std::make_shared<const compiler::BuiltKernel>(
-          compiler::build_cpu(workload.outputs(), workload.inputs(), opts));
+      kernels[i] = build_micro_kernel(workload, selection.schedules[i],
+                                      workload.name() + "_mk" + std::to_string(i));
     } catch (const std::exception& e) {
       errors[i] = e.what();
     }
@@ -125,6 +134,10 @@ std::shared_ptr<const DynamicKernel> DynamicKernel::assemble(
   // The widened variables are new nodes with the old names, in the old order.
   check_size_order(*dk->fallback_, workload.size_vars(),
                    [](const ir::Var& a, const ir::Var& b) { return a->name == b->name; });
+  std::vector<const compiler::BuiltKernel*> all;
+  for (const auto& k : dk->kernels_) all.push_back(k.get());
+  all.push_back(dk->fallback_.get());
+  dk->packed_ = PackedConstants::plan(all, workload.constant_inputs());
   return dk;
 }
 
@@ -134,14 +147,31 @@ void DynamicKernel::run(const std::vector<void*>& buffers, const SizePoint& size
   TESSERA_CHECK(sizes.size() == num_sizes_)
       << "dynamic kernel takes " << num_sizes_ << " sizes, got " << sizes.size();
   for (int64_t s : sizes) TESSERA_CHECK(s >= 0) << "sizes must be >= 0, got " << s;
-  const int k = dispatch(sizes.data());
-  const compiler::BuiltKernel& chosen = k == kFallback ? *fallback_ : *kernels_.at(k);
-  chosen.run(buffers, sizes);
+  const size_t index = dispatched(sizes.data());
+  std::vector<void*> pointed = buffers;
+  packed_.point(index, pointed.data());
+  numbered(index).run(pointed, sizes);
 }
 
 void DynamicKernel::run(void** buffers, const int64_t* sizes) const {
-  const int k = dispatch(sizes);
-  (k == kFallback ? fallback_ : kernels_[static_cast<size_t>(k)])->run(buffers, sizes);
+  const size_t index = dispatched(sizes);
+  const compiler::BuiltKernel& chosen = numbered(index);
+  if (packed_.empty()) {
+    chosen.run(buffers, sizes);
+    return;
+  }
+  // Each packed argument moved to the dispatched kernel's segment, on a copy of the pointers.
+  constexpr size_t kInlineBuffers = 16;
+  void* inline_copy[kInlineBuffers];
+  std::vector<void*> heap_copy;
+  void** pointed = inline_copy;
+  if (num_buffers_ > kInlineBuffers) {
+    heap_copy.resize(num_buffers_);
+    pointed = heap_copy.data();
+  }
+  std::copy(buffers, buffers + num_buffers_, pointed);
+  packed_.point(index, pointed);
+  chosen.run(pointed, sizes);
 }
 
 }  // namespace tessera::tune::dynamic

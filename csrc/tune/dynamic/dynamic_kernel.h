@@ -5,8 +5,10 @@
 // ranges still run (untuned, never a crash, never a compile at call time). The tuner also checks
 // every candidate against the fallback, so it is built once, with the candidates.
 //
-// Kernel ABI: buffers = the workload's inputs then outputs (as tessera::compiler::BuiltKernel);
-// sizes = one value per workload size variable, in DynamicWorkload::size_vars order.
+// Kernel ABI: buffers = the workload's inputs then outputs (as tessera::compiler::BuiltKernel),
+// with each packed argument (packed_constants(): a constant input some kernel reads prepacked)
+// in its input's place; sizes = one value per workload size variable, in
+// DynamicWorkload::size_vars order.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "compiler/build.h"
 #include "schedule/annotation.h"
 #include "tune/dynamic/dispatcher.h"
+#include "tune/dynamic/packed_constants.h"
 #include "tune/dynamic/workload.h"
 #include "util/json.h"
 
@@ -40,6 +43,11 @@ class DynamicKernel {
   // Compiles every selected schedule once over the workload, and the fallback, all at once.
   static std::shared_ptr<const DynamicKernel> build(const DynamicWorkload& workload,
                                                     const DynamicSelection& selection);
+  // One micro-kernel: `schedule` over the workload, reading the constant inputs it packs
+  // prepacked.
+  static std::shared_ptr<const compiler::BuiltKernel> build_micro_kernel(
+      const DynamicWorkload& workload, const schedule::KernelSchedule& schedule,
+      const std::string& name);
   // The fallback alone: the rules' schedule over workload.widened().
   static std::shared_ptr<const compiler::BuiltKernel> build_fallback(
       const DynamicWorkload& workload);
@@ -61,13 +69,25 @@ class DynamicKernel {
   const compiler::BuiltKernel& kernel(size_t i) const { return *kernels_.at(i); }
   const compiler::BuiltKernel& fallback_kernel() const { return *fallback_; }
   const DynamicSelection& selection() const { return selection_; }
+  // The packed arguments callers make once per weight (empty: every input passed as it is).
+  const PackedConstants& packed_constants() const { return packed_; }
   size_t num_sizes() const { return num_sizes_; }
   size_t num_buffers() const { return num_buffers_; }
 
  private:
+  // Kernels numbered as in packed_: the selected ones, then the fallback.
+  size_t dispatched(const int64_t* sizes) const {
+    const int k = dispatch(sizes);
+    return k == kFallback ? kernels_.size() : static_cast<size_t>(k);
+  }
+  const compiler::BuiltKernel& numbered(size_t i) const {
+    return i == kernels_.size() ? *fallback_ : *kernels_[i];
+  }
+
   DynamicSelection selection_;
   std::vector<std::shared_ptr<const compiler::BuiltKernel>> kernels_;
   std::shared_ptr<const compiler::BuiltKernel> fallback_;
+  PackedConstants packed_;  // kernels_ then the fallback
   size_t num_sizes_ = 0, num_buffers_ = 0;
 };
 

@@ -19,8 +19,12 @@ Json translated(Json j, const Translate& translate) {
 }  // namespace
 
 db::WorkloadKey selection_key(const DynamicWorkload& workload) {
+  // Constant inputs change what wins (a micro-kernel that packs a weight pays it once, not per
+  // call), so a selection made with other ones is not reused.
+  std::string constants;
+  for (int i : workload.constant_inputs()) constants += ":const" + std::to_string(i);
   return db::make_workload_key(workload.outputs(), workload.inputs(),
-                               db::host_target() + kTargetSuffix);
+                               db::host_target() + kTargetSuffix + constants);
 }
 
 bool store_selection(db::RecordsDB& records, const DynamicWorkload& workload,

@@ -4,10 +4,11 @@
 //
 // A selection is one Record of tuner "dynamic" keyed by the symbolic workload (its shapes text
 // carries the size variables' ranges, so another range is another key) on the target
-// host_target() + kTargetSuffix: the suffix keeps these records out of RecordsDB::best, which
-// hands out single schedules for static compiles. schedule_json holds DynamicSelection::to_json
-// with every schedule in canonical names (db/schedule_names.h), so the selection serves any
-// workload with the same key under that workload's own names.
+// host_target() + kTargetSuffix (+ ":const<i>" per constant input): the suffix keeps these
+// records out of RecordsDB::best, which hands out single schedules for static compiles.
+// schedule_json holds DynamicSelection::to_json with every schedule in canonical names
+// (db/schedule_names.h), so the selection serves any workload with the same key under that
+// workload's own names.
 #include <optional>
 
 #include "db/records.h"

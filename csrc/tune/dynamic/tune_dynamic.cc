@@ -42,13 +42,20 @@ class InstanceBuffers {
     }
     for (const ir::Tensor& o : w.outputs()) outputs_.emplace_back(o->dtype, shape_at(o, at));
   }
-  std::vector<void*> pointers(std::vector<runtime::NDArray>* outputs) {
+  std::vector<void*> input_pointers() {
     std::vector<void*> p;
     for (auto& a : inputs_) p.push_back(a.data());
-    for (auto& a : *outputs) p.push_back(a.data());
     return p;
   }
-  std::vector<void*> pointers() { return pointers(&outputs_); }
+  // `inputs` (input_pointers, or a kernel's with its packed arguments) then `outputs`.
+  static std::vector<void*> pointers(std::vector<void*> inputs,
+                                     std::vector<runtime::NDArray>* outputs) {
+    for (auto& a : *outputs) inputs.push_back(a.data());
+    return inputs;
+  }
+  std::vector<void*> pointers(const std::vector<void*>& inputs) {
+    return pointers(inputs, &outputs_);
+  }
   std::vector<runtime::NDArray> fresh_outputs() const { return outputs_; }
 
  private:
@@ -59,6 +66,29 @@ class InstanceBuffers {
     return s;
   }
   std::vector<runtime::NDArray> inputs_, outputs_;
+};
+
+// One kernel's inputs: the instance buffers' inputs with the constant inputs it reads prepacked
+// replaced by their packed copies, made here once (as its callers will make them).
+class KernelInputs {
+ public:
+  KernelInputs() = default;
+  KernelInputs(const BuiltKernel& k, const DynamicWorkload& w, InstanceBuffers* buffers)
+      : pointers_(buffers->input_pointers()) {
+    const PackedConstants packing = PackedConstants::plan({&k}, w.constant_inputs());
+    for (const PackedArgument& arg : packing.arguments()) {
+      const ir::DType dtype = w.inputs()[static_cast<size_t>(arg.input)]->dtype;
+      packed_.emplace_back(dtype, std::vector<int64_t>{arg.numel});
+      packing.pack(arg.input, pointers_[static_cast<size_t>(arg.input)], packed_.back().data());
+      pointers_[static_cast<size_t>(arg.input)] = packed_.back().data();
+    }
+    packing.point(0, pointers_.data());
+  }
+  const std::vector<void*>& pointers() const { return pointers_; }
+
+ private:
+  std::vector<runtime::NDArray> packed_;
+  std::vector<void*> pointers_;
 };
 
 // The first `n` elements of `a` as doubles: one dtype switch per array, not one per element
@@ -86,16 +116,22 @@ std::vector<double> leading_values(const runtime::NDArray& a, int64_t n) {
 // computed once per point.
 class Verifier {
  public:
-  Verifier(std::shared_ptr<const BuiltKernel> reference, InstanceBuffers* buffers,
-           const DynamicTuneOptions& o)
-      : reference_(std::move(reference)), buffers_(buffers), rtol_(o.rtol), atol_rel_(o.atol_rel) {}
+  Verifier(std::shared_ptr<const BuiltKernel> reference, const DynamicWorkload& w,
+           InstanceBuffers* buffers, const DynamicTuneOptions& o)
+      : reference_(std::move(reference)),
+        reference_inputs_(*reference_, w, buffers),
+        buffers_(buffers),
+        rtol_(o.rtol),
+        atol_rel_(o.atol_rel) {}
 
-  bool check(const BuiltKernel& k, const std::vector<SizePoint>& points, std::string* why) {
+  // Checks `k`, reading `inputs`, at `points`.
+  bool check(const BuiltKernel& k, const KernelInputs& inputs, const std::vector<SizePoint>& points,
+             std::string* why) {
     for (const SizePoint& p : points) {
       const std::vector<runtime::NDArray>& want = expected(p);
       std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
       for (auto& a : out) a.fill(12345.0);  // unwritten elements show as mismatches
-      k.run(buffers_->pointers(&out), p);
+      k.run(InstanceBuffers::pointers(inputs.pointers(), &out), p);
       const std::vector<int64_t> numel = k.kernel()->arg_numels(p);
       const size_t first_output = numel.size() - out.size();
       for (size_t o = 0; o < out.size(); ++o) {
@@ -131,13 +167,14 @@ class Verifier {
     auto it = expected_.find(p);
     if (it == expected_.end()) {
       std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
-      reference_->run(buffers_->pointers(&out), p);
+      reference_->run(InstanceBuffers::pointers(reference_inputs_.pointers(), &out), p);
       it = expected_.emplace(p, std::move(out)).first;
     }
     return it->second;
   }
 
   std::shared_ptr<const BuiltKernel> reference_;
+  KernelInputs reference_inputs_;
   InstanceBuffers* buffers_;
   double rtol_, atol_rel_;
   std::map<SizePoint, std::vector<runtime::NDArray>> expected_;
@@ -211,7 +248,8 @@ void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
   std::vector<KernelSchedule> best_ranked;  // each representative's top mutate_top
   for (const SizePoint& rep : representative_points(w, o.representatives)) {
     const DagCopy inst = w.instantiate(rep);
-    const Task task = Task::create(inst.outputs, inst.inputs, w.name());
+    Task task = Task::create(inst.outputs, inst.inputs, w.name());
+    task.constant_inputs = w.constant_input_names();  // ranked as they will run: prepacked
     const gensor::ConstructResult r = gensor::construct(task, o.construct);
     int ranked = 0;
     for (const gensor::ConstructCandidate& c : r.candidates) {  // best-ranked first
@@ -327,8 +365,8 @@ class DynamicTuner {
     res_->points = sample_points(w, o.max_points);
     timer_ = o.timer;
     if (!timer_) {
-      timer_ = [this](size_t, const BuiltKernel& k, const SizePoint& p) {
-        std::vector<void*> ptrs = buffers_.pointers();
+      timer_ = [this](size_t c, const BuiltKernel& k, const SizePoint& p) {
+        std::vector<void*> ptrs = buffers_.pointers(cands_[c].inputs.pointers());
         return runtime::measure([&] { k.run(ptrs, p); }, o_.timing).median_ms;
       };
     }
@@ -358,6 +396,7 @@ class DynamicTuner {
   struct Candidate {
     CandidateReport report;
     std::shared_ptr<const BuiltKernel> kernel;
+    KernelInputs inputs;  // what `kernel` reads
     MicroKernelGeometry geometry;
     std::vector<TimeSample> samples;
     std::vector<SizePoint> timed_points;  // where each sample was taken
@@ -382,7 +421,7 @@ class DynamicTuner {
     const BuiltKernel& k = *cands_[c].kernel;
     if (o_.timer) return time_at(c, k, p);
     ++res_->timings;
-    std::vector<void*> ptrs = buffers_.pointers();
+    std::vector<void*> ptrs = buffers_.pointers(cands_[c].inputs.pointers());
     const auto start = std::chrono::steady_clock::now();
     k.run(ptrs, p);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -427,15 +466,6 @@ class DynamicTuner {
     return schedule::default_schedule(plan, schedule::Target::host());
   }
 
-  std::shared_ptr<const BuiltKernel> build(const KernelSchedule& schedule,
-                                           const std::string& name) const {
-    compiler::BuildOptions opts;
-    opts.name = name;
-    opts.schedule = schedule;
-    return std::make_shared<const BuiltKernel>(
-        compiler::build_cpu(w_.outputs(), w_.inputs(), opts));
-  }
-
   // Every candidate built at once, on as many threads as the kernels run on (builds are
   // independent; nothing is timed meanwhile). With `with_fallback`, job 0 builds the fallback
   // into reference_ (every candidate is checked against it); it goes first because it builds
@@ -451,8 +481,8 @@ class DynamicTuner {
           return;
         }
         const size_t i = j - first;
-        out[i].kernel =
-            build(reports[i].schedule, w_.name() + "_cand" + std::to_string(cands_.size() + i));
+        out[i].kernel = DynamicKernel::build_micro_kernel(
+            w_, reports[i].schedule, w_.name() + "_cand" + std::to_string(cands_.size() + i));
       } catch (const std::exception& e) {
         (j < first ? fallback_error : out[j - first].error) = e.what();
       }
@@ -460,7 +490,7 @@ class DynamicTuner {
     if (with_fallback) {
       TESSERA_CHECK(fallback_error.empty()) << "dynamic tuning of " << w_.name()
                                             << ": the fallback failed to build: " << fallback_error;
-      verifier_ = std::make_unique<Verifier>(reference_, &buffers_, o_);
+      verifier_ = std::make_unique<Verifier>(reference_, w_, &buffers_, o_);
     }
     return out;
   }
@@ -475,15 +505,17 @@ class DynamicTuner {
   // wave and the smallest instance.
   void add_candidate(CandidateReport r, const Built& built) {
     const size_t index = cands_.size();
-    cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}});
+    cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}, {}});
     Candidate& c = cands_.back();
     try {
       if (!built.error.empty()) throw Error(built.error);
       c.kernel = built.kernel;
+      c.inputs = KernelInputs(*c.kernel, w_, &buffers_);
       c.geometry = geometry_of(c.kernel->plan(), c.kernel->schedule(), largest_);
-      if (!verifier_->check(*c.kernel, verification_points(res_->points, c.geometry, w_),
+      if (!verifier_->check(*c.kernel, c.inputs, verification_points(res_->points, c.geometry, w_),
                             &c.report.error)) {
         c.kernel.reset();
+        c.inputs = {};
         return;
       }
       const SizePoint& full = calibration_point(res_->points, c.geometry, w_, threads_);
@@ -495,6 +527,7 @@ class DynamicTuner {
     } catch (const std::exception& e) {
       c.report.error = e.what();
       c.kernel.reset();
+      c.inputs = {};
     }
   }
 
@@ -531,6 +564,7 @@ class DynamicTuner {
       }
       score_[i] = std::exp(log_sum / static_cast<double>(best.size()));
       cands_[i].report.pruned = nearest > o_.cost.prune_slowdown;
+      if (cands_[i].report.pruned) cands_[i].inputs = {};  // never run again: its packed copies go
     }
   }
 

@@ -8,7 +8,8 @@
 //   compile       every candidate ONCE over the symbolic sizes, the fallback (the rules'
 //                 schedule over unbounded sizes) beside them; verify each candidate against the
 //                 fallback at the smallest size and where its tiles and edges all run
-//                 (verification_points)
+//                 (verification_points); candidates read the constant inputs (weights) they
+//                 pack prepacked, as the dynamic kernel runs them (packed_constants.h)
 //   time          each micro-kernel on its fullest wave and on the smallest instance: its
 //                 throughput and per-call overhead (one call on the fullest wave when that is
 //                 far slower than the best so far); poor throughput pruned early; serial copies

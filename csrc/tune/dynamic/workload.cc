@@ -97,9 +97,18 @@ DagCopy rebuild_dag(const std::vector<Tensor>& outputs, const std::vector<Tensor
 }
 
 DynamicWorkload DynamicWorkload::create(std::vector<Tensor> outputs, std::vector<Tensor> inputs,
-                                        std::string name) {
+                                        std::string name, std::vector<int> constant_inputs) {
   DynamicWorkload w;
   w.name_ = std::move(name);
+  std::sort(constant_inputs.begin(), constant_inputs.end());
+  constant_inputs.erase(std::unique(constant_inputs.begin(), constant_inputs.end()),
+                        constant_inputs.end());
+  for (int i : constant_inputs) {
+    TESSERA_CHECK(i >= 0 && static_cast<size_t>(i) < inputs.size())
+        << "dynamic workload " << w.name_ << ": constant input " << i << " of " << inputs.size()
+        << " inputs";
+  }
+  w.constant_inputs_ = std::move(constant_inputs);
   w.size_vars_ = ir::collect_dag(outputs).size_vars;
   for (const ir::Var& v : w.size_vars_) {
     TESSERA_CHECK(v->lo >= 0 && v->hi != ir::kNoUpperBound && v->lo <= v->hi)
@@ -110,6 +119,12 @@ DynamicWorkload DynamicWorkload::create(std::vector<Tensor> outputs, std::vector
   w.outputs_ = std::move(outputs);
   w.inputs_ = std::move(inputs);
   return w;
+}
+
+std::vector<std::string> DynamicWorkload::constant_input_names() const {
+  std::vector<std::string> names;
+  for (int i : constant_inputs_) names.push_back(inputs_[static_cast<size_t>(i)]->name);
+  return names;
 }
 
 bool DynamicWorkload::in_range(const SizePoint& p) const {

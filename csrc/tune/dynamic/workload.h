@@ -34,9 +34,12 @@ struct DagCopy {
 class DynamicWorkload {
  public:
   // Every free size variable of the DAG must have a finite range (its var's [lo, hi], lo >= 0):
-  // the range is what the tuning covers. Throws tessera::Error otherwise.
+  // the range is what the tuning covers. `constant_inputs`: positions of inputs whose values stay
+  // the same between calls (weights); every kernel reads those it packs prepacked
+  // (tune/dynamic/packed_constants.h). Throws tessera::Error otherwise.
   static DynamicWorkload create(std::vector<ir::Tensor> outputs, std::vector<ir::Tensor> inputs,
-                                std::string name = "dynamic");
+                                std::string name = "dynamic",
+                                std::vector<int> constant_inputs = {});
 
   const std::string& name() const { return name_; }
   const std::vector<ir::Tensor>& outputs() const { return outputs_; }
@@ -44,6 +47,8 @@ class DynamicWorkload {
   const std::vector<ir::Var>& size_vars() const { return size_vars_; }
   const std::vector<SizeRange>& ranges() const { return ranges_; }
   size_t num_axes() const { return size_vars_.size(); }
+  const std::vector<int>& constant_inputs() const { return constant_inputs_; }
+  std::vector<std::string> constant_input_names() const;
 
   bool in_range(const SizePoint& p) const;
   // The variables' values keyed by node (what ops::run_reference and tune::Task::sizes take).
@@ -64,6 +69,7 @@ class DynamicWorkload {
   std::vector<ir::Tensor> outputs_, inputs_;
   std::vector<ir::Var> size_vars_;
   std::vector<SizeRange> ranges_;
+  std::vector<int> constant_inputs_;  // ascending, distinct
 };
 
 // Rebuilds the DAG of `outputs` with the variables of `vmap` replaced (in shapes, extents and

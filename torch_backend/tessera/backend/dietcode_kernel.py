@@ -11,16 +11,15 @@ is what runs if DietCode tuning fails).
 compile_dynamic is the same for any DAG over size variables with ranges: tessera.op's dynamic=
 sizes (dynamic_op.py) use it too.
 
-A partition reading weights (constant inputs) keeps the rules' kernel instead: that kernel reads
-them packed once (prepack), while DietCode's micro-kernels pack their operands on every call;
-on BERT under dynamic=True (benchmarks/dynamic.py --case bert) the prepacked rules' kernels
-measured faster than the DietCode ones, which then lost their partitions to ATen.
+Weights (constant inputs) are packed once, not per call: every micro-kernel reads the weights
+it packs from one packed argument per weight (its segments hold each micro-kernel's layout),
+made by the kernel's prepack and kept by the caller's PackedInput like any prepacked weight.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from .. import _C
 from .log import log_once
@@ -35,7 +34,8 @@ DIETCODE_MAX_SIZE_PRODUCT = 1 << 16
 class DietCodeKernel:
     """A DynamicKernel with the interface KernelCall and the kernel cache use: run(ptrs,
     sizes) with the sizes in collect_dag order (the rules' kernel's size_names, the same order),
-    output_shapes(sizes), no prepacked inputs (micro-kernels read weights as they are)."""
+    output_shapes(sizes), prepacks and prepack(input, src, dst) for the weights it reads
+    packed."""
 
     def __init__(self, dynamic, rules):
         self.dynamic = dynamic
@@ -43,7 +43,8 @@ class DietCodeKernel:
         self.run = dynamic.run
         self.size_names = rules.size_names
         self.output_shapes = rules.output_shapes
-        self.prepacks = []
+        self.prepacks = dynamic.prepacks
+        self.prepack = dynamic.prepack
         self.report = rules.report
 
     @property
@@ -61,8 +62,8 @@ class DietCodeKernel:
 
 def dietcode_applies(spec: Any, mode: str) -> bool:
     """Is this spec's kernel tuned by DietCode? A symbolic anchor partition, under a tuning
-    mode, reading no weight it could keep packed."""
-    return spec.symbolic and spec.anchor and mode in DIETCODE_MODES and not spec.constant_inputs
+    mode."""
+    return spec.symbolic and spec.anchor and mode in DIETCODE_MODES
 
 
 def _largest_instance(size_ranges, names) -> int:
@@ -78,17 +79,20 @@ def compile_dietcode(spec: Any, records: Optional[Any]) -> Any:
     rules' kernel alone where the ranges are too wide to tune on or DietCode tuning fails
     (logged)."""
     return compile_dynamic(spec.name, spec.te_outputs, spec.te_inputs, spec.size_ranges, records,
-                           hint="options['dynamic_ranges']")
+                           hint="options['dynamic_ranges']",
+                           constant_inputs=list(spec.constant_inputs))
 
 
 def compile_dynamic(name: str, te_outputs, te_inputs, size_ranges, records: Optional[Any],
-                    hint: str) -> Any:
+                    hint: str, constant_inputs: Sequence[int] = ()) -> Any:
     """DietCode's kernel for the DAG te_outputs <- te_inputs over its size variables' ranges
     (size_ranges: (name, lo, hi) of each), or the rules' kernel over the same DAG where the
     ranges are too wide to tune on or tuning fails (logged): either serves every size without
     compiling per size. `records`: an opened records database (its .db) or None. `hint` says in
-    a message where narrower ranges are declared."""
+    a message where narrower ranges are declared. `constant_inputs`: positions of weights, which
+    either kernel reads packed once (its prepacks)."""
     request = _C.CompileRequest(name=name, tune="default")
+    request.constant_inputs = list(constant_inputs)
     rules = _C.compile(te_outputs, te_inputs, request)
     if _largest_instance(size_ranges, rules.size_names) > DIETCODE_MAX_SIZE_PRODUCT:
         log_once(f"dietcode-wide:{name}", f"tessera: {name}: size ranges too wide for "
@@ -97,7 +101,8 @@ def compile_dynamic(name: str, te_outputs, te_inputs, size_ranges, records: Opti
         return rules
     try:
         dynamic = _C.dynamic.tune(te_outputs, te_inputs, name=name,
-                                  records=records.db if records is not None else None)
+                                  records=records.db if records is not None else None,
+                                  constant_inputs=list(constant_inputs))
     except Exception as e:
         log_once(f"dietcode-failed:{name}:{type(e).__name__}",
                  f"tessera: {name}: DietCode tuning failed, the rules' schedule serves "
