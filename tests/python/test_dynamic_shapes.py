@@ -239,6 +239,7 @@ def test_dietcode_reads_weights_packed_once_and_again_after_a_change():
             xn = torch.randn(n, 64)
             torch.testing.assert_close(fn(xn), model(xn), rtol=1e-4, atol=1e-4)
         assert kernel_build.stats["weight_packs"] == packs + 1
+    assert "[dietcode]" in str(tessera.explain(fn))
 
 
 def test_training_with_dynamic_shapes():

@@ -45,7 +45,7 @@ class DietCodeKernel:
         self.output_shapes = rules.output_shapes
         self.prepacks = dynamic.prepacks
         self.prepack = dynamic.prepack
-        self.report = rules.report
+        self.report = DietCodeReport(rules.report, dynamic.num_kernels)
 
     @property
     def code_bytes(self) -> int:  # the micro-kernels are not counted: about as many as this
@@ -58,6 +58,19 @@ class DietCodeKernel:
     @property
     def lower_ms(self) -> float:
         return self.rules.lower_ms
+
+
+class DietCodeReport:
+    """The rules' kernel's compile report, as the dynamic kernel's: its schedules come from
+    DietCode (what tessera.explain shows), the rest is the rules' kernel's."""
+
+    def __init__(self, rules_report, kernels: int):
+        self._rules = rules_report
+        self.source = "dietcode"
+        self.note = f"{kernels} micro-kernels and a dispatcher over the size ranges"
+
+    def __getattr__(self, name: str):
+        return getattr(self._rules, name)
 
 
 def dietcode_applies(spec: Any, mode: str) -> bool:
