@@ -100,6 +100,9 @@ def main() -> None:
                    help="ranges: DietCode's construct candidates per representative (default: 6)")
     p.add_argument("--mutate-top", type=int, default=None,
                    help="ranges: how many of them get tile mutations (default: 3)")
+    p.add_argument("--only", default="",
+                   help="ranges: comma-separated case labels to run (dense, dense_3072_768, "
+                        "conv, ...); default: all")
     p.add_argument("--plain-weights", action="store_true",
                    help="ranges: W is an input like X (packed on every call), not a weight "
                         "packed once by DietCode and per-shape kernels alike")
@@ -263,16 +266,19 @@ def ranges(args) -> None:
     # which would otherwise count against whichever side tunes first.
     y, x, w = dense(64, 64, 64)
     tessera.Kernel([y], [x, w], name="warmup", tune="construct")
-    records = [range_case("dense", _dense_builder(args.k, args.n, args.rows), 1, args.tmax,
-                          spread(args.tmax, 8), list(range(1, args.tmax + 1)), args)]
+    cases = [("dense", lambda label: range_case(
+        label, _dense_builder(args.k, args.n, args.rows), 1, args.tmax, spread(args.tmax, 8),
+        list(range(1, args.tmax + 1)), args))]
     # The row-count variants also sample the small end (1, 8, 64 rows: batch-1 decoding), where a
     # micro-kernel that packs its weight on every call loses most.
     for i, h in HIDDEN_VARIANTS:
-        records.append(range_case(f"dense_{i}_{h}", _dense_builder(i, h), 1, 1024,
-                                  [1, 8, 64] + spread(1024, 5),
-                                  sorted({1, 2, 4, 8, 16} | set(spread(1024, 32))), args))
-    records.append(range_case("conv", _conv_builder(), 1, 32, spread(32, 8),
-                              list(range(1, 33)), args))
+        cases.append((f"dense_{i}_{h}", lambda label, i=i, h=h: range_case(
+            label, _dense_builder(i, h), 1, 1024, [1, 8, 64] + spread(1024, 5),
+            sorted({1, 2, 4, 8, 16} | set(spread(1024, 32))), args)))
+    cases.append(("conv", lambda label: range_case(label, _conv_builder(), 1, 32, spread(32, 8),
+                                                   list(range(1, 33)), args)))
+    wanted = set(args.only.split(",")) if args.only else None
+    records = [run(label) for label, run in cases if wanted is None or label in wanted]
     write_json(args.json, records)
 
 
