@@ -279,6 +279,11 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
       for (int a = 0; a < n; ++a) ann.s1_order.push_back(a);
       if (vaxis > row && !writes_dominate) std::swap(ann.s1_order[row], ann.s1_order[vaxis]);
       if (rext * vext >= 64 * 64 || vaxis != n - 1) ann.pack = vc.ap.packable;
+      // A tile cut by the end of a symbolic extent: padded locally rather than split into edge
+      // loops (one tile's code serves every size; benchmarks/dynamic.py --case padding).
+      if (!op.axes[row].extent->is_const_int() || !op.axes[vaxis].extent->is_const_int()) {
+        ann.edge = EdgeMode::kLocalPad;
+      }
       unroll_inner_reduce(ann);
       return ann;
     }
