@@ -141,7 +141,9 @@ TEST(DynamicCostModel, EdgeGranuleFollowsTheLowering) {
   const schedule::StageAnnotation& ann = ks.stages[0];
   ASSERT_GE(ann.vector_axis, 0);
   ASSERT_GT(ann.tile_reg[1 - ann.vector_axis], 1) << "a row register tile that can be cut";
-  const MicroKernelGeometry split = geometry_of(plan, ks, {{t.get(), 64}});
+  schedule::KernelSchedule split_ks = ks;
+  split_ks.stages[0].edge = schedule::EdgeMode::kSplit;
+  const MicroKernelGeometry split = geometry_of(plan, split_ks, {{t.get(), 64}});
   schedule::KernelSchedule local_ks = ks;
   local_ks.stages[0].edge = schedule::EdgeMode::kLocalPad;
   const MicroKernelGeometry local = geometry_of(plan, local_ks, {{t.get(), 64}});
