@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "python/bindings.h"
+#include "python/kernel_call.h"
 #include "schedule/split_reduction.h"
 #include "tune/dynamic/tune_dynamic.h"
 #include "util/check.h"
@@ -117,6 +118,20 @@ void bind_dynamic(py::module_& m) {
           py::arg("input"), py::arg("src"), py::arg("dst"),
           "Writes the packed argument of input `input` (data pointer `src`) to `dst`, which holds "
           "the element count prepacks gives and is 64-byte aligned.")
+      .def(
+          "runner",
+          [](const PyDynamicKernel& k, const KernelRunner& shapes) {
+            KernelRunner r;
+            r.run = [kernel = k.kernel](const std::vector<void*>& buffers,
+                                        const std::vector<int64_t>& sizes) {
+              kernel->run(buffers, sizes);
+            };
+            r.output_shapes = shapes.output_shapes;
+            return r;
+          },
+          py::arg("shapes"),
+          "The kernel's checked run, with the output shapes of `shapes` (the runner of a kernel "
+          "of the same DAG), for _C.KernelCall.")
       .def_property_readonly("num_kernels",
                              [](const PyDynamicKernel& k) { return k.kernel->num_kernels(); })
       .def_property_readonly("from_records",

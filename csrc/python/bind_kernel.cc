@@ -7,6 +7,7 @@
 #include "ir/printer.h"
 #include "loop/printer.h"
 #include "python/bindings.h"
+#include "python/kernel_call.h"
 #include "runtime/measure.h"
 #include "runtime/program.h"
 #include "util/check.h"
@@ -111,6 +112,20 @@ void bind_kernel(py::module_& m) {
            "Runs on raw data pointers (inputs then outputs) with the size values.")
       .def("infer_sizes", &PyKernel::infer_sizes, py::arg("input_shapes"))
       .def("output_shapes", &PyKernel::output_shapes, py::arg("sizes"))
+      .def(
+          "runner",
+          [](const PyKernel& k) {
+            KernelRunner r;
+            r.run = [built = k.built](const std::vector<void*>& buffers,
+                                      const std::vector<int64_t>& sizes) {
+              built->run(buffers, sizes);
+            };
+            r.output_shapes = [k](const std::vector<int64_t>& sizes) {
+              return k.output_shapes(sizes);
+            };
+            return r;
+          },
+          "The kernel's checked run and output shapes, for _C.KernelCall.")
       .def_property_readonly(
           "size_names",
           [](const PyKernel& k) {

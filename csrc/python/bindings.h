@@ -27,6 +27,7 @@ inline std::vector<ir::Tensor> unwrap(const std::vector<PyTensor>& ts) {
 void bind_ir(pybind11::module_& m);
 void bind_ops(pybind11::module_& m);
 void bind_kernel(pybind11::module_& m);
+void bind_kernel_call(pybind11::module_& m);
 void bind_cuda(pybind11::module_& m);
 void bind_runtime(pybind11::module_& m);
 void bind_host_threads(pybind11::module_& m);

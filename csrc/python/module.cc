@@ -21,6 +21,7 @@ PYBIND11_MODULE(_C, m) {
   tessera::python::bind_compile(m);
   py::module_ ops = m.def_submodule("ops", "Operator library (tensor-expression definitions)");
   tessera::python::bind_ops(ops);
+  tessera::python::bind_kernel_call(m);
   tessera::python::bind_kernel(m);
   tessera::python::bind_cuda(m);
   tessera::python::bind_runtime(m);

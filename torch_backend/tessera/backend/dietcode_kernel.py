@@ -47,6 +47,10 @@ class DietCodeKernel:
         self.prepack = dynamic.prepack
         self.report = DietCodeReport(rules.report, dynamic.num_kernels)
 
+    def runner(self):
+        """The dynamic kernel's run with the rules' kernel's output shapes (_C.KernelCall)."""
+        return self.dynamic.runner(self.rules.runner())
+
     @property
     def code_bytes(self) -> int:  # the micro-kernels are not counted: about as many as this
         return self.rules.code_bytes * (1 + self.dynamic.num_kernels)

@@ -183,15 +183,22 @@ class KernelCall:
         self.size_names: List[str] = list(kernel.size_names) if symbolic else []
         self.size_env: Dict[str, int] = {}
         self._shapes: Dict[tuple, list] = {}  # sizes -> output shapes
+        # A range plan's kernels are called from Python one by one: their call runs in C++.
+        self._fast = _fast_call(kernel, in_preps, out_specs) \
+            if symbolic and self._plain_outputs else None
 
     def __call__(self, *inputs, sizes=None):
+        if self.symbolic and sizes is None:
+            sizes = [self.size_env[n] for n in self.size_names]
+        if self._fast is not None:
+            out = self._fast(sizes, inputs)
+            if out is not None:  # None: a weight changed, packed again below
+                return out
         if self._plain_inputs:
             keep = [t if t.is_contiguous() else t.contiguous() for t in inputs]
         else:
             keep = [self._prepare(t, p) for t, p in zip(inputs, self._in_preps)]
         if self.symbolic:
-            if sizes is None:
-                sizes = [self.size_env[n] for n in self.size_names]
             shapes = self._output_shapes(sizes)
             outs = [torch.empty(sh, dtype=s.dtype) for sh, s in zip(shapes, self._out_specs)]
         else:
@@ -229,6 +236,19 @@ class KernelCall:
             r.copy_(o)
             o = r
         return o
+
+
+def _fast_call(kernel, in_preps, out_specs) -> Optional[Any]:
+    """The C++ call of a kernel (_C.KernelCall: contiguity, packed weights' versions, outputs and
+    the run in one step), or None where an input needs a prep only Python makes (a slice or a
+    permutation of a tensor that is not a packed weight) or the kernel has no runner."""
+    if any(p is not None and not isinstance(p, PackedInput) for p in in_preps):
+        return None
+    runner = getattr(kernel, "runner", None)
+    if runner is None:
+        return None
+    packed = [p.shared if isinstance(p, PackedInput) else None for p in in_preps]
+    return _C.KernelCall(runner(), packed, [s.dtype for s in out_specs])
 
 
 # ---- building -----------------------------------------------------------------------------
