@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -91,29 +92,63 @@ class KernelInputs {
   std::vector<void*> pointers_;
 };
 
-// The first `n` elements of `a` as doubles: one dtype switch per array, not one per element
-// (a candidate's check compares up to a whole instance's output).
-std::vector<double> leading_values(const runtime::NDArray& a, int64_t n) {
-  switch (a.dtype) {
+// Sets the first `n` elements of `a` to `value` (the rest of the buffer is not read).
+void fill_leading(runtime::NDArray* a, int64_t n, double value) {
+  if (n <= 0) return;
+  a->set(0, value);
+  std::byte* p = static_cast<std::byte*>(a->data());
+  const size_t total = a->nbytes() / static_cast<size_t>(a->numel()) * static_cast<size_t>(n);
+  for (size_t done = total / static_cast<size_t>(n); done < total; done *= 2) {
+    std::memcpy(p + done, p, std::min(done, total - done));
+  }
+}
+
+// Whether |got - want| <= atol_rel * (1 + max |want|) + rtol * |want| on the first `n`
+// elements; else the first mismatch in *why.
+template <typename T>
+bool close_leading(const T* got, const T* want, int64_t n, double rtol, double atol_rel,
+                   std::string* why) {
+  double scale = 0;
+  for (int64_t e = 0; e < n; ++e) scale = std::max(scale, std::abs(static_cast<double>(want[e])));
+  const double atol = atol_rel * (1 + scale);
+  for (int64_t e = 0; e < n; ++e) {
+    const double g = static_cast<double>(got[e]), x = static_cast<double>(want[e]);
+    if (!(std::abs(g - x) <= atol + rtol * std::abs(x))) {
+      *why = "element " + std::to_string(e) + ": " + std::to_string(g) + " vs " + std::to_string(x);
+      return false;
+    }
+  }
+  return true;
+}
+
+// close_leading over two arrays of one dtype: typed for the common dtypes (a candidate's check
+// compares up to a whole instance's output), through doubles for the rest.
+bool close_leading(const runtime::NDArray& got, const runtime::NDArray& want, int64_t n,
+                   double rtol, double atol_rel, std::string* why) {
+  switch (want.dtype) {
     case ir::DType::kFloat32:
-      return std::vector<double>(a.f32(), a.f32() + n);
+      return close_leading(got.f32(), want.f32(), n, rtol, atol_rel, why);
     case ir::DType::kFloat64:
-      return std::vector<double>(a.f64(), a.f64() + n);
+      return close_leading(got.f64(), want.f64(), n, rtol, atol_rel, why);
     case ir::DType::kInt32:
-      return std::vector<double>(a.i32(), a.i32() + n);
+      return close_leading(got.i32(), want.i32(), n, rtol, atol_rel, why);
     case ir::DType::kInt64:
-      return std::vector<double>(a.i64(), a.i64() + n);
+      return close_leading(got.i64(), want.i64(), n, rtol, atol_rel, why);
     default: {
-      std::vector<double> v(static_cast<size_t>(n));
-      for (int64_t e = 0; e < n; ++e) v[e] = a.get(e);
-      return v;
+      std::vector<double> g(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+      for (int64_t e = 0; e < n; ++e) {
+        g[e] = got.get(e);
+        x[e] = want.get(e);
+      }
+      return close_leading(g.data(), x.data(), n, rtol, atol_rel, why);
     }
   }
 }
 
 // Checks candidates against the reference (the fallback: the rules' schedule over the DAG with
 // unbounded sizes) at the sizes the tuner names (verification_points); the reference's outputs are
-// computed once per point.
+// computed once per point. Candidates write into one set of scratch outputs, of which only the
+// instance's prefix is reset and compared.
 class Verifier {
  public:
   Verifier(std::shared_ptr<const BuiltKernel> reference, const DynamicWorkload& w,
@@ -121,6 +156,7 @@ class Verifier {
       : reference_(std::move(reference)),
         reference_inputs_(*reference_, w, buffers),
         buffers_(buffers),
+        scratch_(buffers->fresh_outputs()),
         rtol_(o.rtol),
         atol_rel_(o.atol_rel) {}
 
@@ -129,13 +165,14 @@ class Verifier {
              std::string* why) {
     for (const SizePoint& p : points) {
       const std::vector<runtime::NDArray>& want = expected(p);
-      std::vector<runtime::NDArray> out = buffers_->fresh_outputs();
-      for (auto& a : out) a.fill(12345.0);  // unwritten elements show as mismatches
-      k.run(InstanceBuffers::pointers(inputs.pointers(), &out), p);
       const std::vector<int64_t> numel = k.kernel()->arg_numels(p);
-      const size_t first_output = numel.size() - out.size();
-      for (size_t o = 0; o < out.size(); ++o) {
-        if (!close(out[o], want[o], numel[first_output + o], why)) {
+      const size_t first_output = numel.size() - scratch_.size();
+      for (size_t o = 0; o < scratch_.size(); ++o) {  // unwritten elements show as mismatches
+        fill_leading(&scratch_[o], numel[first_output + o], 12345.0);
+      }
+      k.run(InstanceBuffers::pointers(inputs.pointers(), &scratch_), p);
+      for (size_t o = 0; o < scratch_.size(); ++o) {
+        if (!close_leading(scratch_[o], want[o], numel[first_output + o], rtol_, atol_rel_, why)) {
           *why += " at sizes (" + point_text(p) + ")";
           return false;
         }
@@ -145,24 +182,6 @@ class Verifier {
   }
 
  private:
-  bool close(const runtime::NDArray& got_array, const runtime::NDArray& want_array, int64_t n,
-             std::string* why) const {
-    const std::vector<double> got = leading_values(got_array, n);
-    const std::vector<double> want = leading_values(want_array, n);
-    double scale = 0;
-    for (const double x : want) scale = std::max(scale, std::abs(x));
-    const double atol = atol_rel_ * (1 + scale);
-    for (int64_t e = 0; e < n; ++e) {
-      const double g = got[e], x = want[e];
-      if (!(std::abs(g - x) <= atol + rtol_ * std::abs(x))) {
-        *why =
-            "element " + std::to_string(e) + ": " + std::to_string(g) + " vs " + std::to_string(x);
-        return false;
-      }
-    }
-    return true;
-  }
-
   const std::vector<runtime::NDArray>& expected(const SizePoint& p) {
     auto it = expected_.find(p);
     if (it == expected_.end()) {
@@ -176,6 +195,7 @@ class Verifier {
   std::shared_ptr<const BuiltKernel> reference_;
   KernelInputs reference_inputs_;
   InstanceBuffers* buffers_;
+  std::vector<runtime::NDArray> scratch_;
   double rtol_, atol_rel_;
   std::map<SizePoint, std::vector<runtime::NDArray>> expected_;
 };
@@ -367,7 +387,9 @@ class DynamicTuner {
     if (!timer_) {
       timer_ = [this](size_t c, const BuiltKernel& k, const SizePoint& p) {
         std::vector<void*> ptrs = buffers_.pointers(cands_[c].inputs.pointers());
-        return runtime::measure([&] { k.run(ptrs, p); }, o_.timing).median_ms;
+        runtime::MeasureOptions timing = o_.timing;
+        if (warm_) timing.warmup = 0;
+        return runtime::measure([&] { k.run(ptrs, p); }, timing).median_ms;
       };
     }
   }
@@ -442,7 +464,7 @@ class DynamicTuner {
   // Times candidate `c` at its calibration point `p`: one call first, which stands as the sample
   // when it is probe_slowdown times the best prediction there or slower (a micro-kernel made for
   // few rows is far slower there; it can only win at small sizes, which its small-point
-  // sample measures), else the full measurement.
+  // sample measures), else the full measurement, with the probe as its warm-up.
   void calibrate(size_t c, const SizePoint& p) {
     const double best = best_prediction(p);
     if (std::isfinite(best)) {
@@ -451,8 +473,10 @@ class DynamicTuner {
         keep_sample(c, p, once);
         return;
       }
+      warm_ = true;
     }
     sample(c, p);
+    warm_ = false;
   }
 
   // A candidate's kernel as built ahead of its verification (or why the build failed).
@@ -674,6 +698,7 @@ class DynamicTuner {
   std::vector<Candidate> cands_;
   std::vector<double> score_;  // per candidate, from prune()
   double wave_k_ = 1;
+  bool warm_ = false;  // the next timing's kernel and point just ran: no warm-up call
 };
 
 }  // namespace
