@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -92,17 +91,6 @@ class KernelInputs {
   std::vector<void*> pointers_;
 };
 
-// Sets the first `n` elements of `a` to `value` (the rest of the buffer is not read).
-void fill_leading(runtime::NDArray* a, int64_t n, double value) {
-  if (n <= 0) return;
-  a->set(0, value);
-  std::byte* p = static_cast<std::byte*>(a->data());
-  const size_t total = a->nbytes() / static_cast<size_t>(a->numel()) * static_cast<size_t>(n);
-  for (size_t done = total / static_cast<size_t>(n); done < total; done *= 2) {
-    std::memcpy(p + done, p, std::min(done, total - done));
-  }
-}
-
 // Whether |got - want| <= atol_rel * (1 + max |want|) + rtol * |want| on the first `n`
 // elements; else the first mismatch in *why.
 template <typename T>
@@ -147,8 +135,8 @@ bool close_leading(const runtime::NDArray& got, const runtime::NDArray& want, in
 
 // Checks candidates against the reference (the fallback: the rules' schedule over the DAG with
 // unbounded sizes) at the sizes the tuner names (verification_points); the reference's outputs are
-// computed once per point. Candidates write into one set of scratch outputs, of which only the
-// instance's prefix is reset and compared.
+// computed once per point. Candidates write into one set of scratch outputs, reset before each
+// run, of which the instance's prefix is compared.
 class Verifier {
  public:
   Verifier(std::shared_ptr<const BuiltKernel> reference, const DynamicWorkload& w,
@@ -167,9 +155,7 @@ class Verifier {
       const std::vector<runtime::NDArray>& want = expected(p);
       const std::vector<int64_t> numel = k.kernel()->arg_numels(p);
       const size_t first_output = numel.size() - scratch_.size();
-      for (size_t o = 0; o < scratch_.size(); ++o) {  // unwritten elements show as mismatches
-        fill_leading(&scratch_[o], numel[first_output + o], 12345.0);
-      }
+      for (auto& a : scratch_) a.fill(12345.0);  // unwritten elements show as mismatches
       k.run(InstanceBuffers::pointers(inputs.pointers(), &scratch_), p);
       for (size_t o = 0; o < scratch_.size(); ++o) {
         if (!close_leading(scratch_[o], want[o], numel[first_output + o], rtol_, atol_rel_, why)) {
