@@ -9,6 +9,7 @@
 
 #include "runtime/ndarray.h"
 #include "runtime/parallel.h"
+#include "runtime/verify.h"
 #include "schedule/default_schedule.h"
 #include "schedule/stage_plan.h"
 #include "tune/dynamic/selection_records.h"
@@ -91,46 +92,34 @@ class KernelInputs {
   std::vector<void*> pointers_;
 };
 
-// Whether |got - want| <= atol_rel * (1 + max |want|) + rtol * |want| on the first `n`
-// elements; else the first mismatch in *why.
+// The largest |value| of the first `n` elements.
 template <typename T>
-bool close_leading(const T* got, const T* want, int64_t n, double rtol, double atol_rel,
-                   std::string* why) {
-  double scale = 0;
-  for (int64_t e = 0; e < n; ++e) scale = std::max(scale, std::abs(static_cast<double>(want[e])));
-  const double atol = atol_rel * (1 + scale);
-  for (int64_t e = 0; e < n; ++e) {
-    const double g = static_cast<double>(got[e]), x = static_cast<double>(want[e]);
-    if (!(std::abs(g - x) <= atol + rtol * std::abs(x))) {
-      *why = "element " + std::to_string(e) + ": " + std::to_string(g) + " vs " + std::to_string(x);
-      return false;
-    }
-  }
-  return true;
+double max_abs(const T* values, int64_t n) {
+  double m = 0;
+  for (int64_t e = 0; e < n; ++e) m = std::max(m, std::abs(static_cast<double>(values[e])));
+  return m;
 }
 
-// close_leading over two arrays of one dtype: typed for the common dtypes (a candidate's check
-// compares up to a whole instance's output), through doubles for the rest.
+// runtime::allclose of the first `n` elements with atol = atol_rel * (1 + max |want|): typed for
+// float and double (a candidate's check compares up to a whole instance's output), through
+// doubles for the other dtypes. On a mismatch, allclose's message in *why.
 bool close_leading(const runtime::NDArray& got, const runtime::NDArray& want, int64_t n,
                    double rtol, double atol_rel, std::string* why) {
-  switch (want.dtype) {
-    case ir::DType::kFloat32:
-      return close_leading(got.f32(), want.f32(), n, rtol, atol_rel, why);
-    case ir::DType::kFloat64:
-      return close_leading(got.f64(), want.f64(), n, rtol, atol_rel, why);
-    case ir::DType::kInt32:
-      return close_leading(got.i32(), want.i32(), n, rtol, atol_rel, why);
-    case ir::DType::kInt64:
-      return close_leading(got.i64(), want.i64(), n, rtol, atol_rel, why);
-    default: {
-      std::vector<double> g(static_cast<size_t>(n)), x(static_cast<size_t>(n));
-      for (int64_t e = 0; e < n; ++e) {
-        g[e] = got.get(e);
-        x[e] = want.get(e);
-      }
-      return close_leading(g.data(), x.data(), n, rtol, atol_rel, why);
+  runtime::CompareResult r;
+  if (want.dtype == ir::DType::kFloat32) {
+    r = runtime::allclose(got.f32(), want.f32(), n, rtol, atol_rel * (1 + max_abs(want.f32(), n)));
+  } else if (want.dtype == ir::DType::kFloat64) {
+    r = runtime::allclose(got.f64(), want.f64(), n, rtol, atol_rel * (1 + max_abs(want.f64(), n)));
+  } else {
+    std::vector<double> g(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    for (int64_t e = 0; e < n; ++e) {
+      g[e] = got.get(e);
+      x[e] = want.get(e);
     }
+    r = runtime::allclose(g.data(), x.data(), n, rtol, atol_rel * (1 + max_abs(x.data(), n)));
   }
+  if (!r.ok) *why = r.message;
+  return r.ok;
 }
 
 // Checks candidates against the reference (the fallback: the rules' schedule over the DAG with
