@@ -40,6 +40,10 @@ double model_overhead(const schedule::KernelSchedule& s) {
   return s.stages[0].parallel ? 0.02 : 0.001;
 }
 
+// A pool round trip (ms) that is a third of the smallest instance's least time in that model
+// (3 ms at T = 1): serial copies are worth trying there.
+constexpr double kSlowPoolCallMs = 1.0;
+
 double model_ms(const DynamicWorkload& w, const compiler::BuiltKernel& k, const SizePoint& p) {
   const MicroKernelGeometry g = geometry_of(k.plan(), k.schedule(), w.size_map(w.largest()));
   return predict_ms(instance_shape(g, w.size_map(p), runtime::get_num_threads()),
@@ -116,6 +120,7 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
   o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
     return model_ms(w, k, p);
   };
+  o.pool_call_ms = kSlowPoolCallMs;
   const DynamicTuneResult r = tune_dynamic(w, o);
   EXPECT_FALSE(r.from_records);
   ASSERT_TRUE(r.kernel);
@@ -168,6 +173,26 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
     testing::expect_runs_like_reference(
         w, {t}, [&](const std::vector<void*>& b, const SizePoint& s) { r.kernel->run(b, s); });
   }
+}
+
+// Serial copies join only where the pool's round trip is a noticeable share of the best
+// predicted time: with a round trip far below every instance's time, none is built.
+TEST(DynamicTune, SerialCopiesJoinOnlyWhereThePoolsRoundTripShows) {
+  PinThreads pin(4);
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  auto serial_copies = [&](double pool_call_ms) {
+    DynamicTuneOptions o = fast_options();
+    o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+      return model_ms(w, k, p);
+    };
+    o.pool_call_ms = pool_call_ms;
+    int serial = 0;
+    for (const CandidateReport& c : tune_dynamic(w, o).candidates) serial += c.origin == "serial";
+    return serial;
+  };
+  EXPECT_EQ(serial_copies(1e-3), 0);  // 1 us against at least 3 ms
+  EXPECT_EQ(serial_copies(kSlowPoolCallMs), DynamicTuneOptions{}.serial_variants);
 }
 
 // A fresh directory under /tmp, removed with its contents at the end of the test.

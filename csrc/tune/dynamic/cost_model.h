@@ -45,9 +45,17 @@ struct CostModelConstants {
   double prune_slowdown = 1.5;
   // Instances the wave weight is fitted on (distinct wave ratios pad(tiles, threads) / tiles).
   int wave_fit_points = 6;
+  // ...on a micro-kernel whose wave ratios over the sample points span at least this much:
+  // timings at ratios closer than that cannot tell k from their noise, and whatever k is, it
+  // moves a prediction by at most about that share.
+  double wave_fit_min_spread = 0.1;
   // A micro-kernel whose first call at its calibration point takes this factor times the best
   // prediction there is timed by that one call: it loses there whatever the exact figure.
   double probe_slowdown = 2.0;
+  // Serial copies are tried only where the thread pool's round trip per call is at least this
+  // share of the best predicted time at some sample point: elsewhere the most a serial copy can
+  // save is below what a timing resolves.
+  double serial_min_pool_share = 0.1;
 };
 
 // The value of a dimension's expression at the size variables' values `sizes`.

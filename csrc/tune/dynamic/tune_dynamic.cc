@@ -337,6 +337,9 @@ std::vector<SizePoint> wave_fit_points(const std::vector<SizePoint>& points,
   return chosen;
 }
 
+// A parallel loop body that does nothing: timing it leaves the pool's round trip.
+void no_work(void*, int64_t, int64_t) {}
+
 KernelSchedule serial_copy(KernelSchedule s) {
   for (schedule::StageAnnotation& st : s.stages) st.parallel = false;
   return s;
@@ -540,49 +543,80 @@ class DynamicTuner {
     return row;
   }
 
-  // Early pruning: candidates predicted far from the best at every size. Leaves score_[i], the
-  // geometric mean of candidate i's predicted slowdown against the best (ranks the serial copies).
+  // Predicted times (default wave weight) of the verified, unpruned candidates at every sample
+  // point (an empty row for the others), and the least per point.
+  struct PredictionTable {
+    std::vector<std::vector<double>> ms;
+    std::vector<double> best;
+  };
+  PredictionTable predict_alive() const {
+    PredictionTable t;
+    t.ms.resize(cands_.size());
+    t.best.assign(res_->points.size(), std::numeric_limits<double>::infinity());
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (!cands_[i].report.ok || cands_[i].report.pruned) continue;
+      t.ms[i] = predictions(cands_[i], o_.cost.default_wave_k);
+      for (size_t p = 0; p < t.best.size(); ++p) t.best[p] = std::min(t.best[p], t.ms[i][p]);
+    }
+    return t;
+  }
+
+  // Early pruning: candidates predicted far from the best at every size.
   void prune() {
     TESSERA_CHECK(
         std::any_of(cands_.begin(), cands_.end(), [](const Candidate& c) { return c.report.ok; }))
         << "dynamic tuning of " << w_.name() << ": no candidate verified";
-    std::vector<std::vector<double>> table(cands_.size());
-    std::vector<double> best(res_->points.size(), std::numeric_limits<double>::infinity());
+    const PredictionTable t = predict_alive();
     for (size_t i = 0; i < cands_.size(); ++i) {
       if (!cands_[i].report.ok) continue;
-      table[i] = predictions(cands_[i], o_.cost.default_wave_k);
-      for (size_t p = 0; p < best.size(); ++p) best[p] = std::min(best[p], table[i][p]);
-    }
-    score_.assign(cands_.size(), std::numeric_limits<double>::infinity());
-    for (size_t i = 0; i < cands_.size(); ++i) {
-      if (!cands_[i].report.ok) continue;
-      double nearest = std::numeric_limits<double>::infinity(), log_sum = 0;
-      for (size_t p = 0; p < best.size(); ++p) {
-        nearest = std::min(nearest, table[i][p] / best[p]);
-        log_sum += std::log(table[i][p] / best[p]);
-      }
-      score_[i] = std::exp(log_sum / static_cast<double>(best.size()));
+      double nearest = std::numeric_limits<double>::infinity();
+      for (size_t p = 0; p < t.best.size(); ++p)
+        nearest = std::min(nearest, t.ms[i][p] / t.best[p]);
       cands_[i].report.pruned = nearest > o_.cost.prune_slowdown;
       if (cands_[i].report.pruned) cands_[i].inputs = {};  // never run again: its packed copies go
     }
   }
 
-  // Serial copies of the best-scored parallel micro-kernels: no pool wake-up per call.
+  // The thread pool's round trip per parallel call (ms): the option, else measured here.
+  double pool_call_ms() const {
+    if (o_.pool_call_ms) return *o_.pool_call_ms;
+    runtime::MeasureOptions m;
+    m.warmup = 3;
+    m.min_repeats = 20;
+    m.min_time_ms = 2;
+    m.max_repeats = 100000;
+    const int64_t tasks = threads_;
+    return runtime::measure([tasks] { runtime::parallel_for(tasks, no_work, nullptr); }, m)
+        .median_ms;
+  }
+
+  // Serial copies of the parallel micro-kernels predicted fastest (geometric mean of their
+  // slowdown against the best) at the sample points where the pool's round trip is at least
+  // serial_min_pool_share of the best predicted time; none where it never is (a serial copy
+  // saves at most that round trip).
   void add_serial_variants() {
-    if (threads_ <= 1) return;
-    std::vector<size_t> order;
+    if (threads_ <= 1 || o_.serial_variants <= 0) return;
+    const PredictionTable t = predict_alive();
+    const double pool_ms = pool_call_ms();
+    std::vector<size_t> pool_bound;  // points
+    for (size_t p = 0; p < t.best.size(); ++p) {
+      if (pool_ms >= o_.cost.serial_min_pool_share * t.best[p]) pool_bound.push_back(p);
+    }
+    if (pool_bound.empty()) return;
+    std::vector<std::pair<double, size_t>> order;  // (mean log slowdown, candidate)
     for (size_t i = 0; i < cands_.size(); ++i) {
-      if (cands_[i].report.ok && !cands_[i].report.pruned &&
-          runs_parallel(cands_[i].report.schedule)) {
-        order.push_back(i);
-      }
+      if (t.ms[i].empty() || !runs_parallel(cands_[i].report.schedule)) continue;
+      double log_sum = 0;
+      for (size_t p : pool_bound) log_sum += std::log(t.ms[i][p] / t.best[p]);
+      order.push_back({log_sum / static_cast<double>(pool_bound.size()), i});
     }
     std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return score_[a] < score_[b]; });
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     std::set<std::string> seen;
     for (const Candidate& c : cands_) seen.insert(c.report.schedule.stages_text());
     std::vector<CandidateReport> serial;
-    for (size_t i : order) {
+    for (const auto& ranked : order) {
+      const size_t i = ranked.second;
       if (static_cast<int>(serial.size()) >= o_.serial_variants) break;
       CandidateReport r;
       r.schedule = serial_copy(cands_[i].report.schedule);
@@ -593,26 +627,29 @@ class DynamicTuner {
     add_candidates(std::move(serial));
   }
 
-  // How many distinct wave ratios the micro-kernel meets over the sample points.
-  size_t distinct_wave_ratios(const Candidate& c) const {
-    std::set<double> ratios;
+  // The largest wave ratio the micro-kernel meets over the sample points minus the least.
+  double wave_ratio_spread(const Candidate& c) const {
+    double least = std::numeric_limits<double>::infinity(), most = 0;
     for (const SizePoint& p : res_->points) {
       const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
-      if (s.work > 0) ratios.insert(std::round(s.wave_ratio() * 1e6) / 1e6);
+      if (s.work <= 0) continue;
+      least = std::min(least, s.wave_ratio());
+      most = std::max(most, s.wave_ratio());
     }
-    return ratios.size();
+    return most > 0 ? most - least : 0;
   }
 
-  // k from the fastest parallel micro-kernel that meets several wave ratios (one whose tiles
-  // never fill the pool differently says nothing about k), then every candidate's throughput
-  // and overhead refitted with it.
+  // k from the fastest parallel micro-kernel whose wave ratios spread wave_fit_min_spread or
+  // more (one whose tiles fill the pool about alike at every size says nothing about k, and k
+  // changes none of its predictions by much), then every candidate's throughput and overhead
+  // refitted with it. Without such a micro-kernel k stays the default.
   void fit_wave_weight() {
     wave_k_ = o_.cost.default_wave_k;
     size_t best = cands_.size();
     for (size_t i = 0; i < cands_.size(); ++i) {
       const Candidate& c = cands_[i];
       if (!c.report.ok || c.report.pruned || !c.geometry.parallel) continue;
-      if (distinct_wave_ratios(c) < 2) continue;
+      if (wave_ratio_spread(c) < o_.cost.wave_fit_min_spread) continue;
       if (best == cands_.size() ||
           c.report.model.throughput > cands_[best].report.model.throughput) {
         best = i;
@@ -671,7 +708,6 @@ class DynamicTuner {
   std::unique_ptr<Verifier> verifier_;
   SizeTimer timer_;
   std::vector<Candidate> cands_;
-  std::vector<double> score_;  // per candidate, from prune()
   double wave_k_ = 1;
   bool warm_ = false;  // the next timing's kernel and point just ran: no warm-up call
 };

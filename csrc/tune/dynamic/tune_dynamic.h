@@ -13,8 +13,10 @@
 //   time          each micro-kernel on its fullest wave and on the smallest instance: its
 //                 throughput and per-call overhead (one call on the fullest wave when that is
 //                 far slower than the best so far); poor throughput pruned early; serial copies
-//                 of the best few join (they win where the pool's wake-up dominates)
-//   wave fit      the best micro-kernel over several wave ratios: k for this machine
+//                 of the best few at the sizes where the pool's round trip is a noticeable
+//                 share of the best predicted time join (they win where the wake-up dominates)
+//   wave fit      the best micro-kernel over several wave ratios: k for this machine (kept at
+//                 its default where no micro-kernel's wave ratios spread enough to tell k)
 //   predict       time = overhead + work x padding x wave / throughput at every sampled size
 //   select        top-k voting + greedy weighted set cover within the loss bounds
 //   dispatch      interval table / decision tree over the sample points; fallback kernel
@@ -58,8 +60,11 @@ struct DynamicTuneOptions {
   // no packing) that the largest never proposes; with it a 768x768 dense over 1..1024 rows
   // measured 1.27x per-shape tuning at 1 row instead of 0.10x.
   int representatives = 2;
-  int mutate_top = 1;        // construct mode's best few get their cache tiles halved/doubled
-  int serial_variants = 1;   // the best few parallel micro-kernels also run serially
+  int mutate_top = 1;       // construct mode's best few get their cache tiles halved/doubled
+  int serial_variants = 1;  // the best few parallel micro-kernels also run serially
+  // The thread pool's round trip per parallel call (ms), what a serial copy saves at most;
+  // unset: measured while tuning. (Tests with a model timer set one that fits their model.)
+  std::optional<double> pool_call_ms;
   int64_t max_points = 256;  // size points predicted and selected over (sample_points)
   gensor::ConstructOptions construct = dynamic_construct_options();
   // Extra candidates (e.g. search mode's results), tried alongside construct mode's; with
