@@ -14,6 +14,7 @@
 #include "runtime/parallel.h"
 #include "schedule/default_schedule.h"
 #include "synthetic_hw.h"
+#include "temp_dir.h"
 #include "tune/dynamic/selection_records.h"
 #include "tune/dynamic/tune_dynamic.h"
 #include "util/check.h"
@@ -195,28 +196,9 @@ TEST(DynamicTune, SerialCopiesJoinOnlyWhereThePoolsRoundTripShows) {
   EXPECT_EQ(serial_copies(kSlowPoolCallMs), DynamicTuneOptions{}.serial_variants);
 }
 
-// A fresh directory under /tmp, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tessera-dynamic-test-XXXXXX";
-    const char* p = ::mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 TEST(DynamicTune, ASecondProcessTakesTheSelectionFromRecords) {
   PinThreads pin(4);
-  TempDir dir;
+  testing::TempDir dir("tessera-dynamic-test");
   testing::DynamicDense d(4, 1, 40);
   const DynamicWorkload w = d.workload();
   DynamicTuneResult first;
@@ -270,7 +252,7 @@ TEST(DynamicTune, ASecondProcessTakesTheSelectionFromRecords) {
 // kernel runs from its packed argument, and the selection is filed apart from the plain one.
 TEST(DynamicTune, ConstantWeightsAreTunedAndRunPacked) {
   PinThreads pin(4);
-  TempDir dir;
+  testing::TempDir dir("tessera-dynamic-test");
   testing::DynamicDense d(4, 1, 40);
   const DynamicWorkload w = d.workload({1});
   db::RecordsDB records = db::RecordsDB::open(dir.file("records.db"));

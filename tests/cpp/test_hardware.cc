@@ -13,6 +13,7 @@
 
 #include "cost/hardware.h"
 #include "cost/peak_probe.h"
+#include "temp_dir.h"
 #include "util/json.h"
 
 namespace tessera::cost {
@@ -42,13 +43,6 @@ class ScopedEnv {
   std::string old_;
 };
 
-std::string make_temp_dir() {
-  std::string pattern = ::testing::TempDir() + "/tessera_hw_XXXXXX";
-  char* dir = mkdtemp(pattern.data());
-  EXPECT_NE(dir, nullptr);
-  return dir ? std::string(dir) : std::string();
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -66,7 +60,8 @@ void make_cache_index(const std::string& root, int index, const std::string& typ
 }
 
 TEST(Hardware, ParsesSysfsCacheTreeAndSkipsInstructionCaches) {
-  std::string root = make_temp_dir();
+  const testing::TempDir dir("tessera-hw");
+  const std::string& root = dir.path();
   make_cache_index(root, 0, "Data", 1, "48K", 64, "0");
   make_cache_index(root, 1, "Instruction", 1, "32K", 64, "0");
   make_cache_index(root, 2, "Unified", 2, "2048K", 64, "0");
@@ -85,7 +80,8 @@ TEST(Hardware, ParsesSysfsCacheTreeAndSkipsInstructionCaches) {
 }
 
 TEST(Hardware, UnreadableSysfsGivesDefaults) {
-  std::string root = make_temp_dir();
+  const testing::TempDir dir("tessera-hw");
+  const std::string& root = dir.path();
   std::vector<CacheLevel> caches = read_caches_from_sysfs(root + "/missing");
   std::vector<CacheLevel> defaults = default_caches();
   ASSERT_EQ(caches.size(), defaults.size());
@@ -133,8 +129,8 @@ TEST(Hardware, JsonRoundTrip) {
 }
 
 TEST(Hardware, HwFileOverridesOnlyTheFieldsItHas) {
-  std::string dir = make_temp_dir();
-  std::string path = dir + "/hw.json";
+  const testing::TempDir dir("tessera-hw");
+  const std::string path = dir.file("hw.json");
   write_file(path, R"({"num_cores": 64, "caches": [{"level": 2, "size_bytes": 1048576},
                                                    {"level": 1, "size_bytes": 32768}],
                       "peak": {"fp32_gflops_1core": 50, "fp32_gflops_all": 3200, "threads": 64,
@@ -154,8 +150,8 @@ TEST(Hardware, HwFileOverridesOnlyTheFieldsItHas) {
 }
 
 TEST(Hardware, InvalidHwFileThrowsWithItsPath) {
-  std::string dir = make_temp_dir();
-  std::string path = dir + "/bad.json";
+  const testing::TempDir dir("tessera-hw");
+  const std::string path = dir.file("bad.json");
   write_file(path, R"({"num_cores": -4})");
   {
     ScopedEnv env("TESSERA_HW_FILE", path);
@@ -173,7 +169,7 @@ TEST(Hardware, InvalidHwFileThrowsWithItsPath) {
     EXPECT_THROW(host_hardware(), std::runtime_error);
   }
   {
-    ScopedEnv env("TESSERA_HW_FILE", dir + "/missing.json");
+    ScopedEnv env("TESSERA_HW_FILE", dir.file("missing.json"));
     EXPECT_THROW(host_hardware(), std::runtime_error);
   }
 }
@@ -215,7 +211,8 @@ TEST(PeakProbe, MeasuredNumbersAreSane) {
 }
 
 TEST(PeakProbe, CacheRoundTripCorruptionAndRefresh) {
-  std::string dir = make_temp_dir() + "/nested/cache";  // created on demand
+  const testing::TempDir root("tessera-hw");
+  const std::string dir = root.file("nested/cache");  // created on demand
   ScopedEnv env("TESSERA_CACHE_DIR", dir);
   EXPECT_EQ(tessera_cache_dir(), dir);
   const std::string path = dir + "/peak.json";

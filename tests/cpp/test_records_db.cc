@@ -19,6 +19,7 @@
 #include "e2e_harness.h"
 #include "ir/structural_hash.h"
 #include "ops/ops.h"
+#include "temp_dir.h"
 #include "util/json.h"
 
 #ifdef TESSERA_HAVE_SQLITE
@@ -32,26 +33,6 @@ namespace fs = std::filesystem;
 using db::Record;
 using db::RecordsDB;
 using db::WorkloadKey;
-
-// A fresh directory under /tmp, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tessera-db-test-XXXXXX";
-    const char* p = ::mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 struct Workload {
   std::vector<ir::Tensor> outputs;
@@ -260,7 +241,7 @@ TEST(ScheduleNames, TranslateNamesAndReduceOrder) {
 // ---- the database -----------------------------------------------------------------------------
 
 TEST(RecordsDB, RoundTripThroughTheFile) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("sub/records.db");  // the directory is created
   WorkloadKey key = key_of(matmul_relu("", 32, 32, 32));
   {
@@ -291,7 +272,7 @@ TEST(RecordsDB, RoundTripThroughTheFile) {
 }
 
 TEST(RecordsDB, BestPicksTheFastestMeasuredRecord) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   RecordsDB db = RecordsDB::open(dir.file("records.db"));
   WorkloadKey key = key_of(matmul_relu("", 16, 16, 16));
   WorkloadKey other = key_of(matmul_relu("", 16, 16, 8));
@@ -311,7 +292,7 @@ TEST(RecordsDB, BestPicksTheFastestMeasuredRecord) {
 }
 
 TEST(RecordsDB, HashCollisionIsResolvedByTheCanonicalText) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   RecordsDB db = RecordsDB::open(dir.file("records.db"));
   WorkloadKey real = key_of(matmul_relu("", 16, 16, 16));
   WorkloadKey impostor = real;  // same hash, shapes and target: only the text differs
@@ -325,7 +306,7 @@ TEST(RecordsDB, HashCollisionIsResolvedByTheCanonicalText) {
 }
 
 TEST(RecordsDB, RenamedWorkloadReusesTheRecordUnderItsOwnNames) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   RecordsDB db = RecordsDB::open(dir.file("records.db"));
   Workload first = matmul_relu("first_", 48, 40, 24);
   Workload second = matmul_relu("second_", 48, 40, 24);
@@ -368,7 +349,7 @@ TEST(RecordsDB, MemoryDatabaseAndDefaultPath) {
 // ---- several processes ------------------------------------------------------------------------
 
 TEST(RecordsDB, SecondProcessReadsWhatTheFirstWrote) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   // The writer is a child process; this process only opens the file afterwards.
   pid_t writer = spawn([&] {
@@ -392,7 +373,7 @@ TEST(RecordsDB, SecondProcessReadsWhatTheFirstWrote) {
 }
 
 TEST(RecordsDB, ConcurrentWritersFromFourProcesses) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");  // created by the racing processes
   constexpr int kProcs = 4, kPuts = 40, kShared = 5;
   int start[2];
@@ -440,7 +421,7 @@ TEST(RecordsDB, ConcurrentWritersFromFourProcesses) {
 }
 
 TEST(RecordsDB, ObjectInheritedThroughForkReconnects) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   RecordsDB db = RecordsDB::open(path);
   ASSERT_TRUE(db.put(record_for(key_of(matmul_relu("", 3, 3, 3)), 1.0, "parent")));
@@ -462,7 +443,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 TEST(RecordsDB, GarbageFileIsMovedAsideAndReplaced) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   std::string garbage;
   for (int i = 0; i < 500; ++i) garbage += "this is not a database " + std::to_string(i) + "\n";
@@ -497,7 +478,7 @@ void fill_database(const std::string& path, int n) {
 }
 
 TEST(RecordsDB, TruncatedFileIsMovedAsideAndReplaced) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   fill_database(path, 300);
   ASSERT_FALSE(fs::exists(path + "-wal"));  // the last connection checkpointed it
@@ -514,7 +495,7 @@ TEST(RecordsDB, TruncatedFileIsMovedAsideAndReplaced) {
 }
 
 TEST(RecordsDB, OverwrittenPageIsDetected) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   fill_database(path, 300);
   const auto size = fs::file_size(path);
@@ -533,7 +514,7 @@ TEST(RecordsDB, OverwrittenPageIsDetected) {
 }
 
 TEST(RecordsDB, ProcessesRacingToRepairMoveTheFileAsideOnce) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   write_bytes(path, std::string(20000, 'Z'));
   constexpr int kProcs = 3;
@@ -580,7 +561,7 @@ class RawConnection {
 };
 
 TEST(RecordsDB, WriteLockedFileDefersPutsAndNeverThrows) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   RecordsDB db = RecordsDB::open(path, fast_options());
   WorkloadKey k1 = key_of(matmul_relu("", 9, 9, 9)), k2 = key_of(matmul_relu("", 9, 9, 10));
@@ -605,7 +586,7 @@ TEST(RecordsDB, WriteLockedFileDefersPutsAndNeverThrows) {
 }
 
 TEST(RecordsDB, FullyLockedFileMissesAndRecovers) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   WorkloadKey key = key_of(matmul_relu("", 11, 11, 11));
   ASSERT_TRUE(RecordsDB::open(path).put(record_for(key, 1.0)));
@@ -635,7 +616,7 @@ TEST(RecordsDB, FullyLockedFileMissesAndRecovers) {
 }
 
 TEST(RecordsDB, NewerSchemaIsLeftUntouched) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("records.db");
   RecordsDB::open(path).put(record_for(key_of(matmul_relu("", 3, 3, 3)), 1.0));
   RawConnection(path).exec("UPDATE meta SET value = '99' WHERE key = 'schema_version'");
@@ -653,7 +634,7 @@ TEST(RecordsDB, NewerSchemaIsLeftUntouched) {
 }
 
 TEST(RecordsDB, ForeignDatabaseIsLeftUntouched) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string path = dir.file("other.db");
   RawConnection(path).exec("CREATE TABLE records(x INTEGER); INSERT INTO records VALUES(1)");
   const std::string before = read_file(path);
@@ -667,7 +648,7 @@ TEST(RecordsDB, ForeignDatabaseIsLeftUntouched) {
 #endif  // TESSERA_HAVE_SQLITE
 
 TEST(RecordsDB, UncreatableLocationFallsBackToMemory) {
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   write_bytes(dir.file("plainfile"), "x");
   // The parent "directory" is a regular file: neither it nor the database can be created.
   const std::string path = dir.file("plainfile/records.db");
@@ -683,7 +664,7 @@ TEST(RecordsDB, UncreatableLocationFallsBackToMemory) {
 
 TEST(RecordsDB, ReadOnlyDirectoryReadsTheFileAndKeepsNewRecordsInMemory) {
   if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
-  TempDir dir;
+  testing::TempDir dir("tessera-db-test");
   const std::string sub = dir.file("ro");
   fs::create_directory(sub);
   const std::string path = sub + "/records.db";

@@ -15,6 +15,7 @@
 #include "cost/xgb_model.h"
 #include "db/records.h"
 #include "ops/ops.h"
+#include "temp_dir.h"
 #include "util/json.h"
 
 #ifdef TESSERA_HAVE_SQLITE
@@ -28,24 +29,6 @@ namespace fs = std::filesystem;
 using db::Measurement;
 using db::RecordsDB;
 using db::WorkloadKey;
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tessera-search-log-XXXXXX";
-    const char* p = ::mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // relu(A @ B) with every tensor name prefixed: two prefixes give one workload under two names.
 WorkloadKey matmul_relu_key(const std::string& prefix, int64_t m = 16) {
@@ -97,7 +80,7 @@ void expect_read_back(RecordsDB& db, const WorkloadKey& b) {
 }
 
 TEST(SearchLog, MeasurementsRoundTripThroughTheFileUnderAnotherWorkloadsNames) {
-  TempDir dir;
+  testing::TempDir dir("tessera-search-log");
   const std::string path = dir.file("records.db");
   const WorkloadKey a = matmul_relu_key("a_"), b = matmul_relu_key("b_");
   {
@@ -140,7 +123,7 @@ int raw_exec(sqlite3* h, const std::string& sql) {
 }
 
 TEST(SearchLog, OpeningAnOlderFileAddsTheSearchTablesAndKeepsItsRecords) {
-  TempDir dir;
+  testing::TempDir dir("tessera-search-log");
   const std::string path = dir.file("records.db");
   const WorkloadKey a = matmul_relu_key("a_");
   ASSERT_TRUE(RecordsDB::open(path).put(db::make_record(a, schedule_naming("a_", 2), "search")));
@@ -162,7 +145,7 @@ TEST(SearchLog, OpeningAnOlderFileAddsTheSearchTablesAndKeepsItsRecords) {
 }
 
 TEST(SearchLog, LockedFileHoldsMeasurementsUntilItIsFree) {
-  TempDir dir;
+  testing::TempDir dir("tessera-search-log");
   const std::string path = dir.file("records.db");
   db::RecordsDBOptions o;
   o.busy_timeout_ms = 100;
@@ -245,7 +228,7 @@ void check_model_round_trip(RecordsDB& db) {
 
 TEST(SearchLog, SavedCostModelPredictsExactlyAsBeforeFromTheFile) {
   if (!cost::XGBModel::compiled_in()) GTEST_SKIP() << "built without XGBoost";
-  TempDir dir;
+  testing::TempDir dir("tessera-search-log");
   {
     RecordsDB db = RecordsDB::open(dir.file("records.db"));
     check_model_round_trip(db);
