@@ -53,8 +53,8 @@ struct CostModelConstants {
   // prediction there is timed by that one call: it loses there whatever the exact figure.
   double probe_slowdown = 2.0;
   // Serial copies are tried only where the thread pool's round trip per call is at least this
-  // share of the best predicted time at some sample point: elsewhere the most a serial copy can
-  // save is below what a timing resolves.
+  // share of the best predicted time at some sample point. The round trip is what a serial copy
+  // saves for certain; elsewhere it is taken to be lost in a timing's noise.
   double serial_min_pool_share = 0.1;
 };
 

@@ -592,8 +592,8 @@ class DynamicTuner {
 
   // Serial copies of the parallel micro-kernels predicted fastest (geometric mean of their
   // slowdown against the best) at the sample points where the pool's round trip is at least
-  // serial_min_pool_share of the best predicted time; none where it never is (a serial copy
-  // saves at most that round trip).
+  // serial_min_pool_share of the best predicted time; none where it never is (the round trip is
+  // what a serial copy surely saves).
   void add_serial_variants() {
     if (threads_ <= 1 || o_.serial_variants <= 0) return;
     const PredictionTable t = predict_alive();

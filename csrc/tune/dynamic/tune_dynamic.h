@@ -62,7 +62,7 @@ struct DynamicTuneOptions {
   int representatives = 2;
   int mutate_top = 1;       // construct mode's best few get their cache tiles halved/doubled
   int serial_variants = 1;  // the best few parallel micro-kernels also run serially
-  // The thread pool's round trip per parallel call (ms), what a serial copy saves at most;
+  // The thread pool's round trip per parallel call (ms), which a serial copy does not pay;
   // unset: measured while tuning. (Tests with a model timer set one that fits their model.)
   std::optional<double> pool_call_ms;
   int64_t max_points = 256;  // size points predicted and selected over (sample_points)
