@@ -210,18 +210,8 @@ def over_seeds(per_seed: List[dict]) -> dict:
             "estimate_ratio_mean": statistics.mean(est) if est else None}
 
 
-def main() -> None:
-    p = arg_parser(__doc__)
-    p.add_argument("--trials", type=int, default=0,
-                   help="full search's measurements per kernel (0: the tuning policy's)")
-    p.add_argument("--seed", type=int, default=0, help="first seed")
-    p.add_argument("--seeds", type=int, default=1,
-                   help="BERT-base compared from this many seeds (seed, seed+1, ...); the record "
-                        "holds the medians over seeds")
-    p.add_argument("--no-large", dest="large", action="store_false",
-                   help="skip BERT-large tuned from BERT-base's records")
-    args = p.parse_args()
-    trials = args.trials or _C.tuning_policy().search_trials
+def bert_base_record(trials: int, first_seed: int, seeds: int, rounds: int) -> dict:
+    """The BERT-base set: reuse pairs, the selection, and full search against ETO per seed."""
     ops = BERT_BASE
     described = [(o, i, n) for o, i, n, _, _ in tasks_of(ops)]
     without = _C.reuse_pairs(described, bridges=False)
@@ -231,8 +221,8 @@ def main() -> None:
     selection = _C.reuse_selection(described, method="greedy", full_search_trials=trials)
     print(selection["text"], flush=True)
 
-    per_seed = [compare_once(ops, trials, seed, selection, args.rounds)
-                for seed in range(args.seed, args.seed + args.seeds)]
+    per_seed = [compare_once(ops, trials, seed, selection, rounds)
+                for seed in range(first_seed, first_seed + seeds)]
     record = over_seeds(per_seed)
     record.update({"trials_per_kernel": trials, "pairs_without_bridges": len(without["pairs"]),
                    "pairs_with_bridges": len(with_bridges["pairs"]),
@@ -250,7 +240,24 @@ def main() -> None:
                            "edge_median", "edge_min", "estimate_ratio_mean",
                            "pairs_without_bridges", "pairs_with_bridges"])
     print("bars:", record["bars"])
-    records = [record]
+    return record
+
+
+def main() -> None:
+    p = arg_parser(__doc__)
+    p.add_argument("--trials", type=int, default=0,
+                   help="full search's measurements per kernel (0: the tuning policy's)")
+    p.add_argument("--seed", type=int, default=0, help="first seed")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="BERT-base compared from this many seeds (seed, seed+1, ...); the record "
+                        "holds the medians over seeds; 0: BERT-large alone")
+    p.add_argument("--no-large", dest="large", action="store_false",
+                   help="skip BERT-large tuned from BERT-base's records")
+    args = p.parse_args()
+    trials = args.trials or _C.tuning_policy().search_trials
+    records = []
+    if args.seeds > 0:
+        records.append(bert_base_record(trials, args.seed, args.seeds, args.rounds))
     if args.large:
         large = bert_large_from_records(trials, args.seed, args.rounds)
         print_table([large], ["set", "trials_ratio", "throughput_ratio", "wall_ratio"])

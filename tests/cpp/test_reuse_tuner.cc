@@ -123,6 +123,20 @@ TEST(ReuseTuner, TunesAWiderMatmulFromANarrowOne) {
   EXPECT_LE(r.task_counts_tried, 2);
   EXPECT_EQ(r.best.tuner, "reuse");
   EXPECT_EQ(r.best.plan, src.plan);
+  // The final race: at most 4 finalists of the rounds, then the rules' schedule; the one
+  // returned is the race's fastest, with its race time.
+  ASSERT_GE(r.race.size(), 2u);
+  ASSERT_LE(r.race.size(), 5u);
+  EXPECT_EQ(r.race.back().schedule.stages_text(),
+            user.as_run(user.default_schedule()).stages_text());
+  const RacedSchedule* fastest = &r.race.front();
+  for (const RacedSchedule& c : r.race) {
+    EXPECT_GT(c.ms, 0) << c.schedule.stages_text();  // every finalist verified in its round
+    if (c.ms < fastest->ms) fastest = &c;
+  }
+  EXPECT_EQ(r.best.stages_text(), fastest->schedule.stages_text());
+  EXPECT_DOUBLE_EQ(r.best_ms, fastest->ms);
+  if (&r.race.back() == fastest) return;  // the rules' schedule won: not a reuse candidate
   // The best keeps the source's sketch and has a task count in range.
   const schedule::StageAnnotation& best = r.best.stages[0];
   EXPECT_EQ(best.sketch, schedule::Sketch::kMultiLevelTiling);

@@ -8,9 +8,11 @@
 //   2. every LShape (one reduce axis split) with M in its range, with the best TShape;
 //   3. every other inner-reduce unroll depth (powers of two up to search mode's limit);
 //   4. packing toggled per packable operand, and every narrower vector width.
-// Each round's best (including the round's incumbent) goes into the next; the best over all B,
-// or the rules' schedule when that measured faster, is returned. Other stages than the anchor keep the rules' annotation of the source's plan.
-// A schedule measured once is not measured again (its first time is kept).
+// Each round's best (including the round's incumbent) goes into the next. Finally the fastest few
+// over all B are timed again together with the rules' schedule, in one batch of longer rounds,
+// and the fastest there is returned (the rules' schedule when it wins). Other stages than the
+// anchor keep the rules' annotation of the source's plan.
+// Within the rounds a schedule measured once is not measured again (its first time is kept).
 #include "tune/common.h"
 #include "tune/reuse/reuse_space.h"
 
@@ -22,13 +24,21 @@ struct ReuseTunerOptions {
   int max_task_counts = 0;
 };
 
+// A schedule of the final race and its time there (-1: it failed to run).
+struct RacedSchedule {
+  schedule::KernelSchedule schedule;
+  double ms = -1;
+};
+
 struct ReuseTuneResult {
   schedule::KernelSchedule best;
-  double best_ms = 0;
+  double best_ms = 0;         // its time in the final race (in its round when no finalist ran)
   int trials = 0;             // distinct schedules measured
   int task_counts_tried = 0;  // B values whose first round had a valid candidate
   FeatureRanges ranges;
   ReuseFeatures source_features;
+  // The final race: the fastest few of the rounds, then the rules' schedule (last).
+  std::vector<RacedSchedule> race;
 };
 
 // `source_schedule` is a schedule of `source` whose anchor stage is a multi-level tiling; user
