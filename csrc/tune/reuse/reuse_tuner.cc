@@ -14,6 +14,7 @@ namespace tessera::tune::reuse {
 namespace {
 
 using schedule::KernelSchedule;
+using schedule::StageAnnotation;
 
 // The best few schedules a reuse tuning measured, each timed in its own round's short batch,
 // are timed again together with the rules' schedule (see ReuseSearch::final_race).
@@ -22,7 +23,6 @@ constexpr int kFinalists = 4;
 // finalists a few percent apart is made there alone.
 constexpr int kRaceRounds = 9;
 constexpr double kRaceRoundMs = 20;
-using schedule::StageAnnotation;
 
 // The search over one reuse pair: the user's space, the measurer and what was measured.
 class ReuseSearch {
