@@ -13,6 +13,8 @@
 #include "tune/reuse/reuse_tuner.h"
 #include "tune/reuse/selector.h"
 #include "tune/reuse/stored_sources.h"
+#include "tune/reuse/top_k_tuner.h"
+#include "tune/search/space.h"
 #include "util/check.h"
 #include "util/counters.h"
 
@@ -38,35 +40,28 @@ struct Live {
   std::unique_ptr<SearchSession> session;
 };
 
-// Live tasks for the bridges `sel` uses, each built from two operators of its kind whose
-// position-wise minimum it is (empty when some bridge cannot be built: the caller selects
-// without bridges then).
-std::optional<std::vector<tune::Task>> bridge_tasks(
-    const tune::reuse::ReuseSelection& sel, const std::vector<tune::reuse::ReuseOperator>& ops,
-    const std::vector<const tune::Task*>& tasks) {
+// Live tasks for the bridges `sel` uses, each rebuilt from the two operators it joins (empty
+// when some bridge cannot be built: the caller selects without bridges then). A bridge's
+// extents alone do not tell its operators: two kinds (say, 3x3 convolutions of stride 1 and 2)
+// can have bridges of equal extents.
+std::optional<std::vector<tune::Task>> bridge_tasks(const tune::reuse::ReuseSelection& sel,
+                                                    const std::vector<const tune::Task*>& tasks) {
   std::vector<tune::Task> out;
   for (const tune::reuse::TuningStep& st : sel.steps) {
     if (!st.bridge) continue;
-    std::optional<tune::Task> built;
-    for (size_t i = 0; i < ops.size() && !built; ++i) {
-      for (size_t j = i + 1; j < ops.size() && !built; ++j) {
-        if (!tune::reuse::same_kind(ops[i], ops[j]) ||
-            tune::reuse::bridge_operator(ops[i], ops[j]).extents != st.extents) {
-          continue;
-        }
-        built = tune::reuse::bridge_task(*tasks[i], *tasks[j], st.name);
-      }
-    }
+    TESSERA_CHECK(st.joins.size() == 2) << "reuse: bridge " << st.name << " joins no operators";
+    std::optional<tune::Task> built =
+        tune::reuse::bridge_task(*tasks.at(st.joins[0]), *tasks.at(st.joins[1]), st.name);
     if (!built) return std::nullopt;
     out.push_back(std::move(*built));
   }
   return out;
 }
 
-// ETO's reuse selection over the live tasks (greedy Steiner tree with one-hop bridges, or the
-// min arborescence without them when a bridge cannot be built). Bridges join `live` as tasks
-// of their own (outcomes marked `bridge`, after the model's tasks), weighted by the tasks that
-// reuse through them so the scheduler tunes them. Returns, per live task, the outcome index of
+// The reuse selection over the live tasks (req.reuse_selection; a selection with bridges falls
+// back to the min arborescence without them when a bridge cannot be built). Bridges join `live` as
+// tasks of their own (outcomes marked `bridge`, after the model's tasks), weighted by the tasks
+// that reuse through them so the scheduler tunes them. Returns, per live task, the outcome index of
 // the task whose choice it reuses, or -1 where the selection gives it a full search. Tasks
 // without an anchor loop nest (describe_operator throws) are searched.
 std::vector<int> plan_reuse(std::vector<Live>& live, int full_search_trials,
@@ -86,9 +81,8 @@ std::vector<int> plan_reuse(std::vector<Live>& live, int full_search_trials,
   if (ops.size() < 2) return source;
   tune::reuse::TrialEstimateParams params;
   params.full_search_trials = full_search_trials;
-  tune::reuse::ReuseSelection sel =
-      tune::reuse::select_reuse(ops, tune::reuse::SelectionMethod::kGreedyBridges, params);
-  std::optional<std::vector<tune::Task>> bridges = bridge_tasks(sel, ops, tasks);
+  tune::reuse::ReuseSelection sel = tune::reuse::select_reuse(ops, req.reuse_selection, params);
+  std::optional<std::vector<tune::Task>> bridges = bridge_tasks(sel, tasks);
   if (!bridges) {
     sel = tune::reuse::select_reuse(ops, tune::reuse::SelectionMethod::kArborescence, params);
     bridges.emplace();
@@ -135,36 +129,64 @@ std::vector<int> plan_reuse(std::vector<Live>& live, int full_search_trials,
   return source;
 }
 
-// Tunes `l` with the reuse tuner from `schedule`, the choice for `source_task` (named
-// `source_name`; `source` is its outcome index, -1 for a program from the records database).
-// On success the outcome says "reuse" and the choice is stored; on failure it is left as it was
-// and the reason is returned.
+// The best `k` distinct programs a search measured (its choice first, then by time): what TopK
+// hands on.
+std::vector<schedule::KernelSchedule> best_programs(const TaskOutcome& searched, int k) {
+  std::vector<const CandidateReport*> ok;
+  for (const CandidateReport& c : searched.report.candidates) {
+    if (c.ok && c.median_ms > 0) ok.push_back(&c);
+  }
+  std::stable_sort(ok.begin(), ok.end(), [](const CandidateReport* a, const CandidateReport* b) {
+    return a->median_ms < b->median_ms;
+  });
+  std::vector<schedule::KernelSchedule> out = {searched.schedule};
+  std::vector<std::string> keys = {tune::search::schedule_key(searched.schedule)};
+  for (const CandidateReport* c : ok) {
+    if (static_cast<int>(out.size()) >= k) break;
+    const std::string key = tune::search::schedule_key(c->schedule);
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    keys.push_back(key);
+    out.push_back(c->schedule);
+  }
+  return out;
+}
+
+// Tunes `l` from `schedule`, the choice for `source_task` (named `source_name`; `source` is its
+// outcome index, -1 for a program from the records database): by the reuse tuner, or under
+// TopK by trying the source's best programs. On success the outcome says "reuse" and the choice
+// is stored; on failure it is left as it was and the reason is returned.
 std::optional<std::string> reuse_into(const Live& l, const tune::Task& source_task,
                                       const schedule::KernelSchedule& schedule,
                                       const std::string& source_name, int source,
                                       const TuneTasksRequest& req, TuneTasksResult* out) {
   TaskOutcome& o = out->tasks[l.outcome];
+  const bool top_k = req.reuse_selection == tune::reuse::SelectionMethod::kTopK && source >= 0;
+  const std::string tuner = top_k ? "topk" : "reuse";
   tune::reuse::ReuseTuneResult r;
   try {
-    r = tune::reuse::reuse_tune(l.task, source_task, schedule, tune::reuse::ReuseTunerOptions{});
+    r = top_k
+            ? tune::reuse::top_k_tune(l.task, source_task,
+                                      best_programs(out->tasks[source], tune::reuse::kTopKPrograms))
+            : tune::reuse::reuse_tune(l.task, source_task, schedule,
+                                      tune::reuse::ReuseTunerOptions{});
   } catch (const std::exception& e) {
-    return std::string("reuse from ") + source_name + " failed: " + e.what();
+    return tuner + " from " + source_name + " failed: " + e.what();
   }
   o.status = "reuse";
   o.reused_from = source;
   o.reused_from_name = source_name;
   o.schedule = r.best;
-  o.schedule.tuner = "reuse";
+  o.schedule.tuner = tuner;
   o.report.schedule = o.schedule;
-  o.report.source = "reuse";
-  o.report.tuner = "reuse";
+  o.report.source = tuner;
+  o.report.tuner = tuner;
   o.report.trials = r.trials;
   o.report.median_ms = r.best_ms;
   out->reuse_trials += r.trials;
   util::bump(util::Counter::kTuneRuns);
   if (l.key) {
     req.records->put(db::make_record(
-        *l.key, o.schedule.dump(), "reuse",
+        *l.key, o.schedule.dump(), tuner,
         r.best_ms > 0 ? std::optional<double>(r.best_ms) : std::nullopt, std::nullopt, r.trials));
   }
   return std::nullopt;

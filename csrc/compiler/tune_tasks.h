@@ -22,6 +22,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/search_session.h"
+#include "tune/reuse/selector.h"
 #include "tune/search/task_scheduler.h"
 
 namespace tessera::compiler {
@@ -48,6 +49,11 @@ struct TuneTasksRequest {
   // ETO: tasks whose loop nests another task's dominates (or is dominated by) reuse that task's
   // tuned program instead of a full search of their own, as the reuse selection decides.
   bool reuse = false;
+  // Which selection decides reuse: ETO's Steiner tree with one-hop bridges (default; exact
+  // enumeration with kExactBridges), its minimum arborescence without bridges, or Selective
+  // Tuning's TopK baseline (reused tasks try their group's kTopKPrograms best programs as they
+  // are, tune/reuse/top_k_tuner.h, instead of the reuse tuner). The ablations of ETO's paper.
+  tune::reuse::SelectionMethod reuse_selection = tune::reuse::SelectionMethod::kGreedyBridges;
 };
 
 struct TaskOutcome {

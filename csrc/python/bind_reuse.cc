@@ -24,14 +24,6 @@ std::vector<tune::reuse::ReuseOperator> describe_all(const std::vector<OperatorT
   return out;
 }
 
-tune::reuse::SelectionMethod method_from_name(const std::string& name) {
-  if (name == "arborescence") return tune::reuse::SelectionMethod::kArborescence;
-  if (name == "greedy") return tune::reuse::SelectionMethod::kGreedyBridges;
-  TESSERA_CHECK(name == "exact") << "selection method must be 'arborescence', 'greedy', "
-                                 << "'exact' or 'topk', got '" << name << "'";
-  return tune::reuse::SelectionMethod::kExactBridges;
-}
-
 py::dict selection_dict(const tune::reuse::ReuseSelection& sel) {
   py::list steps;
   for (const tune::reuse::TuningStep& st : sel.steps) {
@@ -90,9 +82,9 @@ void bind_reuse(py::module_& m) {
         const std::vector<tune::reuse::ReuseOperator> all = describe_all(ops);
         tune::reuse::TrialEstimateParams params;
         if (full_search_trials > 0) params.full_search_trials = full_search_trials;
-        return selection_dict(
-            method == "topk" ? tune::reuse::select_top_k(all, k, params)
-                             : tune::reuse::select_reuse(all, method_from_name(method), params));
+        if (method == "topk") return selection_dict(tune::reuse::select_top_k(all, k, params));
+        return selection_dict(tune::reuse::select_reuse(
+            all, tune::reuse::selection_method_from_name(method), params));
       },
       py::arg("operators"), py::arg("method") = "greedy", py::arg("full_search_trials") = 0.0,
       py::arg("k") = 3,

@@ -84,7 +84,7 @@ void bind_tune_tasks(py::module_& m) {
       [](const std::vector<TaskTuple>& tasks, int trials, int trials_per_task,
          const std::string& scheduler, uint64_t seed, db::RecordsDB* records,
          const std::string& threads, bool fresh_model, py::object on_trial,
-         const py::object& runner, bool reuse) {
+         const py::object& runner, bool reuse, const std::string& reuse_selection) {
         std::vector<compiler::TaskSpec> specs;
         for (const TaskTuple& t : tasks) {
           compiler::TaskSpec s;
@@ -106,6 +106,7 @@ void bind_tune_tasks(py::module_& m) {
         req.on_trial = trial_callback(std::move(on_trial));
         req.runner = runner_from_arg(runner);
         req.reuse = reuse;
+        req.reuse_selection = tune::reuse::selection_method_from_name(reuse_selection);
         compiler::TuneTasksResult r;
         {
           py::gil_scoped_release release;
@@ -117,11 +118,15 @@ void bind_tune_tasks(py::module_& m) {
       py::arg("scheduler") = "gradient", py::arg("seed") = 0, py::arg("records") = nullptr,
       py::arg("threads") = "auto", py::arg("fresh_model") = false, py::arg("on_trial") = py::none(),
       py::arg("runner") = py::none(), py::arg("reuse") = false,
+      py::arg("reuse_selection") = "greedy",
       "Search mode over many kernels under the task scheduler (compiler/tune_tasks.h). `tasks`: "
       "(outputs, inputs, name, weight, constant input positions) per kernel; `trials`: "
       "measurements over all of them (0: `trials_per_task` per kernel searched, 0: the "
       "policy's); `reuse`: ETO's program reuse (kernels the reuse selection does not root are "
-      "tuned from another kernel's choice). Returns {tasks: [{name, weight, status, schedule, "
+      "tuned from another kernel's choice); `reuse_selection`: 'greedy' (ETO: Steiner tree with "
+      "one-hop bridges), 'exact' (the same, exact), 'arborescence' (no bridges) or 'topk' "
+      "(Selective Tuning: reused kernels try their group's 3 best programs). Returns {tasks: "
+      "[{name, weight, status, schedule, "
       "report, rounds, reused_from, reused_from_name, bridge}] (bridge operators after the given "
       "tasks), order, "
       "trials_after, objective, round_trials, "

@@ -12,6 +12,7 @@
 #include "runtime/verify.h"
 #include "tune/reuse/bridge_task.h"
 #include "tune/reuse/reuse_condition.h"
+#include "tune/reuse/selector.h"
 
 namespace tessera::tune::reuse {
 namespace {
@@ -85,6 +86,43 @@ TEST(ReuseBridgeTask, OperatorsThatDoNotLineUpGiveNoBridge) {
   Tensor w = ir::placeholder("W", dims({8, 4, 3, 3}));
   Task strided = Task::create({ops::conv2d(s, w, nullptr, {2, 2}, {1, 1})}, {s, w}, "s");
   EXPECT_FALSE(bridge_task(conv_task(4, 16, "a"), strided, "bridge"));
+}
+
+TEST(ReuseBridgeTask, BridgesOfEqualExtentsAreRebuiltFromTheirOwnKind) {
+  // Two 3x3 convolutions of stride 1 and two of stride 2 (ResNet-50's) whose bridges have equal
+  // extents ([1, 128, 14, 14, 128, 3, 3]) but are of different kinds: each bridge names the two
+  // operators it joins, and its task rebuilt from them is of their kind.
+  auto conv = [](int64_t c, int64_t size, int64_t stride, const std::string& name) {
+    Tensor x = ir::placeholder("X", dims({1, c, size, size}));
+    Tensor w = ir::placeholder("W", dims({c, c, 3, 3}));
+    return Task::create({ops::conv2d(x, w, nullptr, {stride, stride}, {1, 1})}, {x, w}, name);
+  };
+  const std::vector<Task> tasks = {conv(128, 28, 1, "s1_wide"), conv(128, 56, 2, "s2_wide"),
+                                   conv(256, 14, 1, "s1_deep"), conv(256, 28, 2, "s2_deep")};
+  std::vector<ReuseOperator> ops;
+  for (const Task& t : tasks) ops.push_back(describe_operator(t));
+  const std::vector<ReuseOperator> bridges = one_hop_bridges(ops);
+  ASSERT_EQ(bridges.size(), 2u);
+  EXPECT_EQ(bridges[0].extents, bridges[1].extents);
+  EXPECT_FALSE(same_kind(bridges[0], bridges[1]));
+  for (const ReuseOperator& b : bridges) {
+    ASSERT_EQ(b.joins.size(), 2u);
+    const ReuseOperator& a = ops[b.joins[0]];
+    EXPECT_TRUE(same_kind(a, b)) << b.name;
+    std::optional<Task> t = bridge_task(tasks[b.joins[0]], tasks[b.joins[1]], b.name);
+    ASSERT_TRUE(t) << b.name;
+    const ReuseOperator rebuilt = describe_operator(*t);
+    EXPECT_TRUE(can_reuse(rebuilt, a)) << b.name;
+    EXPECT_TRUE(can_reuse(rebuilt, ops[b.joins[1]])) << b.name;
+    EXPECT_EQ(rebuilt.extents, b.extents);
+  }
+  // The selection hands the joins on to its bridge steps.
+  const ReuseSelection sel = select_reuse(ops, SelectionMethod::kGreedyBridges);
+  for (const TuningStep& st : sel.steps) {
+    if (!st.bridge) continue;
+    ASSERT_EQ(st.joins.size(), 2u) << st.name;
+    EXPECT_TRUE(same_kind(ops[st.joins[0]], ops[st.joins[1]])) << st.name;
+  }
 }
 
 }  // namespace

@@ -244,5 +244,19 @@ TEST(ReuseSelection, TopKBaselineSearchesOneOperatorPerKind) {
   EXPECT_DOUBLE_EQ(s.total_trials, 2 * TrialEstimateParams{}.full_search_trials + 4 * 3);
 }
 
+TEST(ReuseSelection, MethodsByNameAndTopKThroughSelectReuse) {
+  EXPECT_EQ(selection_method_from_name("arborescence"), SelectionMethod::kArborescence);
+  EXPECT_EQ(selection_method_from_name("greedy"), SelectionMethod::kGreedyBridges);
+  EXPECT_EQ(selection_method_from_name("exact"), SelectionMethod::kExactBridges);
+  EXPECT_EQ(selection_method_from_name("topk"), SelectionMethod::kTopK);
+  EXPECT_THROW(selection_method_from_name("steiner"), tessera::Error);
+  // kTopK is select_top_k with Selective Tuning's K.
+  const std::vector<ReuseOperator> ops = bert();
+  EXPECT_EQ(select_reuse(ops, SelectionMethod::kTopK).describe(),
+            select_top_k(ops, kTopKPrograms).describe());
+  EXPECT_NE(select_reuse(ops, SelectionMethod::kTopK).describe(),
+            select_reuse(ops, SelectionMethod::kGreedyBridges).describe());
+}
+
 }  // namespace
 }  // namespace tessera::tune::reuse

@@ -67,6 +67,19 @@ TaskSpec gemm(const std::string& name, int64_t m, int64_t k, int64_t n, double w
   return TaskSpec{{ops::matmul(a, b)}, {a, b}, name, weight, {}};
 }
 
+// A reuse request measured by `runner`, from an empty cost model.
+TuneTasksRequest reuse_request(
+    std::shared_ptr<tune::Runner> runner, int trials_per_task,
+    tune::reuse::SelectionMethod selection = tune::reuse::SelectionMethod::kGreedyBridges) {
+  TuneTasksRequest req;
+  req.trials_per_task = trials_per_task;
+  req.fresh_model = true;
+  req.runner = std::move(runner);
+  req.reuse = true;
+  req.reuse_selection = selection;
+  return req;
+}
+
 TEST(SearchSession, ReportsEveryMeasurementAndChoosesByTheWinMargin) {
   TaskSpec spec = gemm("g", 128, 256, 128);
   tune::Task task = tune::Task::create(spec.outputs, spec.inputs, "g");
@@ -168,13 +181,9 @@ TEST(TuneTasks, ReuseSearchesTheSelectionsRootsAndTunesTheOthersFromThem) {
   // and measurements, verified), never by the (fake) search runner, and their choices are stored.
   auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
   db::RecordsDB records = db::RecordsDB::open(":memory:");
-  TuneTasksRequest req;
   // A full search costs more than a reuse edge's estimated trials only with a real budget.
-  req.trials_per_task = 256;
-  req.fresh_model = true;
-  req.runner = runner;
+  TuneTasksRequest req = reuse_request(runner, 256);
   req.records = &records;
-  req.reuse = true;
   const std::vector<TaskSpec> specs = {gemm("small", 128, 256, 128), gemm("mid", 128, 256, 256),
                                        gemm("big", 256, 256, 256)};
   TuneTasksResult r = tune_tasks(specs, req);
@@ -207,12 +216,8 @@ TEST(TuneTasks, ReuseTunesABridgeSoThatIncomparableTasksShareOneSearch) {
   // [M, N, K] = [256, 128, 256] and [128, 256, 256]: neither dominates the other, so without a
   // bridge both need a full search; through their bridge [128, 128, 256] one search serves both.
   auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
-  TuneTasksRequest req;
-  req.trials_per_task = 256;
-  req.fresh_model = true;
-  req.runner = runner;
-  req.reuse = true;
-  TuneTasksResult r = tune_tasks({gemm("tall", 256, 256, 128), gemm("wide", 128, 256, 256)}, req);
+  TuneTasksResult r = tune_tasks({gemm("tall", 256, 256, 128), gemm("wide", 128, 256, 256)},
+                                 reuse_request(runner, 256));
   ASSERT_EQ(r.tasks.size(), 3u);
   ASSERT_TRUE(r.tasks[2].bridge);
   EXPECT_FALSE(r.tasks[0].bridge || r.tasks[1].bridge);
@@ -242,17 +247,55 @@ TEST(TuneTasks, ReuseTunesABridgeSoThatIncomparableTasksShareOneSearch) {
   EXPECT_DOUBLE_EQ(r.tasks[2].weight, weight_through_bridge);
 }
 
+TEST(TuneTasks, ReuseWithoutBridgesSearchesIncomparableTasksApart) {
+  // The ablation of the test above: the arborescence has no bridge, so each of two incomparable
+  // GEMMs gets a full search and no bridge task joins.
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  // Each is searched whatever the budget: a small one.
+  TuneTasksResult r =
+      tune_tasks({gemm("tall", 256, 256, 128), gemm("wide", 128, 256, 256)},
+                 reuse_request(runner, 32, tune::reuse::SelectionMethod::kArborescence));
+  ASSERT_EQ(r.tasks.size(), 2u);
+  for (const TaskOutcome& o : r.tasks) {
+    EXPECT_EQ(o.status, "search") << o.name;
+    EXPECT_GT(runner->measured[o.name], 0) << o.name;
+  }
+  EXPECT_EQ(r.reuse_trials, 0);
+}
+
+TEST(TuneTasks, TopKTriesTheGroupsBestProgramsOnTheOtherMembers) {
+  // Selective Tuning's baseline: the group's largest GEMM is searched; each other member
+  // measures at most kTopKPrograms of its best programs (real builds, verified) and keeps one of
+  // them, whatever their extents (neither smaller GEMM is dominated-searched here).
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
+  TuneTasksResult r = tune_tasks(
+      {gemm("tall", 256, 256, 128), gemm("big", 256, 256, 256), gemm("wide", 128, 192, 256)},
+      reuse_request(runner, 64, tune::reuse::SelectionMethod::kTopK));
+  ASSERT_EQ(r.tasks.size(), 3u);
+  EXPECT_EQ(r.tasks[1].status, "search");
+  EXPECT_GT(runner->measured["big"], 0);
+  int tried = 0;
+  for (int i : {0, 2}) {
+    const TaskOutcome& o = r.tasks[i];
+    ASSERT_EQ(o.status, "reuse") << o.name << ": " << o.report.note;
+    EXPECT_EQ(o.reused_from, 1);
+    EXPECT_EQ(o.schedule.tuner, "topk");
+    EXPECT_GE(o.report.trials, 1);
+    EXPECT_LE(o.report.trials, tune::reuse::kTopKPrograms);
+    EXPECT_EQ(runner->measured.count(o.name), 0u) << o.name << " was searched";
+    tried += o.report.trials;
+  }
+  EXPECT_EQ(r.reuse_trials, tried);
+}
+
 TEST(TuneTasks, ReuseTakesProgramsStoredByAnotherModelFromTheRecords) {
   // A "base" model tuned first stores its choices; a "large" model whose kernels dominate the
   // base's is then tuned from those records (another model, as if in another process): no full
   // search at all.
   db::RecordsDB records = db::RecordsDB::open(":memory:");
-  TuneTasksRequest req;
-  req.trials_per_task = 16;
-  req.fresh_model = true;
+  TuneTasksRequest req =
+      reuse_request(std::make_shared<FakeRunner>(std::map<std::string, double>{}), 16);
   req.records = &records;
-  req.reuse = true;
-  req.runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
   tune_tasks({gemm("base_a", 128, 256, 128), gemm("base_b", 128, 128, 256)}, req);
   auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{});
   req.runner = runner;

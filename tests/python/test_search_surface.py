@@ -156,3 +156,17 @@ def test_tune_tasks_reports_reuse_and_the_reuse_option_is_validated():
     assert r["reuse_trials"] == 0
     (task,) = r["tasks"]
     assert task["status"] == "skipped" and task["reused_from"] == -1
+
+
+def test_tune_tasks_names_the_reuse_selection_and_rejects_unknown_ones():
+    import tessera
+    from tessera import _C
+    a = tessera.placeholder("A", [8, 8])
+    b = tessera.placeholder("B", [8, 8])
+    out = tessera.te_ops.matmul(a, b)
+    task = ([out], [a, b], "tiny", 1.0, [])
+    for method in ("greedy", "exact", "arborescence", "topk"):
+        r = _C.tune_tasks([task], trials_per_task=8, reuse=True, reuse_selection=method)
+        assert r["tasks"][0]["status"] == "skipped"
+    with pytest.raises(Exception, match="reuse selection must be"):
+        _C.tune_tasks([task], trials_per_task=8, reuse=True, reuse_selection="steiner")

@@ -112,6 +112,7 @@ std::vector<ReuseOperator> one_hop_bridges(const std::vector<ReuseOperator>& ops
     for (size_t j = i + 1; j < ops.size(); ++j) {
       if (!same_kind(ops[i], ops[j]) || can_reuse(ops[i], ops[j])) continue;
       ReuseOperator g = bridge_operator(ops[i], ops[j]);
+      g.joins = {static_cast<int>(i), static_cast<int>(j)};
       if (!known(g)) bridges.push_back(std::move(g));
     }
   }

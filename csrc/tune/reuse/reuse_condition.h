@@ -28,6 +28,9 @@ struct ReuseOperator {
   std::string sketch_set;
   std::vector<int64_t> extents;  // anchor stage: spatial extents, then reduce extents
   int num_spatial = 0;
+  // A one-hop bridge (one_hop_bridges): the positions in the operator list of the two operators
+  // whose position-wise minimum it is (their tasks rebuild it, bridge_task.h); empty otherwise.
+  std::vector<int> joins;
 
   // Iteration points of the anchor stage (|I(L)|), and of its reduce loops alone (|I(rL)|).
   double points() const;

@@ -18,6 +18,8 @@ SteinerTree solve(const ChoiceGraph& g, SelectionMethod method) {
       return greedy_steiner_tree(g);
     case SelectionMethod::kExactBridges:
       return exact_steiner_tree(g);
+    case SelectionMethod::kTopK:
+      break;  // select_reuse hands it to select_top_k
   }
   TESSERA_FAIL() << "reuse: unknown selection method";
 }
@@ -37,6 +39,7 @@ class StepOrder {
     s.name = g_.names[v];
     s.extents = nodes_[v - 1].extents;
     s.bridge = g_.is_bridge(v);
+    s.joins = nodes_[v - 1].joins;
     s.source = source;
     s.trials = edge_cost(parent, v);
     step_of_node_[v] = static_cast<int>(sel_.steps.size());
@@ -68,6 +71,15 @@ class StepOrder {
 
 }  // namespace
 
+SelectionMethod selection_method_from_name(const std::string& name) {
+  if (name == "arborescence") return SelectionMethod::kArborescence;
+  if (name == "greedy") return SelectionMethod::kGreedyBridges;
+  if (name == "exact") return SelectionMethod::kExactBridges;
+  TESSERA_CHECK(name == "topk") << "reuse selection must be 'arborescence', 'greedy', 'exact' or "
+                                << "'topk', got '" << name << "'";
+  return SelectionMethod::kTopK;
+}
+
 std::string ReuseSelection::describe() const {
   std::ostringstream os;
   os << "total " << total_trials << " trials, " << full_searches << " full searches\n";
@@ -88,6 +100,7 @@ std::string ReuseSelection::describe() const {
 
 ReuseSelection select_reuse(const std::vector<ReuseOperator>& ops, SelectionMethod method,
                             const TrialEstimateParams& params) {
+  if (method == SelectionMethod::kTopK) return select_top_k(ops, kTopKPrograms, params);
   const std::vector<ReuseOperator> bridges = method == SelectionMethod::kArborescence
                                                  ? std::vector<ReuseOperator>{}
                                                  : one_hop_bridges(ops);
@@ -116,7 +129,7 @@ ReuseSelection select_top_k(const std::vector<ReuseOperator>& ops, int k,
   sel.step_of_operator.assign(n, -1);
   auto add = [&](int i, int source, double trials) {
     sel.step_of_operator[i] = static_cast<int>(sel.steps.size());
-    sel.steps.push_back({ops[i].name, ops[i].extents, false, source, trials});
+    sel.steps.push_back({ops[i].name, ops[i].extents, false, source, trials, {}});
     sel.total_trials += trials;
     if (source < 0) ++sel.full_searches;
   };

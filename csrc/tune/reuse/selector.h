@@ -15,7 +15,14 @@ enum class SelectionMethod {
   kArborescence,   // no bridges: min arborescence of the choice graph
   kGreedyBridges,  // one-hop bridges, greedy Steiner tree (ETO's default)
   kExactBridges,   // one-hop bridges, exact Steiner tree by enumeration (small sets)
+  kTopK,           // Selective Tuning's baseline (select_top_k with kTopKPrograms), no reuse tuner
 };
+
+// The method named "arborescence", "greedy", "exact" or "topk"; throws tessera::Error otherwise.
+SelectionMethod selection_method_from_name(const std::string& name);
+
+// Selective Tuning's K: programs of a group's searched operator each other member tries.
+constexpr int kTopKPrograms = 3;
 
 // One operator to tune (an input operator or a bridge the selection uses).
 struct TuningStep {
@@ -24,6 +31,7 @@ struct TuningStep {
   bool bridge = false;
   int source = -1;    // index into ReuseSelection::steps of the program it reuses; -1: full search
   double trials = 0;  // estimated trials of this step
+  std::vector<int> joins;  // a bridge: the input operators it joins (ReuseOperator::joins)
 };
 
 struct ReuseSelection {
@@ -37,6 +45,7 @@ struct ReuseSelection {
   std::string describe() const;  // one line per step, for logs and test failures
 };
 
+// kTopK: select_top_k(ops, kTopKPrograms, params).
 ReuseSelection select_reuse(const std::vector<ReuseOperator>& ops, SelectionMethod method,
                             const TrialEstimateParams& params = {});
 
