@@ -45,7 +45,28 @@ class ScalarLoopFinder : public StmtVisitor {
   int in_vector_ = 0;         // enclosing vectorized loops
 };
 
+class VectorizedLoopFinder : public StmtVisitor {
+ public:
+  bool found = false;
+
+ protected:
+  void visit_for(const Stmt& s) override {
+    if (found) return;
+    if (s->for_kind == ForKind::kVectorized) {
+      found = true;
+      return;
+    }
+    StmtVisitor::visit_for(s);
+  }
+};
+
 }  // namespace
+
+bool contains_vectorized_loop(const Stmt& s) {
+  VectorizedLoopFinder finder;
+  finder.visit(s);
+  return finder.found;
+}
 
 bool has_scalar_inner_loops(const LoweredFunc& f) {
   ScalarLoopFinder finder;

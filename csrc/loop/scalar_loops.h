@@ -10,4 +10,8 @@ namespace tessera::loop {
 
 bool has_scalar_inner_loops(const LoweredFunc& f);
 
+// Does `s` hold a vectorized loop? Such code is in its final shape: the code generator keeps
+// LLVM's unroller and vectorisers off the loops around it.
+bool contains_vectorized_loop(const Stmt& s);
+
 }  // namespace tessera::loop

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "const_dims.h"
 #include "e2e_harness.h"
@@ -225,6 +226,41 @@ TEST(GensorConstruct, RulesRegisterTileVariantRoundsTheCacheTilesUp) {
   ks.stages = {*v};
   testing::check_graph({{c}, {a, b}}, ks, /*use_jit=*/true);
   EXPECT_FALSE(with_rules_register_tile(sp, *v).has_value());  // already the rules' tile
+}
+
+TEST(GensorConstruct, GrownRegisterTilesAddOneRowPerAxisWhileTheRegistersLast) {
+  // A 3x3 conv over 32 channels: the rules vectorise the output channels (2 vectors) and block
+  // 7 output columns; the variants grow the batch, row or column count by one.
+  Tensor x = ir::placeholder("X", dims({2, 32, 14, 14})),
+         w = ir::placeholder("W", dims({32, 32, 3, 3}));
+  Tensor y = ops::conv2d(x, w, nullptr, {1, 1}, {1, 1});
+  schedule::StagePlan plan = schedule::plan_stages({y}, {x, w});
+  const int conv = static_cast<int>(plan.stages.size()) - 1;
+  const schedule::Target target;  // 16 lanes, 32 vector registers
+  StageSpace sp = make_stage_space(plan, conv, target);
+  AnalyticModel model(synthetic_hw(), ModelOptions{});
+  ASSERT_EQ(sp.base.vector_axis, 1);
+  ASSERT_EQ(sp.base.tile_reg, (std::vector<int64_t>{1, 32, 1, 7}));
+  const std::vector<schedule::StageAnnotation> grown =
+      with_grown_register_tiles(sp, model, sp.base);
+  std::set<std::vector<int64_t>> tiles;
+  for (const schedule::StageAnnotation& g : grown) {
+    tiles.insert(g.tile_reg);
+    EXPECT_TRUE(model.register_tile_fits(sp, g.tile_reg));
+    for (int a = 0; a < 4; ++a) EXPECT_EQ(g.tile_outer[a] % g.tile_reg[a], 0) << a;
+  }
+  EXPECT_EQ(tiles, (std::set<std::vector<int64_t>>{{2, 32, 1, 7}, {1, 32, 2, 7}, {1, 32, 1, 8}}));
+  // 32 channels x 2 rows x 7 columns: 28 accumulators + 2 weight vectors + a broadcast fill the
+  // file (31 of 32, one spare), so nothing grows from there.
+  schedule::StageAnnotation two_rows = sp.base;
+  two_rows.tile_reg = {1, 32, 2, 7};
+  EXPECT_TRUE(with_grown_register_tiles(sp, model, two_rows).empty());
+  // Each variant computes the conv.
+  for (const schedule::StageAnnotation& g : grown) {
+    schedule::KernelSchedule ks = schedule::default_schedule(plan, target);
+    ks.stages[conv] = g;
+    testing::check_graph({{y}, {x, w}}, ks, /*use_jit=*/true);
+  }
 }
 
 TEST(GensorConstruct, PickDiverseCapsCacheTilingsAndRegisterTiles) {

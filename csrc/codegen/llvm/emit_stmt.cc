@@ -5,6 +5,7 @@
 
 #include "codegen/llvm/emitter.h"
 #include "ir/buffer.h"
+#include "loop/scalar_loops.h"
 #include "util/check.h"
 
 namespace tessera::codegen::detail {
@@ -240,8 +241,30 @@ void Emitter::emit_serial_loop(const ir::Var& var, bool nonneg, const Stmt& body
   llvm::Value* next = b_.CreateAdd(iv, llvm::ConstantInt::get(it, 1), "", /*HasNUW=*/true,
                                    /*HasNSW=*/true);
   iv->addIncoming(next, b_.GetInsertBlock());
-  b_.CreateCondBr(b_.CreateICmpSLT(next, extent), body_bb, exit_bb);
+  llvm::BranchInst* latch = b_.CreateCondBr(b_.CreateICmpSLT(next, extent), body_bb, exit_bb);
+  if (loop::contains_vectorized_loop(body))
+    latch->setMetadata(llvm::LLVMContext::MD_loop, shaped_loop_metadata());
   b_.SetInsertPoint(exit_bb);
+}
+
+llvm::MDNode* Emitter::shaped_loop_metadata() {
+  // A loop around vector code Tessera shaped already (register tiles unrolled in loop IR, lanes
+  // vectorized): LLVM's unroller and vectorisers stay off it even where a scalar loop elsewhere
+  // in the module turns its loop passes on (compile.cc). Unrolled, a conv's 3-wide window loop
+  // around a 28-accumulator tile let the scheduler hoist its broadcasts and spill.
+  llvm::Metadata* no_vectorize[] = {
+      llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+      llvm::ConstantAsMetadata::get(llvm::ConstantInt::getFalse(ctx_))};
+  llvm::Metadata* no_interleave[] = {
+      llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
+      llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx_), 1))};
+  llvm::Metadata* ops[] = {
+      nullptr, llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, "llvm.loop.unroll.disable")),
+      llvm::MDNode::get(ctx_, no_vectorize), llvm::MDNode::get(ctx_, no_interleave)};
+  // A loop ID is distinct and refers to itself.
+  llvm::MDNode* id = llvm::MDNode::getDistinct(ctx_, ops);
+  id->replaceOperandWith(0, id);
+  return id;
 }
 
 void Emitter::emit_vectorized_for(const Stmt& s, llvm::Value* lo, int64_t lanes) {

@@ -155,6 +155,8 @@ class Emitter {
   void emit_let(const Stmt& s);
   void emit_if(const Stmt& s);
   void emit_for(const Stmt& s);
+  // Loop metadata that keeps LLVM's unroller and vectorisers off a loop (a fresh loop ID).
+  llvm::MDNode* shaped_loop_metadata();
   // Runs `body` for `var` in [lo, lo + extent); `nonneg`: lo is known to be >= 0.
   void emit_serial_loop(const ir::Var& var, bool nonneg, const Stmt& body, llvm::Value* lo,
                         llvm::Value* extent);

@@ -27,6 +27,21 @@ bool packs_only_contiguous_operands(const StageSpace& sp, const schedule::StageA
   return true;
 }
 
+// `ann` with register tile `reg_tile`, its cache tiles rounded up to multiples of it (capped at
+// the extent rounded up) and its inner reduction unrolled to match.
+schedule::StageAnnotation with_register_tile(const StageSpace& sp,
+                                             const schedule::StageAnnotation& ann,
+                                             const std::vector<int64_t>& reg_tile) {
+  schedule::StageAnnotation v = ann;
+  v.tile_reg = reg_tile;
+  for (int a = 0; a < sp.num_spatial; ++a) {
+    const int64_t reg = v.tile_reg[a];
+    v.tile_outer[a] = std::min(round_up(ann.tile_outer[a], reg), round_up(sp.extents[a], reg));
+  }
+  schedule::unroll_inner_reduce(v);
+  return v;
+}
+
 }  // namespace
 
 std::vector<size_t> pick_diverse(const std::vector<RankedAnnotation>& ranked, size_t k,
@@ -78,14 +93,21 @@ std::optional<schedule::StageAnnotation> with_rules_register_tile(
     return std::nullopt;
   }
   schedule::StageAnnotation v = ann;
-  v.tile_reg = rules.tile_reg;
   v.vector_width = rules.vector_width;
-  for (int a = 0; a < n; ++a) {
-    const int64_t reg = v.tile_reg[a];
-    v.tile_outer[a] = std::min(round_up(ann.tile_outer[a], reg), round_up(sp.extents[a], reg));
+  return with_register_tile(sp, v, rules.tile_reg);
+}
+
+std::vector<schedule::StageAnnotation> with_grown_register_tiles(
+    const StageSpace& sp, const AnalyticModel& model, const schedule::StageAnnotation& ann) {
+  std::vector<schedule::StageAnnotation> out;
+  if (sp.cross_lane() || ann.vector_axis != sp.vector_axis) return out;
+  for (int a = 0; a < sp.num_spatial; ++a) {
+    if (a == ann.vector_axis || ann.tile_reg[a] >= sp.extents[a]) continue;
+    std::vector<int64_t> grown = ann.tile_reg;
+    ++grown[a];
+    if (model.register_tile_fits(sp, grown)) out.push_back(with_register_tile(sp, ann, grown));
   }
-  schedule::unroll_inner_reduce(v);
-  return v;
+  return out;
 }
 
 std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
@@ -142,6 +164,10 @@ std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticMod
     tilings.push_back(to_annotation(sp, s));
     std::optional<schedule::StageAnnotation> v = with_rules_register_tile(sp, tilings.back());
     if (v) tilings.push_back(*v);
+  }
+  for (size_t i = 0, walked = tilings.size(); i < walked; ++i) {
+    for (schedule::StageAnnotation& g : with_grown_register_tiles(sp, model, tilings[i]))
+      tilings.push_back(std::move(g));
   }
   for (const schedule::StageAnnotation& ann : tilings) {
     add(ann);

@@ -100,6 +100,13 @@ std::vector<RankedAnnotation> rank_stage(const StageSpace& sp, const AnalyticMod
 // rank_stage adds these.
 std::optional<schedule::StageAnnotation> with_rules_register_tile(
     const StageSpace& sp, const schedule::StageAnnotation& ann);
+// `ann` with its register tile one row larger, along each non-vector axis where the larger tile
+// still fits the register file; cache tiles rounded up as above. The walk's register steps are
+// its last and fewest, and the rules size one row axis only, so a larger micro-kernel the model
+// ranks first can go unvisited (ResNet's 3x3 256-channel conv at 14x14: 32 channels x 2 rows x
+// 7 columns was never reached; the rules' 32 x 7 ran 10-15% slower). rank_stage adds these.
+std::vector<schedule::StageAnnotation> with_grown_register_tiles(
+    const StageSpace& sp, const AnalyticModel& model, const schedule::StageAnnotation& ann);
 // `ann` with the whole reduction in one reduce tile (the reused panel stays in L2, the other
 // operands stream) and its innermost S1 axis's cache tile 1, 2, 4 and 8 times as long (capped at
 // the extent); empty when `ann` already covers the reduction. rank_stage adds these.

@@ -27,8 +27,8 @@ int memory_level_of(int etir_level) {
 // One parallel loop's dispatch and join on the host's thread team.
 constexpr double kDispatchMs = 0.004;
 
-// Vector registers kept free for temporaries (addresses live in general registers).
-constexpr int kSpareRegisters = 2;
+// Vector registers kept free for temporaries (addresses live in general registers): one.
+constexpr int kSpareRegisters = 1;
 
 // Does tensor t's region grow along iterator `iter`?
 bool varies_along(const cost::AccessRegions& ar, size_t t, int iter) {
@@ -280,31 +280,30 @@ int AnalyticModel::registers_needed(const StageSpace& sp, const EtirState& s) co
     double v = accumulators(sp, s);
     return static_cast<int>(v * (1 + deps));
   }
-  std::vector<int64_t> tile = level_tile(sp, s, kReg);
+  return registers_for_tile(sp, level_tile(sp, s, kReg));
+}
+
+int AnalyticModel::registers_for_tile(const StageSpace& sp,
+                                      const std::vector<int64_t>& reg_tile) const {
+  const auto& tensors = sp.regions->tensors();
+  std::vector<int64_t> tile(sp.num_iters(), 1);  // reduce axes: one step per register tile
+  for (int a = 0; a < sp.num_spatial; ++a) tile[a] = reg_tile[a];
   int vw = sp.vector_axis >= 0 ? vector_width_for(tile[sp.vector_axis], sp.lanes) : 1;
-  double regs = 0, acc = 0;
-  std::vector<double> broadcasts;
+  double regs = 0;
+  bool broadcasts = false;
   for (size_t t = 0; t < tensors.size(); ++t) {
     if (tensors[t].epilogue) continue;
-    double elems = product(sp.regions->region_shape(t, tile));
-    if (tensors[t].is_output) {
-      acc += std::ceil(elems / vw);  // accumulators
-    } else if (sp.vector_dependent[t]) {
-      regs += std::ceil(elems / vw);  // operand vectors live across the register tile
+    if (tensors[t].is_output || sp.vector_dependent[t]) {
+      // Accumulators, and operand vectors live across the register tile.
+      regs += std::ceil(product(sp.regions->region_shape(t, tile)) / vw);
     } else {
-      broadcasts.push_back(elems);
+      broadcasts = true;
     }
   }
-  // Broadcasts in flight: enough to keep latency x ports FMAs issuing, fewer when each feeds many
-  // accumulator vectors. Measured with 2 vector columns (each broadcast feeds 2 FMAs, 4 live):
-  // 13 rows (26 + 2 + 4 = 32 registers) run 40% slower than 12 (30); with 4 columns (2 live),
-  // 6 rows (24 + 4 + 2 = 30) run without spills and are the fastest GEMM 2048 tile measured.
-  const double in_flight = hw_.fma_latency_cycles * hw_.fma_ports;
-  for (double elems : broadcasts) {
-    const double uses = std::max(1.0, acc / elems);
-    regs += std::min(elems, std::ceil(in_flight / uses));
-  }
-  return static_cast<int>(regs + acc);
+  // Broadcasts take one register, whatever the register tile: out-of-order cores rename it, so
+  // a broadcast in flight needs no architectural register of its own (LLVM reuses one zmm for
+  // every broadcast of a 32-channel x 2-row x 7-column conv tile, and spills nothing).
+  return static_cast<int>(regs + (broadcasts ? 1 : 0));
 }
 
 bool AnalyticModel::feasible(const StageSpace& sp, const EtirState& s) const {
@@ -316,18 +315,24 @@ bool AnalyticModel::feasible(const StageSpace& sp, const EtirState& s) const {
     return false;
   }
   if (s.level >= kReg) {
-    if (registers_needed(sp, s) > hw_.num_vector_registers - kSpareRegisters) return false;
     if (!sp.cross_lane()) {
-      double points = 1;
-      for (int a = 0; a < sp.num_spatial; ++a)
-        points *= static_cast<double>(effective_reg_tile(sp, s, a));
-      if (points > 1024) return false;  // the lowering unrolls the register tile fully
+      if (!register_tile_fits(sp, level_tile(sp, s, kReg))) return false;
+    } else if (registers_needed(sp, s) > hw_.num_vector_registers - kSpareRegisters) {
+      return false;
     } else if (sp.num_reduce > 0) {
       if (sp.lanes * s.vthread.back() > std::max<int64_t>(sp.lanes, sp.extents.back()))
         return false;
     }
   }
   return true;
+}
+
+bool AnalyticModel::register_tile_fits(const StageSpace& sp,
+                                       const std::vector<int64_t>& reg_tile) const {
+  double points = 1;
+  for (int a = 0; a < sp.num_spatial; ++a) points *= static_cast<double>(reg_tile[a]);
+  if (points > 1024) return false;  // the lowering unrolls the register tile fully
+  return registers_for_tile(sp, reg_tile) <= hw_.num_vector_registers - kSpareRegisters;
 }
 
 double AnalyticModel::parallel_efficiency(const StageSpace& sp, const EtirState& s) const {

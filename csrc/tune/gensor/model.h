@@ -68,6 +68,10 @@ class AnalyticModel {
   double traffic(const StageSpace& sp, const EtirState& s, int level) const;    // Q, bytes
   // Vector registers the register tile needs (accumulators + operand vectors + a broadcast).
   int registers_needed(const StageSpace& sp, const EtirState& s) const;
+  // The same for a register tile given by its spatial extents (not for cross-lane stages), and
+  // whether that tile fits the register file (with spares) and the lowering's unroll limit.
+  int registers_for_tile(const StageSpace& sp, const std::vector<int64_t>& reg_tile) const;
+  bool register_tile_fits(const StageSpace& sp, const std::vector<int64_t>& reg_tile) const;
   // Independent accumulator chains of the register tile.
   double accumulators(const StageSpace& sp, const EtirState& s) const;
   // Capacity check of every level reached so far.
