@@ -1,12 +1,17 @@
 #include "layout/layout_tuner.h"
 
 #include <algorithm>
+#include <deque>
+#include <limits>
+#include <memory>
 #include <set>
 
 #include "db/record.h"
 #include "db/workload_key.h"
 #include "ir/tensor.h"
 #include "layout/propagate.h"
+#include "runtime/paired_timing.h"
+#include "schedule/tuning_policy.h"
 #include "tune/common.h"
 #include "tune/gensor/construct.h"
 #include "util/check.h"
@@ -62,8 +67,10 @@ LoopRun tune_loops(const tune::Task& task, int measurements, uint64_t seed) {
 
 // The loop stage: the next `rest` candidates of the same ranking (construct mode with the
 // layout stage's seed, predicted only) that the layout stage did not measure, measured in one
-// batch. Continuing the ranking, rather than drawing a new one, keeps a layout whose loops the
-// layout stage already explored from spending the rest on candidates it ranked lower.
+// batch with the layout stage's best, which is timed again there (not counted as measured): the
+// best is chosen within one batch, not against a time taken seconds earlier. Continuing the
+// ranking, rather than drawing a new one, keeps a layout whose loops the layout stage already
+// explored from spending the rest on candidates it ranked lower.
 void continue_loops(const tune::Task& task, int rest, uint64_t seed, LoopRun* run) {
   tune::gensor::ConstructOptions opts = tune::gensor::policy_construct_options(seed);
   opts.predict_only = true;
@@ -77,9 +84,63 @@ void continue_loops(const tune::Task& task, int rest, uint64_t seed, LoopRun* ru
     }
   }
   if (fresh.empty()) return;
+  fresh.insert(fresh.begin(), run->schedule);
   tune::CandidateMeasurer measurer(task, opts.measure);
   const std::vector<tune::CandidateResult> results = measurer.measure_all(fresh);
-  for (size_t i = 0; i < fresh.size(); ++i) keep_if_better(fresh[i], results[i], run);
+  if (results.front().ok) {  // the incumbent's time from this batch
+    run->best_ms = results.front().median_ms;
+    run->kernel = results.front().kernel;
+  }
+  for (size_t i = 1; i < fresh.size(); ++i) keep_if_better(fresh[i], results[i], run);
+}
+
+// The race: how many of the layout stage's best layouts are re-timed together, and how (longer
+// rounds than a tuning batch's, every round run).
+constexpr size_t kRaceLayouts = 3;
+constexpr int kRaceRounds = 7;
+constexpr double kRaceRoundMs = 10;
+
+// One tuned layout of the layout stage.
+struct TunedLayout {
+  size_t trial;  // index in LayoutTuneResult::trials
+  Relaid dag;
+  tune::Task task;
+  LoopRun run;
+};
+
+// Re-times the best kernels of up to kRaceLayouts layouts (by layout-stage time) in one paired
+// batch, the layout stage's best as the incumbent, and returns the index in `tuned` of the
+// layout to keep: a challenger replaces the incumbent only by the tuning policy's win margin.
+size_t race_layouts(const std::deque<TunedLayout>& tuned, LayoutTuneResult* res) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tuned.size(); ++i) {
+    if (tuned[i].run.kernel) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return tuned[a].run.best_ms < tuned[b].run.best_ms; });
+  if (order.size() > kRaceLayouts) order.resize(kRaceLayouts);
+  if (order.size() < 2) return order.empty() ? 0 : order.front();
+  std::vector<std::unique_ptr<tune::CandidateMeasurer>> measurers;
+  std::vector<std::function<void()>> calls;
+  for (size_t i : order) {
+    measurers.push_back(std::make_unique<tune::CandidateMeasurer>(tuned[i].task));
+    calls.push_back(measurers.back()->runner(tuned[i].run.kernel));
+  }
+  runtime::PairedTimingOptions opts;
+  opts.rounds = opts.min_rounds = kRaceRounds;
+  opts.round_ms = kRaceRoundMs;
+  opts.budget_ms = std::numeric_limits<double>::infinity();
+  const std::vector<std::function<void()>> challengers(calls.begin() + 1, calls.end());
+  const runtime::PairedTiming timing = runtime::time_paired(calls.front(), challengers, opts);
+  if (!timing.reference_ok) return order.front();
+  const auto name_of = [&](size_t i) { return res->trials[tuned[i].trial].candidate.name; };
+  res->race.push_back({name_of(order.front()), 1.0});
+  for (size_t c = 0; c < challengers.size(); ++c) {
+    res->race.push_back({name_of(order[c + 1]),
+                         timing.ok[c] ? timing.ratio[c] : std::numeric_limits<double>::infinity()});
+  }
+  const int winner = runtime::paired_winner(timing, schedule::tuning_policy().win_margin);
+  return winner < 0 ? order.front() : order[static_cast<size_t>(winner) + 1];
 }
 
 // Where ALT's choices are stored: the workload with its boundary layouts free, on this target.
@@ -157,23 +218,17 @@ LayoutTuneResult tune_layouts(const std::vector<ir::Tensor>& outputs,
                               const LayoutTuneOptions& options) {
   if (std::optional<LayoutTuneResult> stored = replay(outputs, inputs, options)) return *stored;
   LayoutTuneResult res;
-  int best = -1;
-  Relaid best_dag;
-  LoopRun best_run;
-  std::optional<tune::Task> best_task;
+  std::deque<TunedLayout> tuned;  // stable addresses: the race's measurers refer to the tasks
   for (const LayoutCandidate& c : candidates) {
     LayoutTrial trial{c, -1, 0, ""};
     try {
       Relaid dag = relaid_dag(outputs, inputs, c);
       tune::Task task = task_for(dag, options);
-      const LoopRun run = tune_loops(task, options.per_layout, options.seed);
+      LoopRun run = tune_loops(task, options.per_layout, options.seed);
       trial.best_ms = run.best_ms;
       trial.measured = run.measured;
-      if (run.best_ms > 0 && (best < 0 || run.best_ms < best_run.best_ms)) {
-        best = static_cast<int>(res.trials.size());
-        best_dag = dag;
-        best_run = run;
-        best_task = task;
+      if (run.best_ms > 0) {
+        tuned.push_back({res.trials.size(), std::move(dag), std::move(task), std::move(run)});
       }
     } catch (const std::exception& e) {
       trial.error = e.what();
@@ -181,12 +236,15 @@ LayoutTuneResult tune_layouts(const std::vector<ir::Tensor>& outputs,
     res.layout_stage_measured += trial.measured;
     res.trials.push_back(trial);
   }
-  TESSERA_CHECK(best >= 0) << "layout tuning: no candidate layout could be tuned";
-  res.chosen = res.trials[static_cast<size_t>(best)].candidate;
+  TESSERA_CHECK(!tuned.empty()) << "layout tuning: no candidate layout could be tuned";
+  TunedLayout& best = tuned[race_layouts(tuned, &res)];
+  res.chosen = res.trials[best.trial].candidate;
+  LoopRun& best_run = best.run;
+  const Relaid& best_dag = best.dag;
   const int rest = options.budget - res.layout_stage_measured;
   if (rest > 0) {
     const int before = best_run.measured;
-    continue_loops(*best_task, rest, options.seed, &best_run);
+    continue_loops(best.task, rest, options.seed, &best_run);
     res.loop_stage_measured = best_run.measured - before;
   }
   finish(outputs, best_dag, best_run.schedule, best_run.kernel, best_run.best_ms, options, &res);

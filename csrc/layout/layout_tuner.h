@@ -2,7 +2,9 @@
 // Joint tuning of layouts and loops (ALT), in two stages over one budget of measured candidates:
 //   layout stage: every candidate layout assignment (templates.h, propagated) gets a short loop
 //                 tuning (construct mode, `per_layout` measurements) and is scored by its best
-//                 measured time;
+//                 measured time; the best few layouts' kernels are then timed again together,
+//                 in one paired batch (the race), since each layout's time came from its own
+//                 batch, seconds apart on a machine whose speed drifts;
 //   loop stage:   the best assignment gets the rest of the budget: the next candidates of the
 //                 same construct-mode ranking that the layout stage did not measure; the best
 //                 of all its measured candidates is kept.
@@ -38,6 +40,12 @@ struct LayoutTrial {
   std::string error;  // why the layout could not be tuned (empty: it was)
 };
 
+// One layout in the race: its layout-stage best kernel, re-timed beside the others.
+struct LayoutRaceEntry {
+  std::string candidate;
+  double ratio = 0;  // race time over the incumbent's (the layout stage's best); +inf: failed
+};
+
 struct LayoutTuneResult {
   LayoutCandidate chosen;
   Relaid relaid;  // the DAG in the chosen layouts (what `kernel` computes)
@@ -47,6 +55,8 @@ struct LayoutTuneResult {
   schedule::KernelSchedule schedule;
   double best_ms = -1;
   std::vector<LayoutTrial> trials;  // layout stage, in candidate order
+  // The race, the incumbent first (ratio 1); empty when fewer than two layouts were tuned.
+  std::vector<LayoutRaceEntry> race;
   // The budget split: measurements spent per stage.
   int layout_stage_measured = 0;
   int loop_stage_measured = 0;

@@ -46,6 +46,9 @@ py::dict result_dict(const layout::LayoutTuneResult& r) {
   d["schedule"] = r.schedule;
   d["best_ms"] = r.best_ms;
   d["trials"] = trials;
+  py::list race;  // (layout, race time over the incumbent's), the incumbent first
+  for (const layout::LayoutRaceEntry& e : r.race) race.append(py::make_tuple(e.candidate, e.ratio));
+  d["race"] = race;
   d["layout_stage_measured"] = r.layout_stage_measured;
   d["loop_stage_measured"] = r.loop_stage_measured;
   d["from_records"] = r.from_records;

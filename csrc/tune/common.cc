@@ -222,6 +222,13 @@ std::shared_ptr<const KernelArgs> CandidateMeasurer::args_for(
   return args;
 }
 
+std::function<void()> CandidateMeasurer::runner(
+    std::shared_ptr<const compiler::BuiltKernel> kernel) {
+  prepare();
+  std::shared_ptr<const KernelArgs> args = args_for(*kernel, outputs_);
+  return [this, kernel, args] { run(*kernel, args.get()); };
+}
+
 void CandidateMeasurer::run(const compiler::BuiltKernel& k, const KernelArgs* args) {
   k.run(args != nullptr ? args->ptrs : ptrs_, size_values_);
 }

@@ -188,6 +188,11 @@ class CandidateMeasurer {
   // Threads building candidates from now on (MeasureConfig::build_threads).
   void set_build_threads(int n) { config_.build_threads = n; }
 
+  // A call of `kernel` (built for this task, verified) on the measurer's inputs, its prepacked
+  // inputs packed now: for timing it beside kernels of other tasks (the layout tuner's race).
+  // The measurer must outlive the call.
+  std::function<void()> runner(std::shared_ptr<const compiler::BuiltKernel> kernel);
+
   int num_measured() const { return num_measured_; }
   // The default-schedule kernel outputs are checked against (built on first use).
   std::shared_ptr<const compiler::BuiltKernel> reference_kernel();

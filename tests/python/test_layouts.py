@@ -60,6 +60,9 @@ def test_joint_tuner_choice_matches_eager(groups):
     assert names[0] == "fixed" and len(names) >= 3
     r = _C.layout.tune([Y], [X, W], budget=8, per_layout=1, weights=["W"])
     assert r["layout_stage_measured"] + r["loop_stage_measured"] <= 8
+    # The race re-timed the layout stage's fastest layouts together, the incumbent first.
+    assert 2 <= len(r["race"]) <= 3 and r["race"][0][1] == 1.0
+    assert r["chosen"] in [name for name, _ in r["race"]]
     assert r["schedule"].dump().count("layouts") == (1 if r["layouts"] else 0)
     x, w = torch.randn(1, 32, 10, 10), torch.randn(32, 32 // groups, 3, 3)
     lay = r["layouts"]
