@@ -112,7 +112,9 @@ build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 	@$(MAKE) --no-print-directory install
 
-install:
+# Needs the Python packages (wheel, pybind11, torch) the editable install builds with; the C++
+# build it links comes from `make build`.
+install: python-deps
 	@where=$$($(PYTHON) -c "import importlib.util as u; s = u.find_spec('tessera'); \
 		print(s.origin if s else '')" 2>/dev/null || true); \
 	if [ "$$where" != "$(CURDIR)/torch_backend/tessera/__init__.py" ]; then \

@@ -87,7 +87,7 @@ void bind_reuse(py::module_& m) {
             all, tune::reuse::selection_method_from_name(method), params));
       },
       py::arg("operators"), py::arg("method") = "greedy", py::arg("full_search_trials") = 0.0,
-      py::arg("k") = 3,
+      py::arg("k") = tune::reuse::kTopKPrograms,
       "ETO's reuse pair selection over `operators` ((outputs, inputs, name) each): method "
       "'arborescence' (no bridges), 'greedy' or 'exact' (one-hop bridges, Steiner tree), or "
       "'topk' (Selective Tuning's baseline, k programs); full_search_trials: a full search's "
