@@ -5,9 +5,10 @@
 //                 measured time; the best few layouts' kernels are then timed again together,
 //                 in one paired batch (the race), since each layout's time came from its own
 //                 batch, seconds apart on a machine whose speed drifts;
-//   loop stage:   the best assignment gets the rest of the budget: the next candidates of the
-//                 same construct-mode ranking that the layout stage did not measure; the best
-//                 of all its measured candidates is kept.
+//   loop stage:   the race's winner gets the rest of the budget: the next candidates of the
+//                 same construct-mode ranking that the layout stage did not measure, timed in
+//                 one batch with the layout stage's best for that layout; the batch's best is
+//                 kept.
 // The chosen schedule carries its layouts (KernelSchedule::layouts, propagated ones included) and
 // the tuner name "alt:<candidate>". Every measured candidate is verified against the rules'
 // schedule of the same relaid DAG (the construct tuner's check), and relaid DAGs compute the same
