@@ -307,15 +307,8 @@ TEST(LlvmCodegen, GemmMicroKernelRegisterTile) {
   ASSERT_NE(asm_text.find("# %bb"), std::string::npos) << "assembly listing without comments";
   EXPECT_EQ(vector_spills(asm_text), "");
   EXPECT_EQ(k->llvm_ir().find("alloca"), std::string::npos) << "register tile not promoted";
-  {
-    size_t fmas = 0;
-    for (size_t p = asm_text.find("vfmadd"); p != std::string::npos;
-         p = asm_text.find("vfmadd", p + 1)) {
-      ++fmas;
-    }
-    EXPECT_GE(fmas, static_cast<size_t>(t.rows * t.vectors))
-        << "expected " << t.rows * t.vectors << " vector FMAs per k step";
-  }
+  EXPECT_GE(count_of(asm_text, "vfmadd"), static_cast<size_t>(t.rows * t.vectors))
+      << "expected " << t.rows * t.vectors << " vector FMAs per k step";
   int64_t m = 12, n = 128, kk = 37;
   auto a = random_floats(m * kk, 9), b = random_floats(kk * n, 10), c = random_floats(m * n, 11);
   std::vector<double> want(m * n);

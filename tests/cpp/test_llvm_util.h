@@ -55,6 +55,13 @@ inline LoweredFunc make_func(const std::string& name, std::vector<Buffer> args,
   return f;
 }
 
+// Occurrences of `what` in `text` (instructions in an assembly listing, say).
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 inline void call(const CompiledKernel& k, std::vector<void*> buffers, std::vector<int64_t> sizes) {
   k(buffers.data(), sizes.data());
 }

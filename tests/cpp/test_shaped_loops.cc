@@ -13,15 +13,12 @@
 #include "schedule/annotation.h"
 #include "schedule/lower.h"
 #include "schedule/stage_plan.h"
+#include "test_llvm_util.h"
 
 namespace tessera {
 namespace {
 
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
+using codegen::llvm_test::count_of;
 
 // A 3x3 convolution over 32 channels, padded by a scalar stage (no vector axis), its own stage a
 // 2-vector x 2-row x 7-column register tile: 28 FMAs per step of the (channel, ky, kx) window.
