@@ -24,8 +24,8 @@ and a tiled output N.H/4.W/8.O/16.4.8.16 reading an unfolded input (tiles of 4x8
 stride-2 window's rows 2*(4-1)+7 = 13 and columns 2*(8-1)+7 = 21 per tile).
 
 --models resnet18 mobilenet_v2: the whole model compiled by the torch.compile backend with and
-without options layouts=True (convolution activations NHWC, propagated through the graph:
-backend/activation_layout.py), timed side by side (without as the reference), and the share of
+without options layouts=True (each convolution's activations NHWC or NCHW by measurement,
+propagated through the graph: backend/activation_layout.py), timed side by side (without as the reference), and the share of
 the ALT compile's CPU time spent in copies (layout conversions) by the profiler. The graph level
 applies the NHWC family only; the blocked layouts the per-operator tuner may choose are not
 propagated between partitions yet.

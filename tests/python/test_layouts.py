@@ -92,7 +92,8 @@ class _Block(torch.nn.Module):
         return self.fc(y.flatten(1)), y
 
 
-def test_graph_layouts_store_conv_activations_nhwc_and_keep_results(monkeypatch):
+def _compile_block(monkeypatch, force=None):
+    """(candidates for NHWC, results of the compiled _Block and of eager, explain's text)."""
     from tessera.backend import plan
     chosen = []
     original = plan.channels_last_activations
@@ -105,6 +106,8 @@ def test_graph_layouts_store_conv_activations_nhwc_and_keep_results(monkeypatch)
         assert chosen[-1] == len(nodes)
         return new, nodes
     monkeypatch.setattr(plan, "channels_last_activations", spy)
+    if force:
+        monkeypatch.setenv("TESSERA_FORCE_CHOICE", force)
     torch.manual_seed(0)
     model = _Block().eval()
     x = torch.randn(2, 8, 8, 8)
@@ -117,14 +120,37 @@ def test_graph_layouts_store_conv_activations_nhwc_and_keep_results(monkeypatch)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
         assert g.stride() == w.stride()  # graph outputs keep eager's strides
+    text = str(tessera.explain(f))
+    torch._dynamo.reset()
+    return chosen, text
+
+
+def test_graph_layouts_store_conv_activations_nhwc_and_keep_results(monkeypatch):
+    chosen, text = _compile_block(monkeypatch, force="tessera:nhwc")
     # conv1, bn, relu, conv2, add, relu at least; the pooled output is a graph output (kept).
     assert chosen and chosen[0] >= 4
-    assert f"{chosen[0]} activations stored NHWC" in str(tessera.explain(f))
-    torch._dynamo.reset()
+    assert f"{chosen[0]} activations stored NHWC" in text
+    model, x = _Block().eval(), torch.randn(2, 8, 8, 8)
     chosen.clear()
     with torch.no_grad():
         torch.compile(model, backend="tessera")(x)
     assert not chosen  # off by default
+
+
+def test_each_convolution_measures_both_layouts_and_later_values_follow(monkeypatch):
+    from tessera.backend import anchor as anchor_choice
+    # Both convolutions' partitions kept NCHW: nothing computed from them is stored NHWC.
+    chosen, text = _compile_block(monkeypatch, force="tessera:nchw")
+    assert chosen and chosen[0] >= 4 and "stored NHWC" not in text
+    assert text.count("tessera:nchw") == 2, text
+    # Measured: each convolution's partition times its fused kernel in both layouts.
+    monkeypatch.delenv("TESSERA_FORCE_CHOICE")
+    anchor_choice.clear_decisions()
+    chosen, text = _compile_block(monkeypatch)
+    conv_rows = [r for r in text.splitlines() if "convolution" in r]
+    assert len(conv_rows) == 2, text
+    for row in conv_rows:
+        assert "tessera:nhwc" in row and "tessera:nchw" in row, row
 
 
 class _InvertedResidual(torch.nn.Module):

@@ -4,9 +4,13 @@ Kernels write their outputs in the strides the planner's metas give them and rea
 whatever dense order they come (kernel_build: a permuted input is index arithmetic, not a copy).
 So storing an activation NHWC is a change of its meta's strides: the producing kernel then
 writes channel vectors contiguously and every consumer kernel reads that order. This pass picks
-the values to store NHWC: a convolution's output and, propagated forward, every 4-D value
-computed from one by a non-view op of the same rank (batch norm, activations, residual adds,
-pooling). A tensor of a multi-output op (batch norm's result, taken by getitem) counts as
+the values that may be stored NHWC: a convolution's output and, propagated forward, every 4-D
+value computed from one by a non-view op of the same rank (batch norm, activations, residual
+adds, pooling). The planner then decides per convolution (plan.py, _plan_layouts): its
+partition's kernels are built and measured with the partition's values NHWC and NCHW, the
+faster layout is stored, and values of later partitions follow their inputs
+(computed_from_nhwc). So a network can keep NHWC where channels are few and NCHW where they
+are many, with a conversion folded into the kernel that reads across the change. A tensor of a multi-output op (batch norm's result, taken by getitem) counts as
 computed by that op from its inputs. Graph inputs and outputs keep eager's strides (the planner
 writes outputs back in them), and values that a view reads keep theirs (a view of an NHWC value
 would not read the same bytes), so the only conversions left are at the graph's edges and
@@ -103,3 +107,35 @@ def channels_last_activations(gm: fx.GraphModule, metas: Dict[fx.Node, Any],
             items[n.args[1]] = new[n]
             new[src] = type(metas[src])(items)
     return new, chosen
+
+
+def store_nhwc(metas: Dict[fx.Node, Any], n: fx.Node, nhwc: bool) -> None:
+    """Gives value n (one of channels_last_activations' candidates) NHWC or NCHW strides in
+    `metas`, in place, and the same to its item in its multi-output op's tuple."""
+    m = metas[n]
+    stride = _channels_last_strides(m.shape) if nhwc else contiguous_strides(m.shape)
+    metas[n] = TensorMeta(m.shape, stride, m.dtype, m.device)
+    src = _tuple_source(n, metas)
+    if src is not None:
+        items = list(metas[src])
+        items[n.args[1]] = metas[n]
+        metas[src] = type(metas[src])(items)
+
+
+def is_convolution(n: fx.Node) -> bool:
+    return n.op == "call_function" and n.target in _CONVOLUTION
+
+
+def is_nhwc(meta: Any) -> bool:
+    return isinstance(meta, TensorMeta) and meta.ndim == 4 and \
+        meta.stride == _channels_last_strides(meta.shape) and \
+        meta.stride != contiguous_strides(meta.shape)
+
+
+def computed_from_nhwc(n: fx.Node, metas: Dict[fx.Node, Any]) -> bool:
+    """Forward propagation's rule for a value no convolution computes: stored NHWC when one of
+    its inputs with the same channels is (under the layouts `metas` hold now)."""
+    src = _tuple_source(n, metas)
+    channels = metas[n].shape[1]
+    return any(is_nhwc(metas.get(a)) and metas[a].shape[1] == channels
+               for a in (src or n).all_input_nodes)

@@ -93,9 +93,13 @@ def known_choice(key, candidates, options: Any = None, prepacked: bool = False
     process or found in the records database -- or None. `key`: the partition's workload key;
     `candidates`: the candidate names decide() would get. A planner can ask this before building
     the candidates' kernels and build only the chosen one."""
-    forced = os.environ.get("TESSERA_FORCE_CHOICE")  # debugging aid: tessera | split | aten
-    if forced in candidates:
-        return forced, {}
+    # Debugging aid: tessera | split | aten, or with a layout (tessera:nchw; plan.py). A name
+    # without one takes the first layout candidates list.
+    forced = os.environ.get("TESSERA_FORCE_CHOICE")
+    if forced:
+        matching = [c for c in candidates if c == forced or c.startswith(forced + ":")]
+        if matching:
+            return matching[0], {}
     dkey = keys.decision_key(key, keys.context(options, candidates, prepacked))
     local = keys.cache_key(dkey)
     with _lock:

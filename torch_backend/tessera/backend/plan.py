@@ -11,6 +11,7 @@ made size-generic runs through ATen, logged with its reason.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import operator
@@ -22,7 +23,9 @@ import torch.fx as fx
 from .. import _C
 from . import anchor as anchor_choice
 from . import attention
-from .activation_layout import channels_last_activations, has_depthwise_convolution
+from .activation_layout import (channels_last_activations, computed_from_nhwc,
+                                has_depthwise_convolution, is_convolution, is_nhwc,
+                                store_nhwc)
 from . import derived_anchor
 from . import program_runner
 from . import search_graph
@@ -103,6 +106,20 @@ def layouts_text(layouts: Dict[str, List[str]]) -> str:
     return text
 
 
+# The two layouts a convolution's partition is measured in (options layouts), as suffixes of
+# its candidates' names: tessera:nhwc, split:nchw, ...
+_LAYOUT_SUFFIXES = (":nhwc", ":nchw")
+
+
+@dataclasses.dataclass
+class _Candidate:
+    """One way to run a partition: `run` times it, `kernels` (spec, KernelCall) are what
+    planning it adds, `call` is the kernel reported for the partition (None for ATen)."""
+    run: Callable[[], object]
+    kernels: List[Any]
+    call: Any
+
+
 class _Unit:
     """A kernel or one ATen node, as scheduled."""
 
@@ -130,12 +147,17 @@ class Planner:
             self.folded = {n for n in self.folded if not sym.is_symbolic(n)}
         self.cls = Classifier(metas, self.folded, sym)
         self.nhwc: Set[fx.Node] = set()  # activations stored NHWC (options layouts)
+        # The activations that may be stored NHWC (options layouts): each convolution's
+        # partition chooses NHWC or NCHW by measurement, and the values computed from its
+        # outputs follow (_plan_layouts).
+        self.layout_values: Set[fx.Node] = set()
         # Layouts need constant shapes: plans for a range of sizes keep eager's strides.
         layouts = options.layouts
         if layouts is None:
             layouts = has_depthwise_convolution(gm, metas)
         if layouts and sym is None:
             self.metas, self.nhwc = channels_last_activations(gm, metas, self.cls)
+            self.layout_values = set(self.nhwc)
             self.cls = Classifier(self.metas, self.folded, sym)
         out = [n for n in self.nodes if n.op == "output"][0]
         self.output_args = out.args[0]
@@ -241,9 +263,55 @@ class Planner:
             "times_ms": dict(times or {}), "schedule": getattr(report, "source", "") or "",
             "kernel": getattr(call, "name", "") if call is not None else "", "reason": reason})
 
+    # ---- layouts (options layouts) ----------------------------------------------------------
+
+    def _layout_values_of(self, members: List[fx.Node]) -> List[fx.Node]:
+        """The partition's values that may be stored NHWC, in graph order."""
+        out = []
+        for m in members:
+            out += [v for v in (self._value_nodes(m) or []) if v in self.layout_values]
+        return out
+
+    def _store_layout(self, values: List[fx.Node], nhwc: bool) -> None:
+        for v in values:
+            store_nhwc(self.metas, v, nhwc)
+            if nhwc:
+                self.nhwc.add(v)
+            else:
+                self.nhwc.discard(v)
+
+    @contextlib.contextmanager
+    def _layout_tried(self, values: List[fx.Node], nhwc: bool):
+        """Plans within the block see `values` stored NHWC (or NCHW); restored afterwards."""
+        saved, was = dict(self.metas), set(self.nhwc)
+        self._store_layout(values, nhwc)
+        try:
+            yield
+        finally:  # in place: the classifier holds the same dict
+            self.metas.clear()
+            self.metas.update(saved)
+            self.nhwc = was
+
+    def _plan_layouts(self, anchor: Optional[fx.Node], members: List[fx.Node]
+                      ) -> List[fx.Node]:
+        """The values whose layout this partition's measurement chooses: a convolution's
+        partition tries its outputs both ways (the candidates tessera:nhwc, tessera:nchw,
+        split:nhwc, split:nchw; _choose). Any other partition's values follow their inputs
+        (computed_from_nhwc), stored now. Returns [] when there is no choice to make."""
+        values = self._layout_values_of(members)
+        if not values:
+            return []
+        if anchor is not None and is_convolution(anchor):
+            self._store_layout(values, True)
+            return values
+        for v in values:
+            self._store_layout([v], computed_from_nhwc(v, self.metas))
+        return []
+
     def _plan_group(self, members: List[fx.Node]) -> None:
         anchor = next((m for m in members if self.cls.kind(m) == "anchor"), None)
         try:
+            layout_values = self._plan_layouts(anchor, members)
             spec = self._spec_for(members)
             if not self.options.anchor_measure:
                 call = self._compile(spec)
@@ -252,7 +320,7 @@ class Planner:
                 self._note_partition(members, "constant" if constant else "tessera", call=call)
                 return
             skip_fused = anchor is not None and self._big_dense_anchor(anchor)
-            self._choose(anchor, members, spec, not skip_fused)
+            self._choose(anchor, members, spec, not skip_fused, layout_values)
         except _ZeroSize:
             pass  # zero-size tensors: ATen handles every corner case; nothing to gain
         except Exception as e:  # a partition that fails to compile runs through ATen
@@ -271,37 +339,39 @@ class Planner:
         return call
 
     def _choose(self, anchor: Optional[fx.Node], members: List[fx.Node], spec: KernelSpec,
-                build_fused: bool) -> None:
+                build_fused: bool, layout_values: List[fx.Node]) -> None:
         """Plans the partition's best candidate (see anchor.py): known from an earlier decision
         (this process or the records database), then only the chosen kernel is built; else every
-        candidate is built and measured."""
+        candidate is built and measured. With `layout_values` (a convolution's partition under
+        options layouts) the fused and split candidates come in both layouts of those values,
+        measured in the same batch, and the chosen one's layout is stored (_plan_layouts)."""
         rest = [m for m in members if m is not anchor]
         derived = derived_anchor.derived_spec(anchor, self.metas, self.options.tune,
                                               self.weights) \
             if self.options.derive and anchor is not None else None
-        names = ["aten"] + (["tessera"] if build_fused else []) + \
-            (["split"] if anchor is not None and rest else []) + \
+        kinds = (["tessera"] if build_fused else []) + \
+            (["split"] if anchor is not None and rest else [])
+        suffixes = list(_LAYOUT_SUFFIXES) if layout_values else [""]
+        names = ["aten"] + [k + sfx for sfx in suffixes for k in kinds] + \
             (["derived"] if derived is not None else [])
         known = anchor_choice.known_choice(spec.workload(), names, self.options,
                                            bool(spec.constant_inputs)) \
             if len(names) > 1 else None
-        call = None
         if known is not None:
             choice, times = known
-            if choice == "tessera":
-                call = self._compile(spec)
-                self._add_kernel(spec, call)
-            elif choice in ("split", "derived"):
-                if choice == "derived":
-                    call = self._compile(derived)
-                    self._add_kernel(derived, call)
-                if rest:
-                    rest_spec = self._spec_for(rest)
-                    rest_call = self._compile(rest_spec)
-                    self._add_kernel(rest_spec, rest_call)
-                    call = call or rest_call
+            kind, _, layout = choice.partition(":")
+            candidates = {}
+            if kind in ("tessera", "split"):
+                with self._layout_tried(layout_values, layout != "nchw"):
+                    spec = self._spec_for(members)
+                    candidates = self._candidates_for(anchor, rest, spec, None, [kind],
+                                                      choice[len(kind):])
+            elif kind == "derived":
+                candidates = self._derived_candidate(anchor, rest, derived, None)
         else:
-            choice, times, call = self._measure_choice(anchor, rest, spec, build_fused, derived)
+            choice, times, candidates = self._measure_choice(anchor, rest, spec, kinds,
+                                                             suffixes, layout_values, derived)
+        call = self._plan_candidate(anchor, choice, candidates, layout_values)
         self._note_partition(members, choice, times, call)
         record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
                   "times_ms": times}
@@ -310,22 +380,35 @@ class Planner:
             self.summary.anchors.append(record)
         self.summary.choices.append(record)
 
-    def _measure_choice(self, anchor: Optional[fx.Node], rest: List[fx.Node], spec: KernelSpec,
-                        build_fused: bool, derived: Optional[KernelSpec] = None):
-        """Builds the candidates, measures them (anchor.decide), plans the winner; returns
-        (choice, times in ms, the winner's KernelCall or None for ATen)."""
-        fused = self._compile(spec) if build_fused else None
-        env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
-        t_inputs = [env[n] for n in spec.inputs]
+    def _plan_candidate(self, anchor: Optional[fx.Node], choice: str,
+                        candidates: Dict[str, "_Candidate"], layout_values: List[fx.Node]):
+        """Adds the chosen candidate's kernels and stores the layout its outputs were built in
+        (ATen's convolution keeps its input's layout). Returns the partition's KernelCall."""
+        if layout_values:
+            nhwc = not choice.endswith(":nchw")
+            if choice == "aten":
+                nhwc = is_nhwc(self.metas.get(anchor.args[0]))
+            self._store_layout(layout_values, nhwc)
+        chosen = candidates.get(choice)
+        if chosen is None:
+            return None
+        for s, c in chosen.kernels:
+            self._add_kernel(s, c)
+        return chosen.call
 
-        def run_aten():
-            local = dict(env)
-            return [self._eval(o, local) for o in spec.outputs]
-        candidates = {"aten": run_aten}
-        if fused is not None:
-            candidates["tessera"] = lambda: fused(*t_inputs)
-        rest_spec = rest_call = None
-        if anchor is not None and rest:
+    def _candidates_for(self, anchor: Optional[fx.Node], rest: List[fx.Node], spec: KernelSpec,
+                        env: Optional[Dict[fx.Node, Any]], kinds: List[str], suffix: str
+                        ) -> Dict[str, "_Candidate"]:
+        """The fused ("tessera") and/or "split" candidates named kind + suffix, built for the
+        layouts self.metas holds now. env: example inputs to run them on (None: built only to
+        be planned, never run)."""
+        out: Dict[str, _Candidate] = {}
+        if "tessera" in kinds:
+            fused = self._compile(spec)
+            t_inputs = [env[n] for n in spec.inputs] if env is not None else []
+            out["tessera" + suffix] = _Candidate(lambda: fused(*t_inputs), [(spec, fused)],
+                                                 fused)
+        if "split" in kinds:
             rest_spec = self._spec_for(rest)
             rest_call = self._compile(rest_spec)
 
@@ -333,34 +416,52 @@ class Planner:
                 local = dict(env)
                 self._eval(anchor, local)
                 return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
-            candidates["split"] = run_split
-        derived_call = None
-        if derived is not None:
-            derived_call = self._compile(derived)
+            out["split" + suffix] = _Candidate(run_split, [(rest_spec, rest_call)], rest_call)
+        return out
 
-            def run_derived():  # the anchor by its derived program, then the rest kernel
-                local = dict(env)
-                local[anchor] = derived_call(*[self._eval(n, local) for n in derived.inputs])
-                if rest_call is None:
-                    return local[anchor]
-                return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
-            candidates["derived"] = run_derived
-        choice, times = anchor_choice.decide(spec.workload(), candidates, self.options,
-                                             looked_up=True,
+    def _derived_candidate(self, anchor: fx.Node, rest: List[fx.Node], derived: KernelSpec,
+                           env: Optional[Dict[fx.Node, Any]]) -> Dict[str, "_Candidate"]:
+        """The anchor by its derived program (EinNet), then a kernel for the rest."""
+        derived_call = self._compile(derived)
+        kernels = [(derived, derived_call)]
+        rest_spec = rest_call = None
+        if rest:
+            rest_spec = self._spec_for(rest)
+            rest_call = self._compile(rest_spec)
+            kernels.append((rest_spec, rest_call))
+
+        def run_derived():
+            local = dict(env)
+            local[anchor] = derived_call(*[self._eval(n, local) for n in derived.inputs])
+            if rest_call is None:
+                return local[anchor]
+            return rest_call(*[self._eval(n, local) for n in rest_spec.inputs])
+        return {"derived": _Candidate(run_derived, kernels, derived_call)}
+
+    def _measure_choice(self, anchor: Optional[fx.Node], rest: List[fx.Node], spec: KernelSpec,
+                        kinds: List[str], suffixes: List[str], layout_values: List[fx.Node],
+                        derived: Optional[KernelSpec] = None):
+        """Builds the candidates, measures them in one batch (anchor.decide); returns (choice,
+        times in ms, the candidates)."""
+        env: Dict[fx.Node, Any] = {n: self.metas[n].example() for n in spec.inputs}
+
+        def run_aten():
+            local = dict(env)
+            return [self._eval(o, local) for o in spec.outputs]
+        candidates: Dict[str, _Candidate] = {"aten": _Candidate(run_aten, [], None)}
+        for sfx in suffixes:
+            with self._layout_tried(layout_values, sfx != ":nchw"):
+                # spec was built with the values NHWC (_plan_layouts)
+                layout_spec = self._spec_for(spec.members) if sfx == ":nchw" else spec
+                candidates.update(self._candidates_for(anchor, rest, layout_spec, env, kinds,
+                                                       sfx))
+        if derived is not None:
+            candidates.update(self._derived_candidate(anchor, rest, derived, env))
+        choice, times = anchor_choice.decide(spec.workload(),
+                                             {k: c.run for k, c in candidates.items()},
+                                             self.options, looked_up=True,
                                              prepacked=bool(spec.constant_inputs))
-        call = None
-        if choice == "tessera":
-            call = fused
-            self._add_kernel(spec, fused)
-        elif choice == "split":
-            call = rest_call
-            self._add_kernel(rest_spec, rest_call)
-        elif choice == "derived":
-            call = derived_call
-            self._add_kernel(derived, derived_call)
-            if rest_call is not None:
-                self._add_kernel(rest_spec, rest_call)
-        return choice, times, call
+        return choice, times, candidates
 
     def _eval(self, n: fx.Node, env: Dict[fx.Node, Any]) -> Any:
         """Runs node n through ATen on values in env (evaluating missing inputs first)."""
