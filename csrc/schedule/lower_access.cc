@@ -86,30 +86,15 @@ class Lowerer : public ir::ExprMutator {
   explicit Lowerer(const AccessLowering& al) : al_(al) {}
 
   Expr mutate(const Expr& e) override {
-    if (e->kind == ExprKind::kSelect) {
-      Expr c = mutate(e->operands[0]);
-      ++guard_depth_;
-      Expr t = mutate(e->operands[1]);
-      Expr f = mutate(e->operands[2]);
-      --guard_depth_;
-      return ir::with_operands(e, {c, t, f});
-    }
     if (e->kind != ExprKind::kAccess) return mutate_children(e);
     const ir::TensorNode* t = e->tensor.get();
     std::vector<Expr> idx;
-    for (size_t d = 0; d < e->operands.size(); ++d) {
-      Expr i = mutate(e->operands[d]);
-      if (guard_depth_ > 0) {
-        i = ir::max(ir::min(i, t->shape[d] - ir::int_imm(1)), ir::int_imm(0));
-      }
-      idx.push_back(i);
-    }
+    for (const Expr& i : e->operands) idx.push_back(mutate(i));
     return ir::load(al_.packed_buffer_or_plain(t), al_.index_of(t, idx));
   }
 
  private:
   const AccessLowering& al_;
-  int guard_depth_ = 0;
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 // Turns tensor accesses into flat buffer loads: row-major indexing, packed-operand index
 // rewriting (S_packed(S^-1(...)) of ALT's access rewriting, for the split-and-move-outward layout
-// that operand packing uses) and clamping of reads guarded by a select.
+// that operand packing uses).
 #include <map>
 
 #include "ir/buffer.h"
@@ -32,9 +32,12 @@ class AccessLowering {
   // The packed layout reads of `t` go through, or null when `t` is read as it is.
   const PackedLayout* packed_layout(const ir::TensorNode* t) const;
 
-  // Rewrites every kAccess in `e` into a kLoad. Reads inside a select's branches have their
-  // indices clamped into the tensor's bounds: a select evaluates both sides in vector code, and
-  // the untaken side may index out of bounds (padding, concat).
+  // Rewrites every kAccess in `e` into a kLoad. Reads inside a select's branches keep their
+  // indices as they are, though the untaken side may index out of bounds (padding, concat):
+  // every consumer of loop IR evaluates a select's branch only where it is taken (the CPU code
+  // generator branches, or masks the branch's loads by the condition in vector code; CUDA's ?:
+  // and the interpreter are lazy). Clamping each index instead would make a padded row's loads
+  // gathers, where unclamped they are masked vector loads.
   ir::Expr lower(const ir::Expr& e) const;
 
   // Flat index of tensor `t` at `indices` in its (possibly packed) buffer.
