@@ -200,6 +200,8 @@ def test_graph_layouts_carry_nhwc_through_batch_norm_and_read_weights_hwio(monke
         # expand conv, its bn and relu6, the depthwise trio and the projecting conv and bn.
         stored = int(text.split(" activations stored NHWC")[0].rsplit(" ", 1)[1])
         assert stored >= 7, text
+        # layouts=None stores them NHWC without measuring NCHW too (that is layouts=True).
+        assert ":nchw" not in text, text
         model.depthwise[0].weight.mul_(-0.5)  # in place: the HWIO copy must follow
         torch.testing.assert_close(f(x), model(x), rtol=1e-4, atol=1e-4)
         # layouts=None (the default) chose NHWC for its depthwise convolution; False keeps NCHW.

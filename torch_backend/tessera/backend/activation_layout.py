@@ -6,15 +6,18 @@ So storing an activation NHWC is a change of its meta's strides: the producing k
 writes channel vectors contiguously and every consumer kernel reads that order. This pass picks
 the values that may be stored NHWC: a convolution's output and, propagated forward, every 4-D
 value computed from one by a non-view op of the same rank (batch norm, activations, residual
-adds, pooling). The planner then decides per convolution (plan.py, _plan_layouts): its
-partition's kernels are built and measured with the partition's values NHWC and NCHW, the
-faster layout is stored, and values of later partitions follow their inputs
-(computed_from_nhwc). So a network can keep NHWC where channels are few and NCHW where they
-are many, with a conversion folded into the kernel that reads across the change. A tensor of a multi-output op (batch norm's result, taken by getitem) counts as
+adds, pooling). A tensor of a multi-output op (batch norm's result, taken by getitem) counts as
 computed by that op from its inputs. Graph inputs and outputs keep eager's strides (the planner
 writes outputs back in them), and values that a view reads keep theirs (a view of an NHWC value
 would not read the same bytes), so the only conversions left are at the graph's edges and
-before views. With options layouts=None (the default) this runs on graphs with a depthwise
+before views.
+
+With options layouts=True the planner then decides per convolution (plan.py, _plan_layouts):
+its partition's kernels are built and measured with the partition's values NHWC and NCHW, the
+faster layout is stored, and values of later partitions follow their inputs
+(computed_from_nhwc). So a network can keep NHWC where channels are few and NCHW where they
+are many, with the conversion folded into the kernel that reads across the change. With
+options layouts=None (the default) every candidate is stored NHWC on graphs with a depthwise
 convolution (has_depthwise_convolution).
 
 Correct whatever the actual strides are: a kernel input that does not come in the planned order

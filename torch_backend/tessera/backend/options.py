@@ -100,9 +100,9 @@ _DESCRIPTIONS = {
     "prepack_weights": "bool (inference: weights packed once, repacked when changed in place)",
     "reuse": "bool (search mode over a graph: kernels tuned from other kernels' programs)",
     "derive": "bool (EinNet derivations offered to convolution partitions)",
-    "layouts": "None | bool (ALT: each convolution's activations stored NHWC or NCHW, "
-               "whichever measures faster, propagated through the graph; None: where the "
-               "graph has a depthwise convolution)",
+    "layouts": "None | bool (ALT: True: each convolution's activations stored NHWC or NCHW, "
+               "whichever measures faster, propagated through the graph; None: NHWC, "
+               "propagated, where the graph has a depthwise convolution)",
     "dynamic_ranges": "dict: input dimension ('x.size(1)') or '*' -> (lo, hi) size range",
     "symbolic": "bool (dynamic shapes: one plan over a range of sizes, not one per size)",
 }
