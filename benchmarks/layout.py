@@ -25,14 +25,18 @@ stride-2 window's rows 2*(4-1)+7 = 13 and columns 2*(8-1)+7 = 21 per tile).
 
 --models resnet18 mobilenet_v2: the whole model compiled by the torch.compile backend with and
 without options layouts=True (each convolution's activations NHWC or NCHW by measurement,
-propagated through the graph: backend/activation_layout.py), timed side by side (without as the reference), and the share of
+propagated through the graph: backend/activation_layout.py), timed side by side; "without"
+(the reference) lays weights out once at compile time as Tessera does by default, and "plain"
+(NCHW activations, weights packed inside the kernels on every call: options prepack_weights
+False) is the state issue 20 started from (without as the reference), and the share of
 the ALT compile's CPU time spent in copies (layout conversions) by the profiler. The graph level
 applies the NHWC family only; the blocked layouts the per-operator tuner may choose are not
 propagated between partitions yet.
 
 JSON: per operator {"op", "kind", "fixed_gflops", "alt_gflops", "torch_gflops", "alt_layout",
 "alt_vs_fixed", "alt_vs_torch", "layout_stage_measured", "loop_stage_measured", "tune_s"}; the
-stem {"case": "stem", "<layout>_gflops" ...}.
+stem {"case": "stem", "<layout>_gflops" ...}; per model {"model", "without_alt_ms",
+"with_alt_ms", "speedup", "plain_ms", "speedup_vs_plain", "conversion_share"}.
 Bar (issue 20): geomean alt_vs_fixed >= 1.2 (depthwise >= 1.3), none below 0.97; geomean
 alt_vs_torch >= 1.2.
 """
@@ -185,18 +189,22 @@ def model_study(name, args):
     # A fresh records database: choices and schedules measured now, not by an earlier process.
     db = os.path.join(tempfile.mkdtemp(prefix="tessera-layout-"), "records.db")
     fns = {}
+    configs = {"without": {"layouts": False},  # the reference: weights laid out once
+               "alt": {"layouts": True},
+               "plain": {"layouts": False, "prepack_weights": False}}
     with torch.no_grad():
         want = model(x)
-        for alt in (False, True):
+        for label, options in configs.items():
             f = torch.compile(copy.deepcopy(model), backend="tessera",
-                              options={"layouts": alt, "records_db": db})
+                              options=dict(options, records_db=db))
             torch.testing.assert_close(f(x), want, rtol=1e-3, atol=1e-3)
-            fns[alt] = (lambda f=f: f(x))
-        r = paired_with_reference({"alt": fns[True]}, fns[False], rounds=args.rounds,
-                                  min_time_ms=200.0)
-        share = conversion_share(fns[True])
+            fns[label] = (lambda f=f: f(x))
+        r = paired_with_reference({k: fns[k] for k in ("alt", "plain")}, fns["without"],
+                                  rounds=args.rounds, min_time_ms=200.0)
+        share = conversion_share(fns["alt"])
     return {"model": name, "without_alt_ms": r["reference"],
             "with_alt_ms": r["alt"] * r["reference"], "speedup": 1.0 / r["alt"],
+            "plain_ms": r["plain"] * r["reference"], "speedup_vs_plain": r["plain"] / r["alt"],
             "conversion_share": share}
 
 
@@ -246,8 +254,8 @@ def main():
         records.append(stem)
     models = [model_study(name, args) for name in args.models]
     if models:
-        print_table(models, ["model", "without_alt_ms", "with_alt_ms", "speedup",
-                             "conversion_share"])
+        print_table(models, ["model", "without_alt_ms", "with_alt_ms", "speedup", "plain_ms",
+                             "speedup_vs_plain", "conversion_share"])
     write_json(args.json, records + models)
 
 
