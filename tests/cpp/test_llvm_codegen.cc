@@ -98,8 +98,9 @@ TEST(LlvmCodegen, OneScalarSplatAtTwoVectorWidths) {
   for (float x : b) EXPECT_EQ(x, 1.5f);
 }
 
-// Loads with lane stride 2 and 3 (gathers), lane-invariant loads (broadcasts), non-linear
-// indices (floormod) and a symbolic stride; a strided store (scatter).
+// Loads with lane stride 2 and 3 (contiguous loads and shuffles), lane-invariant loads
+// (broadcasts), non-linear indices (floormod) and a symbolic stride (a gather); a strided store
+// (scatter).
 TEST(LlvmCodegen, StridedGatherAndScatter) {
   Var n = ir::size_var("n");  // number of 16-lane blocks
   Var s = ir::size_var("s");  // symbolic stride
@@ -129,6 +130,30 @@ TEST(LlvmCodegen, StridedGatherAndScatter) {
         ASSERT_NEAR(o[j], want, 1e-6f) << "j " << j << " stride " << stride;
         ASSERT_EQ(ot[(j % 16) * nb + j / 16], a[j]);
       }
+    }
+  }
+}
+
+// Unmasked loads with a small constant lane stride (pooling's stride-2 windows along a row) are
+// contiguous vector loads and shuffles, not gathers; the last element a vector needs is its
+// buffer's last, so the part of the last load past it must stay unread (masked).
+TEST(LlvmCodegen, SmallStrideLoadsAreShuffledNotGathered) {
+  for (int64_t stride : {2, 3, 4}) {
+    const int64_t span = stride * 15 + 1;
+    Buffer A = ir::make_buffer("A", DType::kFloat32, {Expr(span + 7)});
+    Buffer out = ir::make_buffer("out", DType::kFloat32, {Expr(16)});
+    Var v = loop_var("v");
+    Stmt body = store(out, v, ld(A, v * stride + 7) - ld(A, v * stride + 6) * f32(0.5));
+    CompileOptions opts;
+    opts.keep_asm = true;
+    auto k = compile_cpu(make_func("strided", {A, out}, {}, vectorized(v, 16, body)), opts);
+    EXPECT_EQ(count_of(k->assembly(), "gather"), 0u) << "stride " << stride << "\n"
+                                                     << k->assembly();
+    auto a = random_floats(span + 7, 11);
+    std::vector<float> o(16);
+    call(*k, {a.data(), o.data()}, {});
+    for (int64_t j = 0; j < 16; ++j) {
+      ASSERT_NEAR(o[j], a[j * stride + 7] - a[j * stride + 6] * 0.5f, 1e-6f) << "stride " << stride;
     }
   }
 }

@@ -1,8 +1,12 @@
 // Loads and stores. Inside a vectorized loop the flat index decides the access form: unit lane
-// stride -> one vector load/store, lane-invariant -> scalar access (broadcast on use), anything
-// else -> gather/scatter of a per-lane address vector. Under a varying `if` the active-lane mask
-// makes every access masked.
+// stride -> one vector load/store, lane-invariant -> scalar access (broadcast on use), a small
+// constant lane stride (an unmasked load) -> contiguous loads and shuffles, anything else ->
+// gather/scatter of a per-lane address vector. Under a varying `if` the active-lane mask makes
+// every access masked.
 #include <llvm/IR/Intrinsics.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "codegen/llvm/emitter.h"
 #include "loop/lane_analysis.h"
@@ -14,6 +18,9 @@ namespace {
 // Value-numbering op codes of memory-side helpers (distinct from binop's kind*16+dtype codes).
 constexpr int kVnIndexCast = 100000;
 constexpr int kVnAddress = 100001;
+// Largest lane stride loaded as contiguous vectors and shuffles rather than gathered: a 16-lane
+// gather costs about as much as 4 vector loads and their shuffles on AVX-512.
+constexpr int64_t kMaxDeinterleavedStride = 4;
 }  // namespace
 
 llvm::Value* Emitter::buffer_ptr(const ir::Buffer& b) {
@@ -138,6 +145,12 @@ VVal Emitter::emit_load(const Expr& e) {
     } else {
       v = b_.CreateAlignedLoad(vt, vptr, align);
     }
+  } else if (stride && *stride >= 2 &&
+             *stride <= std::min<int64_t>(kMaxDeinterleavedStride, vec_->lanes) &&
+             vec_->mask == nullptr) {
+    Expr first = lane0_index(idx);
+    llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));
+    return {from_storage(deinterleaved_load(vt, addr, *stride, align, buf), t), true};
   } else {
     llvm::Value* lanes_idx = index_i64(widen(emit(idx)), idx->dtype);
     llvm::Value* ptrs = b_.CreateGEP(st, base, lanes_idx);
@@ -145,6 +158,50 @@ VVal Emitter::emit_load(const Expr& e) {
   }
   tag_access(v, buf);
   return {from_storage(v, t), true};
+}
+
+llvm::Value* Emitter::deinterleaved_load(llvm::FixedVectorType* vt, llvm::Value* first,
+                                         int64_t stride, llvm::Align align, const ir::Buffer& buf) {
+  const int64_t lanes = vec_->lanes;
+  // The lanes read elements 0 .. stride*(lanes-1) from `first`: `stride` vectors cover them
+  // and stride-1 more, which the last vector's mask leaves unread (they may lie past the
+  // buffer).
+  const int64_t span = stride * (lanes - 1) + 1;
+  llvm::Type* elem = vt->getElementType();
+  std::vector<llvm::Value*> parts;
+  for (int64_t p = 0; p < stride; ++p) {
+    llvm::Value* addr = p == 0 ? first : b_.CreateGEP(elem, first, b_.getInt64(p * lanes));
+    llvm::Value* vptr = b_.CreateBitCast(addr, vt->getPointerTo());
+    llvm::Value* part = nullptr;
+    if (p + 1 < stride) {
+      part = b_.CreateAlignedLoad(vt, vptr, align);
+    } else {
+      std::vector<llvm::Constant*> reach;
+      for (int64_t l = 0; l < lanes; ++l) reach.push_back(b_.getInt1(p * lanes + l < span));
+      part = b_.CreateMaskedLoad(vt, vptr, align, llvm::ConstantVector::get(reach),
+                                 llvm::PoisonValue::get(vt));
+    }
+    tag_access(part, buf);
+    parts.push_back(part);
+  }
+  // Lane i is element i*stride: position (i*stride) % lanes of part (i*stride) / lanes. The
+  // first shuffle takes parts 0 and 1, each later one keeps the lanes already placed and takes
+  // part p's.
+  auto pick = [&](int64_t p, bool from_result) {
+    std::vector<int> mask(static_cast<size_t>(lanes), -1);
+    for (int64_t i = 0; i < lanes; ++i) {
+      const int64_t part = i * stride / lanes, pos = i * stride % lanes;
+      if (from_result && part < p) mask[i] = static_cast<int>(i);
+      if (!from_result && part == 0) mask[i] = static_cast<int>(pos);
+      if (part == p) mask[i] = static_cast<int>(lanes + pos);
+    }
+    return mask;
+  };
+  llvm::Value* result = b_.CreateShuffleVector(parts[0], parts[1], pick(1, false));
+  for (int64_t p = 2; p < stride; ++p) {
+    result = b_.CreateShuffleVector(result, parts[p], pick(p, true));
+  }
+  return result;
 }
 
 void Emitter::emit_prefetch(const Stmt& s) {
