@@ -158,6 +158,31 @@ TEST(LlvmCodegen, SmallStrideLoadsAreShuffledNotGathered) {
   }
 }
 
+// The same under a varying `if` (a row's tail): each contiguous load is masked to the elements
+// of the active lanes, the last of which is the buffer's last element.
+TEST(LlvmCodegen, MaskedSmallStrideLoadsAreShuffledNotGathered) {
+  constexpr int64_t kActive = 11;
+  for (int64_t stride : {2, 3, 4}) {
+    Buffer A = ir::make_buffer("A", DType::kFloat32, {Expr(stride * (kActive - 1) + 8)});
+    Buffer out = ir::make_buffer("out", DType::kFloat32, {Expr(16)});
+    Var v = loop_var("v");
+    Stmt body = loop::make_if(ir::lt(v, Expr(kActive)),
+                              store(out, v, ld(A, v * stride + 7) + ld(A, v * stride + 5)));
+    CompileOptions opts;
+    opts.keep_asm = true;
+    auto k = compile_cpu(make_func("masked_strided", {A, out}, {}, vectorized(v, 16, body)), opts);
+    EXPECT_EQ(count_of(k->assembly(), "gather"), 0u) << "stride " << stride << "\n"
+                                                     << k->assembly();
+    auto a = random_floats(stride * (kActive - 1) + 8, 12);
+    std::vector<float> o(16, -7.0f);
+    call(*k, {a.data(), o.data()}, {});
+    for (int64_t j = 0; j < 16; ++j) {
+      const float want = j < kActive ? a[j * stride + 7] + a[j * stride + 5] : -7.0f;
+      ASSERT_EQ(o[j], want) << "stride " << stride << " lane " << j;
+    }
+  }
+}
+
 // Shapes given by size variables; scalar inner loop with casts of loop variables.
 TEST(LlvmCodegen, SymbolicSizes) {
   Var M = ir::size_var("M"), N = ir::size_var("N");

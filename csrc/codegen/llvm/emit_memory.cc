@@ -1,6 +1,6 @@
 // Loads and stores. Inside a vectorized loop the flat index decides the access form: unit lane
 // stride -> one vector load/store, lane-invariant -> scalar access (broadcast on use), a small
-// constant lane stride (an unmasked load) -> contiguous loads and shuffles, anything else ->
+// constant lane stride (loads only) -> contiguous loads and shuffles, anything else ->
 // gather/scatter of a per-lane address vector. Under a varying `if` the active-lane mask makes
 // every access masked.
 #include <llvm/IR/Intrinsics.h>
@@ -146,8 +146,7 @@ VVal Emitter::emit_load(const Expr& e) {
       v = b_.CreateAlignedLoad(vt, vptr, align);
     }
   } else if (stride && *stride >= 2 &&
-             *stride <= std::min<int64_t>(kMaxDeinterleavedStride, vec_->lanes) &&
-             vec_->mask == nullptr) {
+             *stride <= std::min<int64_t>(kMaxDeinterleavedStride, vec_->lanes)) {
     Expr first = lane0_index(idx);
     llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));
     return {from_storage(deinterleaved_load(vt, addr, *stride, align, buf), t), true};
@@ -165,15 +164,27 @@ llvm::Value* Emitter::deinterleaved_load(llvm::FixedVectorType* vt, llvm::Value*
   const int64_t lanes = vec_->lanes;
   // The lanes read elements 0 .. stride*(lanes-1) from `first`: `stride` vectors cover them
   // and stride-1 more, which the last vector's mask leaves unread (they may lie past the
-  // buffer).
+  // buffer). Under a lane mask, each vector reads only the elements of active lanes.
   const int64_t span = stride * (lanes - 1) + 1;
   llvm::Type* elem = vt->getElementType();
+  llvm::Value* zero = llvm::Constant::getNullValue(vt);
   std::vector<llvm::Value*> parts;
   for (int64_t p = 0; p < stride; ++p) {
     llvm::Value* addr = p == 0 ? first : b_.CreateGEP(elem, first, b_.getInt64(p * lanes));
     llvm::Value* vptr = b_.CreateBitCast(addr, vt->getPointerTo());
     llvm::Value* part = nullptr;
-    if (p + 1 < stride) {
+    if (vec_->mask != nullptr) {
+      // Element e of this vector belongs to lane e / stride when e % stride == 0; lane `lanes`
+      // of the shuffle's operands is the false vector's.
+      std::vector<int> owner;
+      for (int64_t l = 0; l < lanes; ++l) {
+        const int64_t e = p * lanes + l;
+        owner.push_back(static_cast<int>(e % stride == 0 && e < span ? e / stride : lanes));
+      }
+      llvm::Value* reach = b_.CreateShuffleVector(
+          vec_->mask, llvm::Constant::getNullValue(vec_->mask->getType()), owner);
+      part = b_.CreateMaskedLoad(vt, vptr, align, reach, zero);
+    } else if (p + 1 < stride) {
       part = b_.CreateAlignedLoad(vt, vptr, align);
     } else {
       std::vector<llvm::Constant*> reach;

@@ -144,9 +144,9 @@ class Emitter {
   llvm::Value* to_storage(llvm::Value* v, DType t);
   Expr lane0_index(const Expr& index);
   llvm::Value* all_lanes_mask();
-  // Lanes 0, s, 2s, ... of the elements from `first` on (an unmasked load with lane stride s,
-  // 2 <= s <= lanes): s contiguous vector loads, the last masked to the lanes the span reaches,
-  // and shuffles; see emit_memory.cc.
+  // Lanes 0, s, 2s, ... of the elements from `first` on (a load with lane stride s,
+  // 2 <= s <= lanes): s contiguous vector loads, masked to the elements the (active) lanes
+  // read, and shuffles; see emit_memory.cc.
   llvm::Value* deinterleaved_load(llvm::FixedVectorType* vt, llvm::Value* first, int64_t stride,
                                   llvm::Align align, const ir::Buffer& buf);
   // Branches to a new block, made the insertion point, that runs only when some lane of the
