@@ -102,13 +102,7 @@ def channels_last_activations(gm: fx.GraphModule, metas: Dict[fx.Node, Any],
             chosen.add(n)
     new = dict(metas)
     for n in chosen:
-        m = metas[n]
-        new[n] = TensorMeta(m.shape, _channels_last_strides(m.shape), m.dtype, m.device)
-        src = _tuple_source(n, metas)
-        if src is not None:  # the op's tuple describes the same tensor
-            items = list(new[src])
-            items[n.args[1]] = new[n]
-            new[src] = type(metas[src])(items)
+        store_nhwc(new, n, True)
     return new, chosen
 
 

@@ -426,14 +426,19 @@ class Planner:
         return out
 
     def _derived_candidate(self, anchor: fx.Node, rest: List[fx.Node], derived: KernelSpec,
-                           env: Optional[Dict[fx.Node, Any]]) -> Dict[str, "_Candidate"]:
-        """The anchor by its derived program (EinNet), then a kernel for the rest."""
+                           env: Optional[Dict[fx.Node, Any]],
+                           split: Optional["_Candidate"] = None) -> Dict[str, "_Candidate"]:
+        """The anchor by its derived program (EinNet), then a kernel for the rest: the split
+        candidate's of the same layouts when there is one."""
         derived_call = self._compile(derived)
         kernels = [(derived, derived_call)]
         rest_spec = rest_call = None
-        if rest:
+        if split is not None:
+            rest_spec, rest_call = split.kernels[0]
+        elif rest:
             rest_spec = self._spec_for(rest)
             rest_call = self._compile(rest_spec)
+        if rest_call is not None:
             kernels.append((rest_spec, rest_call))
 
         def run_derived():
@@ -461,8 +466,9 @@ class Planner:
                 layout_spec = self._spec_for(spec.members) if sfx == ":nchw" else spec
                 candidates.update(self._candidates_for(anchor, rest, layout_spec, env, kinds,
                                                        sfx))
-        if derived is not None:
-            candidates.update(self._derived_candidate(anchor, rest, derived, env))
+        if derived is not None:  # in the layouts spec was built with (suffixes[0])
+            candidates.update(self._derived_candidate(anchor, rest, derived, env,
+                                                      candidates.get("split" + suffixes[0])))
         choice, times = anchor_choice.decide(spec.workload(),
                                              {k: c.run for k, c in candidates.items()},
                                              self.options, looked_up=True,
