@@ -140,7 +140,8 @@ def heldout(args) -> None:
     if args.features:
         write_features(args.features, names, tasks)
     options = {"rounds": args.rounds, "max_depth": args.max_depth, "eta": args.eta,
-               "normalise": not args.no_normalise, "objective": args.objective}
+               "normalise": not args.no_normalise, "objective": args.objective,
+               "prior_weight": args.prior_weight}
     t0 = time.perf_counter()
     rho = dict(zip(names, _C.heldout_spearman(tasks, **options)))
     own = dict(zip(names, _C.intask_spearman(tasks, 0.5, **options)))
@@ -180,6 +181,9 @@ def main() -> None:
     h.add_argument("--eta", type=float, default=0.2)
     h.add_argument("--objective", choices=["rank", "squared"], default="rank",
                    help="XGBoost objective (squared: Ansor's pack-sum regression, the baseline)")
+    h.add_argument("--prior-weight", type=float, default=-1.0,
+                   help="weight of the analytic prior in the model's score (0: trees alone, "
+                        "the model before the program row; < 0: search mode's default)")
     h.add_argument("--no-normalise", action="store_true",
                    help="features not divided by the task's work (version 1, the baseline)")
     h.add_argument("--features", metavar="NPZ", help="also write the feature rows here")

@@ -15,7 +15,8 @@ GFLOP/s is torch's median GFLOP/s over its median ratio to torch. The op's numbe
 over seeds.
 
 Ablations (--ablation-ops, --ablation-trials): the same search with a random model, without
-retraining, and without construct mode's seeds, against the full search's checkpoint at that
+retraining, without construct mode's seeds, and with XGBoost's trees alone (no analytic prior,
+cost/xgb_model.h), against the full search's checkpoint at that
 many trials (seed 0); ratio > 1 = the full search's kernel is faster.
 
 Held-out ranking: for each op, an XGBoost model trained on the other ops' measured programs ranks
@@ -32,6 +33,7 @@ JSON: one record per op {"op", "shape", "gflops": {"default", "construct", "sear
 (convolutions read their weight prepacked where the schedule packs it, as in a compiled model's
 inference graph, unless --per-call-packing), and one summary record
 {"summary": true, "xgb_vs_random_256", "no_retrain_vs_full_256", "no_seed_vs_full_256",
+"no_prior_vs_full_256",
 "heldout_spearman", "scheduler_trials_share", "search_overhead_share", ...}.
 
 Bars (issue 15): at 512 trials search/construct geomean >= 1.10 and no op below 0.95x construct;
@@ -61,7 +63,7 @@ OPS = ["gemm1024", "gemm2048", "bert_qk", "bert_av", "resnet_conv1_7x7s2", "resn
        "resnet_res5_3x3", "depthwise_3x3"]
 ABLATION_OPS = ["gemm1024", "resnet_res3_3x3", "bert_qk"]
 ABLATIONS = {"random": {"model": "random"}, "no_retrain": {"retrain": False},
-             "no_seed": {"construct_seeds": False}}
+             "no_seed": {"construct_seeds": False}, "no_prior": {"model": "xgboost_no_prior"}}
 
 
 def best_within(trials: List[dict], n: int):
@@ -226,7 +228,8 @@ def summarize(records: List[dict], ablations: List[dict], spearman: Dict[str, fl
              s["search_overhead_share"] for r in records for s in r["seeds"]) if records else None}
     n = args.ablation_trials
     for name, key in (("random", f"xgb_vs_random_{n}"), ("no_retrain", f"no_retrain_vs_full_{n}"),
-                      ("no_seed", f"no_seed_vs_full_{n}")):
+                      ("no_seed", f"no_seed_vs_full_{n}"),
+                      ("no_prior", f"no_prior_vs_full_{n}")):
         vals = [a["gflops"]["full"] / a["gflops"][name] for a in ablations
                 if "full" in a["gflops"] and name in a["gflops"]]
         s[key] = geomean(vals) if vals else None

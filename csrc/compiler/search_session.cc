@@ -101,10 +101,16 @@ SearchSession::SearchSession(const tune::Task& task, SearchSettings settings, Co
   if (settings_.trials <= 0) settings_.trials = policy.search_trials;
   if (settings_.per_round <= 0) settings_.per_round = policy.search_per_round;
   model_ = std::make_unique<ModelRef>();
-  TESSERA_CHECK(settings_.model == "xgboost" || settings_.model == "random")
-      << "search model must be 'xgboost' or 'random', got '" << settings_.model << "'";
+  TESSERA_CHECK(settings_.model == "xgboost" || settings_.model == "xgboost_no_prior" ||
+                settings_.model == "random")
+      << "search model must be 'xgboost', 'xgboost_no_prior' or 'random', got '" << settings_.model
+      << "'";
   if (settings_.model == "random") {
     model_->own_model = std::make_unique<cost::RandomModel>(settings_.seed);
+  } else if (settings_.model == "xgboost_no_prior") {
+    cost::XGBOptions trees_alone = search_xgb_options();
+    trees_alone.prior_weight = 0;
+    model_->own_model = std::make_unique<cost::XGBModel>(trees_alone);
   } else if (settings_.fresh_model) {
     model_->own_model = std::make_unique<cost::XGBModel>(search_xgb_options());
   }

@@ -39,7 +39,9 @@ struct SearchSettings {
   bool construct_seeds = true;
   bool retrain = true;  // false: the ablation that fits the learned model once
   // "xgboost": the process's shared model and training set (one model across tasks, Ansor's);
-  // "random": random scores (the ablation's baseline).
+  // "xgboost_no_prior": a fresh XGBoost model of its own without the analytic prior (trees
+  // alone, the ablation of cost/xgb_model.h's prior); "random": random scores (the ablation's
+  // baseline).
   std::string model = "xgboost";
   // An XGBoost model and training set of this session's own instead of the process's shared
   // ones (ablations and scheduler comparisons start from the same empty model).

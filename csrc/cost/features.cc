@@ -266,8 +266,8 @@ class Extractor {
 
   void add_row(const loop::StmtNode& st) {
     out_.values.resize(out_.values.size() + kNumFeatures, 0.0f);
-    float* row = out_.values.data() + static_cast<size_t>(out_.num_stores) * kNumFeatures;
-    ++out_.num_stores;
+    float* row = out_.values.data() + static_cast<size_t>(out_.num_rows) * kNumFeatures;
+    ++out_.num_rows;
     const size_t depth = loops_.size();
     const double n_exec = executions(0);
 
@@ -456,6 +456,14 @@ ProgramFeatures extract_features(const loop::LoweredFunc& f, double work) {
   return Extractor().run(f, work);
 }
 
+void append_program_row(ProgramFeatures& f, double analytic_speedup) {
+  f.values.resize(f.values.size() + kNumFeatures, 0.0f);
+  float* row = f.values.data() + static_cast<size_t>(f.num_rows) * kNumFeatures;
+  ++f.num_rows;
+  row[kFeatureProgramRow] = 1.0f;
+  row[kFeatureAnalyticSpeedup] = static_cast<float>(analytic_speedup);
+}
+
 const std::vector<std::string>& feature_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v = {"float_addsub", "float_mul", "float_div", "float_cmp",
@@ -489,9 +497,10 @@ const std::vector<std::string>& feature_names() {
       for (const char* k : buf) v.push_back("buf" + std::to_string(b) + "_" + k);
     }
     for (int k = 0; k < kIntensitySamples; ++k) v.push_back("intensity_" + std::to_string(k));
-    for (const char* k : {"alloc_bytes", "alloc_outer_prod", "alloc_inner_prod", "alloc_prod",
-                          "scope_global", "scope_heap", "scope_stack", "scope_register",
-                          "outer_prod", "num_loops", "unroll_max_prod", "if_depth"}) {
+    for (const char* k :
+         {"alloc_bytes", "alloc_outer_prod", "alloc_inner_prod", "alloc_prod", "scope_global",
+          "scope_heap", "scope_stack", "scope_register", "outer_prod", "num_loops",
+          "unroll_max_prod", "if_depth", "program_row", "analytic_speedup"}) {
       v.push_back(k);
     }
     TESSERA_CHECK(static_cast<int>(v.size()) == kNumFeatures)

@@ -66,7 +66,18 @@
 // | 140     | num_loops                 | loops around the store                                  |
 // | 141     | unroll_max_prod           | product of the unrolled loops' extents (code size)      |
 // | 142     | if_depth                  | conditionals around the store (edge-tile paths)         |
+// | 143     | program_row               | 0 on store rows, 1 on the program row (below)           |
+// | 144     | analytic_speedup          | program row only: log2(estimate of the task's rules     |
+// |         |                           | schedule / estimate of this program), Gensor's analytic |
+// |         |                           | model; signed, not log-scaled; missing (NaN) when the   |
+// |         |                           | model has no estimate. 0 on store rows                  |
 // clang-format on
+//
+// The program row: search mode appends one row per program (append_program_row) with every
+// store column 0. Pack-sum adds its score to the stores', so the model learns a correction on
+// top of the analytic prior, whose meaning (predicted speedup over the rules) is the same for
+// every task: it ranks programs of a task the model never saw far better than the store rows
+// alone (benchmarks/cost_data.py heldout).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -86,19 +97,23 @@ inline constexpr int kIntensitySamples = 10;
 inline constexpr int kFeatureAlloc = 131;  // 4
 inline constexpr int kFeatureScope = 135;  // 4
 inline constexpr int kFeatureMisc = 139;   // 4
-inline constexpr int kNumFeatures = 143;
+inline constexpr int kFeatureProgramRow = 143;
+inline constexpr int kFeatureAnalyticSpeedup = 144;
+inline constexpr int kNumFeatures = 145;
 // Bump when the features change meaning: saved cost models (db/model_blob.h) of another version
 // are not loaded.
-inline constexpr int kFeatureVersion = 2;  // 2: totals per point of the task's work
+// 2: totals per point of the task's work; 3: the program row.
+inline constexpr int kFeatureVersion = 3;
 
 // A loop extent with no constant upper bound counts as this many iterations.
 inline constexpr int64_t kUnknownExtent = 256;
 // Cache line size the line counts assume.
 inline constexpr int kLineBytes = 64;
 
-// The feature rows of one program: num_stores x kNumFeatures, row-major.
+// The feature rows of one program: num_rows x kNumFeatures, row-major; one row per store, and
+// the program row last where it was appended.
 struct ProgramFeatures {
-  int num_stores = 0;
+  int num_rows = 0;
   std::vector<float> values;
   const float* row(int i) const { return values.data() + static_cast<size_t>(i) * kNumFeatures; }
 };
@@ -106,6 +121,9 @@ struct ProgramFeatures {
 // One row per Store statement of f.body, in program order. `work` (> 0): W above, the size of
 // the task f is a schedule of (tune::Task::iteration_points()).
 ProgramFeatures extract_features(const loop::LoweredFunc& f, double work);
+
+// Appends the program row; `analytic_speedup` as column 144 describes (NaN: no estimate).
+void append_program_row(ProgramFeatures& f, double analytic_speedup);
 
 // The table's names, one per offset (for dumps and tests).
 const std::vector<std::string>& feature_names();

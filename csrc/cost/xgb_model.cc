@@ -149,13 +149,25 @@ Rows stack_rows(const std::vector<ProgramFeatures>& programs) {
   Rows rows;
   for (size_t p = 0; p < programs.size(); ++p) {
     const ProgramFeatures& f = programs[p];
-    TESSERA_CHECK(f.values.size() == static_cast<size_t>(f.num_stores) * kNumFeatures)
-        << "program " << p << " has " << f.values.size() << " feature values for " << f.num_stores
+    TESSERA_CHECK(f.values.size() == static_cast<size_t>(f.num_rows) * kNumFeatures)
+        << "program " << p << " has " << f.values.size() << " feature values for " << f.num_rows
         << " stores";
     rows.data.insert(rows.data.end(), f.values.begin(), f.values.end());
-    rows.program.insert(rows.program.end(), f.num_stores, static_cast<int>(p));
+    rows.program.insert(rows.program.end(), f.num_rows, static_cast<int>(p));
   }
   return rows;
+}
+
+// Adds the analytic prior (prior_weight x column 144) to the outputs of program rows.
+void add_prior(const Rows& rows, double weight, std::vector<float>* pred) {
+  if (weight == 0) return;
+  for (size_t r = 0; r < rows.program.size(); ++r) {
+    const float* row = rows.data.data() + r * kNumFeatures;
+    const float speedup = row[kFeatureAnalyticSpeedup];
+    if (row[kFeatureProgramRow] == 1.0f && std::isfinite(speedup)) {
+      (*pred)[r] += static_cast<float>(weight * speedup);
+    }
+  }
 }
 
 // Owns a DMatrix.
@@ -234,6 +246,7 @@ void XGBModel::fit(const std::vector<ProgramFeatures>& programs, const std::vect
   std::vector<float> pred(rows.program.size(), 0.0f), grad, hess;
   for (int it = 0; it < options_.rounds; ++it) {
     if (it > 0) pred = predict_rows(b, train, rows.program.size(), /*training=*/true);
+    add_prior(rows, options_.prior_weight, &pred);
     if (options_.objective == XGBObjective::kRank) {
       pack_sum_rank_gradient(pred, rows.program, labels, groups, &grad, &hess);
     } else {
@@ -250,8 +263,9 @@ std::vector<double> XGBModel::predict(const std::vector<ProgramFeatures>& progra
   const Rows rows = stack_rows(programs);
   if (rows.program.empty()) return out;
   Matrix m(rows);
-  const std::vector<float> pred =
+  std::vector<float> pred =
       predict_rows(static_cast<BoosterHandle>(booster_), m, rows.program.size(), false);
+  add_prior(rows, options_.prior_weight, &pred);
   for (size_t r = 0; r < pred.size(); ++r) out[rows.program[r]] += pred[r];
   return out;
 }

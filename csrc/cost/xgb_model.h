@@ -28,6 +28,11 @@
 // fast programs, the ones the search must rank right, count most), else 1. base_score is 0 so
 // that a program's sum does not grow with its number of stores.
 //
+// The analytic prior: a program's score also has prior_weight x its program row's analytic
+// speedup (cost/features.h, column 144; Gensor's estimate over the task's rules schedule) added,
+// as a fixed offset the trees are fitted around. An unseen task is then ranked by the analytic
+// model, corrected where the trees learned better from other tasks, instead of by trees alone.
+//
 // Built without XGBoost (xgb_model.cc compiled without TESSERA_HAVE_XGBOOST), available() is false
 // and fit/predict/save/load throw tessera::Error saying so.
 #include <cstdint>
@@ -51,6 +56,7 @@ struct XGBOptions {
   double min_weight = 0.1;      // weight of failed and slow programs, so they still pull down
   int threads = 0;              // XGBoost's nthread (0: its default)
   std::string tree_method = "hist";  // histogram splits: far cheaper than exact on 10^4 rows
+  double prior_weight = 2.0;         // score offset per doubling of the analytic estimate
   uint64_t seed = 0;
 };
 

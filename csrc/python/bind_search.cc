@@ -12,10 +12,13 @@
 #include "compiler/search_session.h"
 #include "compiler/tune_tasks.h"
 #include "cost/features.h"
+#include "cost/memory_levels.h"
 #include "python/bindings.h"
 #include "python/runner_arg.h"
 #include "python/trial_callback.h"
+#include "tune/search/analytic_estimate.h"
 #include "tune/search/model_eval.h"
+#include "tune/search/program_features.h"
 #include "tune/search/space.h"
 #include "util/check.h"
 
@@ -186,7 +189,8 @@ void bind_search_task(py::module_& m) {
       py::arg("fresh_model") = true, py::arg("threads") = "parallel", py::arg("name") = "search",
       py::arg("on_trial") = py::none(),
       "One task's search with the ablation settings (compiler/search_session.h): model "
-      "'xgboost' | 'random', retrain, construct_seeds, fresh_model (an empty model of its own). "
+      "'xgboost' | 'xgboost_no_prior' | 'random', retrain, construct_seeds, fresh_model (an "
+      "empty model of its own). "
       "Returns {schedule, report, trials: [{round, picked_by, ok, median_ms, schedule}], stats}.");
 }
 
@@ -206,18 +210,20 @@ tune::search::MeasuredPrograms measured_programs(const MeasuredTask& t, size_t i
   tune::search::MeasuredPrograms mp;
   mp.task = task.name;
   const double work = normalise ? std::max(1.0, task.iteration_points()) : 1.0;
+  const tune::search::ProgramFeaturizer featurize(task, space, cost::host_memory_hierarchy(), work);
   for (size_t p = 0; p < schedules.size(); ++p) {
     std::optional<loop::LoweredFunc> f = space.try_lower(schedules[p]);
     if (lowered) lowered->push_back(f.has_value());
     if (!f) continue;
-    mp.programs.push_back(cost::extract_features(*f, work));
+    mp.programs.push_back(featurize(schedules[p], *f));
     mp.throughputs.push_back(times[p] > 0 ? 1.0 / times[p] : 0.0);
   }
   return mp;
 }
 
 // Search mode's XGBoost options with those a caller sets (> 0, a non-empty objective) replaced.
-cost::XGBOptions xgb_options(int rounds, int max_depth, double eta, const std::string& objective) {
+cost::XGBOptions xgb_options(int rounds, int max_depth, double eta, const std::string& objective,
+                             double prior_weight) {
   cost::XGBOptions options;
   TESSERA_CHECK(objective.empty() || objective == "rank" || objective == "squared")
       << "objective must be 'rank' or 'squared', got '" << objective << "'";
@@ -225,6 +231,7 @@ cost::XGBOptions xgb_options(int rounds, int max_depth, double eta, const std::s
   if (rounds > 0) options.rounds = rounds;
   if (max_depth > 0) options.max_depth = max_depth;
   if (eta > 0) options.eta = eta;
+  if (prior_weight >= 0) options.prior_weight = prior_weight;
   return options;
 }
 
@@ -241,30 +248,33 @@ void bind_model_eval(py::module_& m) {
   m.def(
       "heldout_spearman",
       [](const std::vector<MeasuredTask>& tasks, int rounds, int max_depth, double eta,
-         bool normalise, const std::string& objective) {
+         bool normalise, const std::string& objective, double prior_weight) {
         py::gil_scoped_release release;
-        return tune::search::heldout_spearman(measured_tasks(tasks, normalise),
-                                              xgb_options(rounds, max_depth, eta, objective));
+        return tune::search::heldout_spearman(
+            measured_tasks(tasks, normalise),
+            xgb_options(rounds, max_depth, eta, objective, prior_weight));
       },
       py::arg("tasks"), py::arg("rounds") = 0, py::arg("max_depth") = 0, py::arg("eta") = 0.0,
-      py::arg("normalise") = true, py::arg("objective") = "",
+      py::arg("normalise") = true, py::arg("objective") = "", py::arg("prior_weight") = -1.0,
       "Leave-one-task-out ranking quality of the XGBoost cost model: `tasks` = (outputs, inputs, "
       "schedules, median_ms (<= 0: failed)) per task; per task, Spearman's rho between the "
       "scores of a model fitted on the other tasks and the measured throughputs. rounds, "
-      "max_depth, eta, objective ('rank' | 'squared'): XGBOptions (0, '': search mode's); "
+      "max_depth, eta, objective ('rank' | 'squared'), prior_weight (the analytic prior's "
+      "weight, 0: none): XGBOptions (0, '', < 0: search mode's); "
       "normalise = False: features not divided by "
       "the task's work (feature version 1, the baseline).");
   m.def(
       "intask_spearman",
       [](const std::vector<MeasuredTask>& tasks, double train_fraction, int rounds, int max_depth,
-         double eta, bool normalise, const std::string& objective) {
+         double eta, bool normalise, const std::string& objective, double prior_weight) {
         py::gil_scoped_release release;
-        return tune::search::intask_spearman(measured_tasks(tasks, normalise), train_fraction,
-                                             xgb_options(rounds, max_depth, eta, objective));
+        return tune::search::intask_spearman(
+            measured_tasks(tasks, normalise), train_fraction,
+            xgb_options(rounds, max_depth, eta, objective, prior_weight));
       },
       py::arg("tasks"), py::arg("train_fraction") = 0.5, py::arg("rounds") = 0,
       py::arg("max_depth") = 0, py::arg("eta") = 0.0, py::arg("normalise") = true,
-      py::arg("objective") = "",
+      py::arg("objective") = "", py::arg("prior_weight") = -1.0,
       "In-task ranking quality: per task (as heldout_spearman takes them), rho on its later "
       "programs of a model fitted on its first `train_fraction` (measurement order).");
 }
@@ -292,7 +302,7 @@ void bind_program_features(py::module_& m) {
             continue;
           }
           const cost::ProgramFeatures& f = mp.programs[next++];
-          py::array_t<float> a({f.num_stores, cost::kNumFeatures});
+          py::array_t<float> a({f.num_rows, cost::kNumFeatures});
           std::copy(f.values.begin(), f.values.end(), a.mutable_data());
           out.append(std::move(a));
         }
@@ -301,6 +311,23 @@ void bind_program_features(py::module_& m) {
       py::arg("outputs"), py::arg("inputs"), py::arg("schedules"),
       "Per schedule, its feature rows as a float32 array [stores, features] (search mode's "
       "cost-model input), or None when it does not lower.");
+  m.def(
+      "analytic_estimates",
+      [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
+         const std::vector<schedule::KernelSchedule>& schedules) {
+        py::gil_scoped_release release;
+        tune::Task task = tune::Task::create(unwrap(outputs), unwrap(inputs), "estimate");
+        tune::search::SearchSpace space(task);
+        const cost::MemoryHierarchy hw = cost::host_memory_hierarchy();
+        std::vector<double> ms;
+        for (const schedule::KernelSchedule& s : schedules) {
+          ms.push_back(tune::search::analytic_estimate_ms(space, hw, task.target.num_threads, s));
+        }
+        return ms;
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("schedules"),
+      "Per schedule, Gensor's analytic time estimate in ms (search mode's ranking before its "
+      "learned model has samples), or -1 where the model cannot estimate it.");
 }
 
 }  // namespace

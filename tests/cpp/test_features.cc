@@ -61,7 +61,7 @@ TEST(Features, TableHasOneNamePerFeature) {
 
 TEST(Features, HandBuiltNestHasTheExpectedValues) {
   ProgramFeatures pf = extract_features(axpy_like(), /*work=*/1);
-  ASSERT_EQ(pf.num_stores, 1);
+  ASSERT_EQ(pf.num_rows, 1);
   ASSERT_EQ(pf.values.size(), static_cast<size_t>(kNumFeatures));
   const float* r = pf.row(0);
   const double n = 64 * 16;
@@ -120,8 +120,8 @@ TEST(Features, OneRowPerStoreOfALoweredKernel) {
     schedule::KernelSchedule s = space.sample(rng);
     loop::LoweredFunc f = schedule::lower(task.plan, s, "k");
     ProgramFeatures pf = extract_features(f, task.iteration_points());
-    EXPECT_EQ(pf.num_stores, count_stores(f.body));
-    EXPECT_EQ(pf.values.size(), static_cast<size_t>(pf.num_stores) * kNumFeatures);
+    EXPECT_EQ(pf.num_rows, count_stores(f.body));
+    EXPECT_EQ(pf.values.size(), static_cast<size_t>(pf.num_rows) * kNumFeatures);
     for (float x : pf.values) {
       EXPECT_TRUE(std::isfinite(x));
       EXPECT_GE(x, 0);
@@ -145,8 +145,8 @@ TEST(Features, EveryOpKindsDefaultKernelHasFiniteRows) {
     tune::Task task = tune::Task::create(outs, ins, "t");
     loop::LoweredFunc f = schedule::lower(task.plan, task.default_schedule(), "k");
     ProgramFeatures pf = extract_features(f, task.iteration_points());
-    EXPECT_EQ(pf.num_stores, count_stores(f.body));
-    EXPECT_GT(pf.num_stores, 0);
+    EXPECT_EQ(pf.num_rows, count_stores(f.body));
+    EXPECT_GT(pf.num_rows, 0);
     for (float v : pf.values) ASSERT_TRUE(std::isfinite(v));
   }
 }
@@ -161,7 +161,7 @@ TEST(Features, RepeatableAndDifferentForDifferentSchedules) {
   EXPECT_EQ(f1.values, f2.values);
   // The register-blocked accumulator store reads and writes a register buffer.
   bool register_rw = false;
-  for (int i = 0; i < f1.num_stores; ++i) {
+  for (int i = 0; i < f1.num_rows; ++i) {
     register_rw = register_rw || (f1.row(i)[kFeatureScope + 3] == 1);
   }
   EXPECT_TRUE(register_rw);
@@ -200,8 +200,8 @@ TEST(Features, WorkNormalisedRowsDoNotSeeTheBatch) {
   // lines and executions all grow with the batch.
   const ProgramFeatures small = extract_features(batched(4), 4 * 128);
   const ProgramFeatures large = extract_features(batched(64), 64 * 128);
-  ASSERT_EQ(small.num_stores, 1);
-  ASSERT_EQ(large.num_stores, 1);
+  ASSERT_EQ(small.num_rows, 1);
+  ASSERT_EQ(large.num_rows, 1);
   for (int k = 0; k < kNumFeatures; ++k) {
     EXPECT_FLOAT_EQ(small.row(0)[k], large.row(0)[k]) << feature_names()[k];
   }
@@ -230,7 +230,7 @@ TEST(Features, BatchOfALoweredBatchMatmulLeavesTheNormalisedFeaturesAlone) {
       extract_features(schedule::lower(small.plan, s, "k"), small.iteration_points());
   const ProgramFeatures fl =
       extract_features(schedule::lower(large.plan, s, "k"), large.iteration_points());
-  ASSERT_EQ(fs.num_stores, fl.num_stores);
+  ASSERT_EQ(fs.num_rows, fl.num_rows);
   std::vector<int> normalised;
   for (int k = 0; k < 10; ++k) normalised.push_back(kFeatureArith + k);
   for (int b = 0; b < kMaxBuffers; ++b) {
@@ -239,7 +239,7 @@ TEST(Features, BatchOfALoweredBatchMatmulLeavesTheNormalisedFeaturesAlone) {
   normalised.push_back(kFeatureAlloc + 1);
   normalised.push_back(kFeatureAlloc + 3);
   normalised.push_back(kFeatureMisc + 0);
-  for (int r = 0; r < fs.num_stores; ++r) {
+  for (int r = 0; r < fs.num_rows; ++r) {
     for (int k : normalised) {
       EXPECT_NEAR(fs.row(r)[k], fl.row(r)[k], 1e-4) << "store " << r << " " << feature_names()[k];
     }

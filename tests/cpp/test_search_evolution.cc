@@ -82,7 +82,7 @@ class CountingModel : public cost::CostModel {
   std::vector<double> predict(const std::vector<cost::ProgramFeatures>& programs) const override {
     predicted += static_cast<int>(programs.size());
     std::vector<double> out;
-    for (const auto& p : programs) out.push_back(p.num_stores);
+    for (const auto& p : programs) out.push_back(p.num_rows);
     return out;
   }
   int fits = 0;

@@ -175,9 +175,9 @@ void synthetic(int count, uint64_t seed, std::vector<cost::ProgramFeatures>* pro
   std::uniform_real_distribution<float> u(0, 10);
   for (int p = 0; p < count; ++p) {
     cost::ProgramFeatures f;
-    f.num_stores = 1 + p % 4;
+    f.num_rows = 1 + p % 4;
     double label = 0;
-    for (int r = 0; r < f.num_stores; ++r) {
+    for (int r = 0; r < f.num_rows; ++r) {
       std::vector<float> row(cost::kNumFeatures);
       for (float& x : row) x = u(rng);
       label += 0.05 * row[3] + (row[20] > 5 ? 0.2 : 0.0);

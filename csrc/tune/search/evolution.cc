@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "cost/features.h"
-#include "tune/gensor/model.h"
+#include "tune/search/analytic_estimate.h"
 #include "util/check.h"
 
 namespace tessera::tune::search {
@@ -137,9 +137,9 @@ TaskSearcher::TaskSearcher(const Task& task, SearchOptions options)
       work_(std::max(1.0, task.iteration_points())),
       options_(std::move(options)),
       space_(task, options_.space),
-      rng_(options_.seed * 0x9e3779b97f4a7c15ull + 0x5eed) {
-  hw_ = options_.hardware ? *options_.hardware : cost::host_memory_hierarchy();
-}
+      rng_(options_.seed * 0x9e3779b97f4a7c15ull + 0x5eed),
+      hw_(options_.hardware ? *options_.hardware : cost::host_memory_hierarchy()),
+      featurize_(task_, space_, *hw_, work_) {}
 
 bool TaskSearcher::done() const {
   return exhausted_ || static_cast<int>(result_.trials.size()) >= options_.trials;
@@ -147,23 +147,10 @@ bool TaskSearcher::done() const {
 
 std::vector<double> TaskSearcher::analytic_scores(const std::vector<KernelSchedule>& batch) {
   Timer t;
-  gensor::ModelOptions mo;
-  mo.cores = std::max(1, task_.target.num_threads);
-  const gensor::AnalyticModel model(*hw_, mo);
   std::vector<double> out;
   for (const KernelSchedule& s : batch) {
-    double ms = 0;
-    try {
-      const std::vector<StageChoices>& stages = space_.stages_of(s);
-      for (size_t i = 0; i < stages.size(); ++i) {
-        const StageChoices& c = stages[i];
-        const bool cross = s.stages[i].sketch == schedule::Sketch::kCrossLaneReduction;
-        ms += model.predict(cross ? c.cross_lane_space : c.tiling_space, s.stages[i]).total_ms;
-      }
-    } catch (const std::exception&) {
-      ms = -1;
-    }
-    out.push_back(ms > 0 && std::isfinite(ms) ? 1.0 / ms : kInvalid);
+    const double ms = analytic_estimate_ms(space_, *hw_, task_.target.num_threads, s);
+    out.push_back(ms > 0 ? 1.0 / ms : kInvalid);
   }
   result_.stats.predict_s += t.seconds();
   result_.stats.scored += static_cast<int>(batch.size());
@@ -181,7 +168,7 @@ std::vector<double> TaskSearcher::model_scores(const std::vector<KernelSchedule>
     if (!f) continue;
     Timer tf;
     index[i] = static_cast<int>(feats.size());
-    feats.push_back(cost::extract_features(*f, work_));
+    feats.push_back(featurize_(batch[i], *f));
     result_.stats.feature_s += tf.seconds();
   }
   Timer tp;
@@ -319,7 +306,7 @@ void TaskSearcher::record_trial(Trial trial, const loop::LoweredFunc* lowered,
   const bool ok = trial.result.ok && trial.result.median_ms > 0;
   if (lowered != nullptr) {
     Timer tf;
-    data.add(task_.name, cost::extract_features(*lowered, work_),
+    data.add(task_.name, featurize_(trial.schedule, *lowered),
              ok ? 1.0 / trial.result.median_ms : 0);
     result_.stats.feature_s += tf.seconds();
   }

@@ -35,6 +35,7 @@
 #include "cost/memory_levels.h"
 #include "schedule/annotation.h"
 #include "tune/common.h"
+#include "tune/search/program_features.h"
 #include "tune/search/space.h"
 
 namespace tessera::tune::search {
@@ -164,6 +165,7 @@ class TaskSearcher {
   SearchSpace space_;
   std::mt19937_64 rng_;
   std::optional<cost::MemoryHierarchy> hw_;
+  ProgramFeaturizer featurize_;
   std::unordered_set<std::string> measured_;
   bool exhausted_ = false;
   int first_round_ = 0;  // after the restored trials' last round
