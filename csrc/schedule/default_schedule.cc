@@ -247,10 +247,16 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
       ann.vector_width = static_cast<int>(vl);
       ann.tile_reg[row] = rt.rows;
       ann.tile_reg[vaxis] = panel;
-      // Inner reduce tile: a kc x panel slice of the reused operand stays in L1.
+      // Inner reduce tile: the whole (constant) reduction when the reused operand's panel over
+      // all of it fits in half of L2: the panel streams from L2 behind the prefetchers, and each
+      // split of the reduction only sends the accumulators through memory once more. Otherwise
+      // a kc x panel slice that stays in L1.
+      const Expr& kext = op.reduce_axes[m - 1].extent;
       const int64_t kc_limit = std::max<int64_t>(16, target.l1_bytes * 3 / 4 / (panel * 4));
+      const bool whole_panel_in_l2 =
+          kext->is_const_int() && saturating_mul(kext->int_value, panel * 4) <= target.l2_bytes / 2;
       ann.tile_reduce[m - 1] =
-          std::min(extent_of(op.reduce_axes[m - 1].extent), pow2_floor(kc_limit));
+          whole_panel_in_l2 ? kext->int_value : std::min(extent_of(kext), pow2_floor(kc_limit));
       // Cache tile: a few panels wide, enough rows that the A block stays in L2.
       ann.tile_outer[vaxis] = std::min(round_up(vext, panel), multiple_at_most(panel, 256));
       ann.tile_outer[row] = std::min(round_up(rext, rt.rows), multiple_at_most(rt.rows, 96));
