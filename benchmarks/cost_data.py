@@ -20,9 +20,11 @@ the random-score search's), extracts the current features, and prints
 per op the Spearman's rho of an XGBoost model trained on the OTHER ops' programs (labels =
 throughput / the op's best) against measured throughput, and their mean (_C.heldout_spearman, as
 benchmarks/search.py computes it), and the in-task rho of a model trained on the first half of the
-op's programs (measurement order) ranking the second half. --features also writes every program's feature rows and
-measured throughput to an .npz (rows_<op> [stores x features], row_program_<op>, throughput_<op>,
-feature_names) for analysis outside C++.
+op's programs (measurement order) ranking the second half, and the rho of Gensor's analytic
+estimate alone (_C.analytic_estimates: the learned model's prior, with no training). --prior-weight
+sets the prior's weight in the model (0: the trees alone). --features also writes every program's
+feature rows (stores and the program row) and measured throughput to an .npz (rows_<op> [rows x
+features], row_program_<op>, throughput_<op>, feature_names) for analysis outside C++.
 
 Ops: the seven of benchmarks/search.py's held-out bar (gemm1024, bert_qk, bert_av,
 resnet_conv1_7x7s2, resnet_res3_3x3, resnet_res5_3x3, depthwise_3x3) plus a skinny GEMM and three
@@ -135,6 +137,21 @@ def mean_over(rho: Dict[str, float], names) -> float | None:
     return statistics.mean(vals) if vals else None
 
 
+def spearman(a, b) -> float:
+    """Rank correlation of two series (continuous values: ties are not averaged)."""
+    ra, rb = (np.argsort(np.argsort(np.asarray(x))).astype(float) for x in (a, b))
+    return float(np.corrcoef(ra, rb)[0, 1]) if len(ra) > 1 else float("nan")
+
+
+def analytic_spearman(task) -> float:
+    """rho of Gensor's analytic estimate alone (the learned model's prior, no training) against
+    measured throughput, over the programs both time."""
+    outputs, inputs, schedules, times = task
+    est = _C.analytic_estimates(outputs, inputs, schedules)
+    pairs = [(1.0 / e, 1.0 / t) for e, t in zip(est, times) if e > 0 and t > 0]
+    return spearman(*zip(*pairs)) if len(pairs) > 1 else float("nan")
+
+
 def heldout(args) -> None:
     names, tasks = load_tasks(args.data, args.ops, args.sources)
     if args.features:
@@ -145,16 +162,22 @@ def heldout(args) -> None:
     t0 = time.perf_counter()
     rho = dict(zip(names, _C.heldout_spearman(tasks, **options)))
     own = dict(zip(names, _C.intask_spearman(tasks, 0.5, **options)))
-    print(f"  {'op':24s} held-out  in-task")
+    prior = {n: analytic_spearman(t) for n, t in zip(names, tasks)}
+    print(f"  {'op':24s} held-out  in-task  analytic")
     for n in names:
-        print(f"  {n:24s} {rho[n]:8.3f} {own[n]:8.3f}{'' if n in BAR_OPS else '  (extra)'}")
+        print(f"  {n:24s} {rho[n]:8.3f} {own[n]:8.3f} {prior[n]:9.3f}"
+              f"{'' if n in BAR_OPS else '  (extra)'}")
     summary = {"heldout_spearman": mean_over(rho, BAR_OPS), "heldout_spearman_all":
                mean_over(rho, names), "intask_spearman_all": mean_over(own, names),
-               "per_op": rho, "intask_per_op": own, "options": options,
+               "analytic_spearman": mean_over(prior, BAR_OPS),
+               "analytic_spearman_all": mean_over(prior, names),
+               "per_op": rho, "intask_per_op": own, "analytic_per_op": prior, "options": options,
                "seconds": time.perf_counter() - t0}
     print(f"held-out mean over the bar's ops: {summary['heldout_spearman']:.3f}; over all "
           f"{len(names)} ops: {summary['heldout_spearman_all']:.3f}; in-task mean (first half "
-          f"trains, second half ranked): {summary['intask_spearman_all']:.3f}")
+          f"trains, second half ranked): {summary['intask_spearman_all']:.3f}; the analytic "
+          f"estimate alone: {summary['analytic_spearman']:.3f} (bar's ops), "
+          f"{summary['analytic_spearman_all']:.3f} (all)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)
