@@ -215,7 +215,7 @@ tune::search::MeasuredPrograms measured_programs(const MeasuredTask& t, size_t i
     std::optional<loop::LoweredFunc> f = space.try_lower(schedules[p]);
     if (lowered) lowered->push_back(f.has_value());
     if (!f) continue;
-    mp.programs.push_back(featurize(schedules[p], *f));
+    mp.programs.push_back(featurize(space, schedules[p], *f));
     mp.throughputs.push_back(times[p] > 0 ? 1.0 / times[p] : 0.0);
   }
   return mp;

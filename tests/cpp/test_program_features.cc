@@ -33,7 +33,7 @@ TEST(ProgramFeaturizer, ProgramRowCarriesTheAnalyticSpeedupOverTheRules) {
     const schedule::KernelSchedule s = i == 0 ? task.default_schedule() : space.sample(rng);
     const loop::LoweredFunc f = *space.try_lower(s);
     const cost::ProgramFeatures stores = cost::extract_features(f, task.iteration_points());
-    const cost::ProgramFeatures pf = featurize(s, f);
+    const cost::ProgramFeatures pf = featurize(space, s, f);
     // The store rows unchanged, and one more row.
     ASSERT_EQ(pf.num_rows, stores.num_rows + 1);
     for (size_t k = 0; k < stores.values.size(); ++k) ASSERT_EQ(pf.values[k], stores.values[k]);

@@ -168,7 +168,7 @@ std::vector<double> TaskSearcher::model_scores(const std::vector<KernelSchedule>
     if (!f) continue;
     Timer tf;
     index[i] = static_cast<int>(feats.size());
-    feats.push_back(featurize_(batch[i], *f));
+    feats.push_back(featurize_(space_, batch[i], *f));
     result_.stats.feature_s += tf.seconds();
   }
   Timer tp;
@@ -306,7 +306,7 @@ void TaskSearcher::record_trial(Trial trial, const loop::LoweredFunc* lowered,
   const bool ok = trial.result.ok && trial.result.median_ms > 0;
   if (lowered != nullptr) {
     Timer tf;
-    data.add(task_.name, featurize_(trial.schedule, *lowered),
+    data.add(task_.name, featurize_(space_, trial.schedule, *lowered),
              ok ? 1.0 / trial.result.median_ms : 0);
     result_.stats.feature_s += tf.seconds();
   }

@@ -13,19 +13,21 @@
 
 namespace tessera::tune::search {
 
+// Holds no reference to the space (a TaskSearcher owns both and may be moved): each call is
+// given the space of the task it was made for.
 class ProgramFeaturizer {
  public:
-  // `space` (of `task`) must outlive the featurizer. work: the store rows' normaliser (the
-  // task's iteration points; 1 for the unnormalised baseline).
+  // `space`: `task`'s search space. work: the store rows' normaliser (the task's iteration
+  // points; 1 for the unnormalised baseline).
   ProgramFeaturizer(const Task& task, const SearchSpace& space, cost::MemoryHierarchy hw,
                     double work);
 
-  // `lowered`: `s` lowered (SearchSpace::try_lower).
-  cost::ProgramFeatures operator()(const schedule::KernelSchedule& s,
+  // `space`: the task's space, as given to the constructor; `lowered`: `s` lowered
+  // (SearchSpace::try_lower).
+  cost::ProgramFeatures operator()(const SearchSpace& space, const schedule::KernelSchedule& s,
                                    const loop::LoweredFunc& lowered) const;
 
  private:
-  const SearchSpace& space_;
   cost::MemoryHierarchy hw_;
   int threads_;
   double work_;
