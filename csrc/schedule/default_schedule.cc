@@ -314,7 +314,10 @@ void unroll_inner_reduce(StageAnnotation& ann) {
   const bool blocked = ann.sketch == Sketch::kMultiLevelTiling && ann.vector_axis >= 0;
   const bool long_inner = !ann.tile_reduce.empty() && ann.tile_reduce.back() >= 16;
   ann.reduce_unroll = blocked && long_inner ? 4 : 1;
-  ann.prefetch = false;
+  // Hint the next register tiles' operands (tile_prefetch.h). In a model every layer's weight
+  // is read once per call from beyond L2, and without the hints the first register tile over
+  // each panel waits on that stream.
+  ann.prefetch = ann.reduce_unroll > 1;
 }
 
 KernelSchedule default_schedule(const StagePlan& plan, const Target& target) {

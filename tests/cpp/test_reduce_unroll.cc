@@ -141,13 +141,13 @@ TEST(ReduceUnroll, RulesUnrollLongInnerReductionsOnly) {
   Tensor a = ir::placeholder("A", dims({256, 256})), b = ir::placeholder("B", dims({256, 256}));
   schedule::StageAnnotation gemm = stage_of({ops::matmul(a, b)}, {a, b});
   EXPECT_EQ(gemm.reduce_unroll, 4) << gemm.to_json().dump();
-  EXPECT_FALSE(gemm.prefetch);
+  EXPECT_TRUE(gemm.prefetch) << "an unrolled register-blocked reduction hints its next panel";
   // A 3x3 convolution's innermost reduce axis has 3 steps: nothing to unroll.
   Tensor x = ir::placeholder("X", dims({1, 64, 14, 14})),
          w = ir::placeholder("W", dims({64, 64, 3, 3}));
   schedule::StageAnnotation conv = stage_of({ops::conv2d(x, w, nullptr, {1, 1}, {1, 1})}, {x, w});
   EXPECT_EQ(conv.reduce_unroll, 1) << conv.to_json().dump();
-  EXPECT_FALSE(conv.prefetch);
+  EXPECT_FALSE(conv.prefetch) << "hints open unrolled groups; there are none";
 }
 
 TEST(ReduceUnroll, AnnotationFieldsRoundTripAndStayOutOfOldSchedules) {
