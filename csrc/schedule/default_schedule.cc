@@ -17,6 +17,12 @@ namespace {
 
 // Symbolic extents are planned for as if they were this large (a typical dynamic batch/seq).
 constexpr int64_t kSymbolicGuess = 256;
+// Inner reduce tiles of at least this many steps are long (a GEMM's K), shorter ones a window's
+// width (a convolution's kw).
+constexpr int64_t kLongInnerReduce = 16;
+// Steps per unrolled group of a long and of a short inner reduction.
+constexpr int64_t kLongReduceUnroll = 4;
+constexpr int64_t kShortReduceUnroll = 2;
 
 int64_t extent_of(const Expr& e) { return e->is_const_int() ? e->int_value : kSymbolicGuess; }
 
@@ -312,11 +318,15 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
 
 void unroll_inner_reduce(StageAnnotation& ann) {
   const bool blocked = ann.sketch == Sketch::kMultiLevelTiling && ann.vector_axis >= 0;
-  const bool long_inner = !ann.tile_reduce.empty() && ann.tile_reduce.back() >= 16;
-  ann.reduce_unroll = blocked && long_inner ? 4 : 1;
-  // Hint the next register tiles' operands (tile_prefetch.h). In a model every layer's weight
-  // is read once per call from beyond L2, and without the hints the first register tile over
-  // each panel waits on that stream.
+  const int64_t inner = ann.tile_reduce.empty() ? 0 : ann.tile_reduce.back();
+  if (!blocked || inner < 2) {
+    ann.reduce_unroll = 1;
+  } else {
+    ann.reduce_unroll = inner >= kLongInnerReduce ? kLongReduceUnroll : kShortReduceUnroll;
+  }
+  // Hint the next register tiles' operands (tile_prefetch.h) at every unrolled group. In a
+  // model every layer's weight is read once per call from beyond L2, and without the hints the
+  // register tile that first reads each part of it waits on that stream.
   ann.prefetch = ann.reduce_unroll > 1;
 }
 

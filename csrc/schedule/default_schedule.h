@@ -49,10 +49,10 @@ struct RegisterTile {
 };
 RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const Target& target);
 
-// Unrolls the inner reduce loop of a register-blocked stage: 4 steps per iteration once its tile
-// has 16 or more. On GEMM 2048 (2 threads) that measured +4-7%, and 8 steps no more while
-// doubling the extra compile time. An unrolled reduction also gets prefetch hints
-// (tile_prefetch.h): the next register tiles' operands are hinted while this one computes.
+// Unrolls the inner reduce loop of a register-blocked stage: 4 steps per group once its tile
+// has 16 or more (a GEMM's K), 2 when it is shorter (a convolution window's width). Every
+// unrolled group opens with prefetch hints (tile_prefetch.h): the next register tiles' operands
+// are hinted while this one computes.
 void unroll_inner_reduce(StageAnnotation& ann);
 
 }  // namespace tessera::schedule

@@ -130,7 +130,7 @@ TEST(TilePrefetch, HintsTheNextRowTileIntoL1AndTheNextPanelIntoL2) {
   EXPECT_TRUE(schedule::next_tile_prefetches(a * b, loops, 16).empty());
 }
 
-TEST(ReduceUnroll, RulesUnrollLongInnerReductionsOnly) {
+TEST(ReduceUnroll, RulesUnrollAndHintRegisterBlockedReductions) {
   schedule::Target t;
   t.vector_lanes = 16;
   t.num_threads = 2;
@@ -142,12 +142,18 @@ TEST(ReduceUnroll, RulesUnrollLongInnerReductionsOnly) {
   schedule::StageAnnotation gemm = stage_of({ops::matmul(a, b)}, {a, b});
   EXPECT_EQ(gemm.reduce_unroll, 4) << gemm.to_json().dump();
   EXPECT_TRUE(gemm.prefetch) << "an unrolled register-blocked reduction hints its next panel";
-  // A 3x3 convolution's innermost reduce axis has 3 steps: nothing to unroll.
+  // A 3x3 convolution's innermost reduce axis has 3 steps: groups of 2, hinted as well.
   Tensor x = ir::placeholder("X", dims({1, 64, 14, 14})),
          w = ir::placeholder("W", dims({64, 64, 3, 3}));
   schedule::StageAnnotation conv = stage_of({ops::conv2d(x, w, nullptr, {1, 1}, {1, 1})}, {x, w});
-  EXPECT_EQ(conv.reduce_unroll, 1) << conv.to_json().dump();
-  EXPECT_FALSE(conv.prefetch) << "hints open unrolled groups; there are none";
+  EXPECT_EQ(conv.reduce_unroll, 2) << conv.to_json().dump();
+  EXPECT_TRUE(conv.prefetch);
+  // A 1x1 convolution's innermost reduce axis (the window's width) has one step: no groups.
+  Tensor w1 = ir::placeholder("W1", dims({64, 64, 1, 1}));
+  schedule::StageAnnotation pointwise =
+      stage_of({ops::conv2d(x, w1, nullptr, {1, 1}, {0, 0})}, {x, w1});
+  EXPECT_EQ(pointwise.reduce_unroll, 1) << pointwise.to_json().dump();
+  EXPECT_FALSE(pointwise.prefetch) << "hints open unrolled groups; there are none";
 }
 
 TEST(ReduceUnroll, AnnotationFieldsRoundTripAndStayOutOfOldSchedules) {

@@ -25,7 +25,8 @@ constexpr int64_t kMaxRegisterRows = 16;
 constexpr int64_t kMaxRegisterVectors = 4;
 // Odds of the coin flips of sampling (chosen, not fitted: the evolution corrects them).
 constexpr double kParallelOdds = 0.75;         // a sampled stage runs its tiles in parallel
-constexpr double kPrefetchOdds = 0.25;         // an unrolled reduction gets prefetch hints
+constexpr double kPrefetchOdds = 0.75;         // an unrolled reduction gets prefetch hints
+constexpr double kFlipPrefetchOdds = 0.25;     // an unroll mutation flips the hints instead
 constexpr double kDefaultOrderOdds = 0.5;      // the S1 order is the rules' order, not shuffled
 constexpr double kMidLevelOdds = 0.5;          // a sampled tiling splits cache tiles into mid tiles
 constexpr double kFlipParallelOdds = 1.0 / 3;  // a parallel mutation flips on/off
@@ -530,7 +531,7 @@ bool SearchSpace::mutate_stage(const StageChoices& c, StageAnnotation& ann, Muta
     }
     case Mutation::kUnroll: {
       if (!tiled || nr == 0) return false;
-      if (ann.reduce_unroll > 1 && coin(rng, kPrefetchOdds)) {
+      if (ann.reduce_unroll > 1 && coin(rng, kFlipPrefetchOdds)) {
         ann.prefetch = !ann.prefetch;
         return true;
       }
