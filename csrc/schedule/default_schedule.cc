@@ -23,6 +23,9 @@ constexpr int64_t kLongInnerReduce = 16;
 // Steps per unrolled group of a long and of a short inner reduction.
 constexpr int64_t kLongReduceUnroll = 4;
 constexpr int64_t kShortReduceUnroll = 2;
+// Most vector accumulators a short-window tile may hold and still be unrolled: the unrolled
+// steps' broadcasts, hoisted by LLVM, need the other registers (with 28 it spilled).
+constexpr int64_t kShortUnrollMaxAccumulators = 16;
 
 int64_t extent_of(const Expr& e) { return e->is_const_int() ? e->int_value : kSymbolicGuess; }
 
@@ -319,10 +322,15 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
 void unroll_inner_reduce(StageAnnotation& ann) {
   const bool blocked = ann.sketch == Sketch::kMultiLevelTiling && ann.vector_axis >= 0;
   const int64_t inner = ann.tile_reduce.empty() ? 0 : ann.tile_reduce.back();
+  int64_t accumulators = 1;
+  for (int64_t r : ann.tile_reg) accumulators *= r;
+  accumulators /= std::max(ann.vector_width, 1);
   if (!blocked || inner < 2) {
     ann.reduce_unroll = 1;
+  } else if (inner >= kLongInnerReduce) {
+    ann.reduce_unroll = kLongReduceUnroll;
   } else {
-    ann.reduce_unroll = inner >= kLongInnerReduce ? kLongReduceUnroll : kShortReduceUnroll;
+    ann.reduce_unroll = accumulators <= kShortUnrollMaxAccumulators ? kShortReduceUnroll : 1;
   }
   // Hint the next register tiles' operands (tile_prefetch.h) at every unrolled group. In a
   // model every layer's weight is read once per call from beyond L2, and without the hints the

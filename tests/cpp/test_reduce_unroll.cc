@@ -148,6 +148,12 @@ TEST(ReduceUnroll, RulesUnrollAndHintRegisterBlockedReductions) {
   schedule::StageAnnotation conv = stage_of({ops::conv2d(x, w, nullptr, {1, 1}, {1, 1})}, {x, w});
   EXPECT_EQ(conv.reduce_unroll, 2) << conv.to_json().dump();
   EXPECT_TRUE(conv.prefetch);
+  // Unless its register tile holds too many accumulators (2 rows x 7 columns x 2 vectors).
+  schedule::StageAnnotation wide = conv;
+  wide.tile_reg = {1, 32, 2, 7};
+  schedule::unroll_inner_reduce(wide);
+  EXPECT_EQ(wide.reduce_unroll, 1);
+  EXPECT_FALSE(wide.prefetch);
   // A 1x1 convolution's innermost reduce axis (the window's width) has one step: no groups.
   Tensor w1 = ir::placeholder("W1", dims({64, 64, 1, 1}));
   schedule::StageAnnotation pointwise =
