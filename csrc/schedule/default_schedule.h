@@ -50,7 +50,8 @@ struct RegisterTile {
 RegisterTile choose_register_tile(int64_t row_extent, int64_t vec_extent, const Target& target);
 
 // Unrolls the inner reduce loop of a register-blocked stage: 4 steps per group once its tile
-// has 16 or more (a GEMM's K), 2 when it is shorter (a convolution window's width). Every
+// has 16 or more (a GEMM's K), 2 when it is shorter (a convolution window's width) and the
+// register tile leaves registers for the unrolled steps' operands (16 accumulators at most). Every
 // unrolled group opens with prefetch hints (tile_prefetch.h): the next register tiles' operands
 // are hinted while this one computes.
 void unroll_inner_reduce(StageAnnotation& ann);
