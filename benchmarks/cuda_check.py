@@ -1,21 +1,30 @@
 """CUDA path checks that run without a GPU (issue 18's bar for CI).
 
     python benchmarks/cuda_check.py [--json PATH] [--arch sm_90] [--ops NAME ...] [--list]
+                                    [--models NAME ...]
 
 1. Sources: every kernel of the operator suite of benchmarks/ops.py is lowered with its default
    GPU schedule, and the tiled ones (matmul, conv) also with construct's choice (Gensor on GPU,
    predict-only with the shipped H100 description), emitted as CUDA C and compiled to a cubin
    for --arch (NVRTC where it loads, else `nvcc -cubin`), with ptxas's register and spill
    counts. "gemm2048_spills" is construct's GEMM 2048 choice's.
-2. Interpreter cases: small operators with odd sizes, each GPU schedule run by the GPU-semantics
+   A kernel whose stages no single GPU schedule covers (a conv followed by a pool, a matmul by a
+   layer norm) is several launches (schedule "tiled+row", ...): all of them are compiled.
+2. Models (--models, any of benchmarks/models.py's: resnet18 mobilenet_v2 bert gpt2 vit llama):
+   each model is compiled by torch.compile(backend="tessera") for the CPU as usual (fused
+   partitions: anchor_measure off, default schedules, no records database), and every distinct
+   kernel the backend builds is compiled for the GPU as well, with its default GPU schedule.
+3. Interpreter cases: small operators with odd sizes, each GPU schedule run by the GPU-semantics
    interpreter (threads phase by phase between barriers) on random inputs against the reference,
    counting data races, out-of-bounds accesses and reads of shared memory never written.
 
-JSON: {"sources_compiled", "sources_failed", "interpreter_cases", "interpreter_failures",
+JSON: {"sources_compiled", "sources_failed", "model_kernels_compiled", "model_kernels_failed",
+"models", "interpreter_cases", "interpreter_failures",
 "races", "out_of_bounds", "uninitialized_reads", "gemm2048_spills", "device", "compiler",
 "kernels": [...],
 "cases": [...]}; "device" is null without a CUDA device, else its name (no GPU timings are taken
-yet). The exit status is 1 when a source fails, a case fails, or GEMM 2048 spills.
+yet). The exit status is 1 when a source or model kernel fails, a case fails, or GEMM 2048
+spills.
 """
 
 from __future__ import annotations
@@ -100,7 +109,30 @@ def interpreter_cases() -> List[Case]:
         x = P("x", [3, 5, 7])
         return [T.reduce_min(x, [1], True)], [x]
 
+    def conv_bn_relu_maxpool():
+        # ResNet's stem in small: the pool's window reads the conv's output across threads, so
+        # it is a launch of its own (GPU programs: schedule/gpu/gpu_program.h).
+        x, wt = P("X", [1, 3, 12, 12]), P("W", [4, 3, 3, 3])
+        scale, shift = P("scale", [4, 1, 1]), P("shift", [4, 1, 1])
+        y = T.relu(T.add(T.mul(T.conv2d(x, wt, None, (1, 1), (1, 1)), scale), shift))
+        return [T.max_pool2d(y, (3, 3), (2, 2), (1, 1))], [x, wt, scale, shift]
+
+    def linear_residual_layer_norm():
+        # GPT-2's block seam: matmul + bias + residual (an output) normalised in the same kernel.
+        x, w, r = P("x", [9, 24]), P("w", [40, 24]), P("res", [9, 40])
+        g, b = P("gamma", [40]), P("beta", [40])
+        h = T.add(T.dense(x, w, None), r)
+        return [h, T.layer_norm(h, 1, g, b)], [x, w, r, g, b]
+
+    def conv_global_mean():
+        x, wt = P("X", [2, 5, 7, 7]), P("W", [6, 5, 3, 3])
+        y = T.relu(T.conv2d(x, wt, None, (1, 1), (1, 1)))
+        return [T.reduce_mean(y, [2, 3], True)], [x, wt]
+
     return [
+        ("conv_bn_relu_maxpool", conv_bn_relu_maxpool),
+        ("linear_residual_layer_norm", linear_residual_layer_norm),
+        ("conv_global_mean", conv_global_mean),
         ("matmul_37x29x53", lambda: mm(37, 29, 53)),
         ("matmul_64x64x64", lambda: mm(64, 64, 64)),
         ("matmul_tt_21x18x33", lambda: mm(18, 21, 33, True, True)),
@@ -136,7 +168,8 @@ def compile_one(outs, ins, name: str, arch: str, construct: bool) -> dict:
         rec.update(ok=True, schedule=k["schedule"], compiler=k["compiler"],
                    registers=k["registers"], spill_bytes=k["spill_bytes"],
                    shared_bytes=k["shared_bytes"], cubin_bytes=k["cubin_bytes"],
-                   config=k.get("config"), predicted_ms=k.get("predicted_ms"))
+                   config=k.get("config"), predicted_ms=k.get("predicted_ms"),
+                   launches=len(k["launches"]))
     except Exception as e:  # a failed compile is a result, not the end of the run
         rec.update(ok=False, error=str(e)[:2000])
     label = f"{name} ({'construct' if construct else 'default'})"
@@ -161,6 +194,38 @@ def compile_suite(names: List[str] | None, arch: str) -> List[dict]:
     return records
 
 
+def compile_models(names: List[str], arch: str) -> List[dict]:
+    """Every distinct kernel the backend builds for these models, compiled for the GPU."""
+    import torch
+
+    import models as model_suite  # benchmarks/models.py
+    from tessera.backend import kernel_build
+
+    specs = {}
+
+    def observe(spec):
+        specs.setdefault(spec.workload().hash, spec)
+    kernel_build.spec_observers.append(observe)
+    records = []
+    try:
+        for name in names:
+            specs.clear()
+            model, x = model_suite.build(name, 1)
+            model.eval()
+            torch._dynamo.reset()
+            options = {"anchor_measure": False, "tune": "default", "records_db": False}
+            compiled = torch.compile(model, backend="tessera", options=options)
+            with torch.no_grad():
+                compiled(x)
+            print(f"{name}: {len(specs)} distinct kernels")
+            for spec in list(specs.values()):
+                rec = compile_one(spec.te_outputs, spec.te_inputs, spec.name, arch, False)
+                records.append(dict(rec, model=name))
+    finally:
+        kernel_build.spec_observers.remove(observe)
+    return records
+
+
 def run_cases(names: List[str] | None) -> List[dict]:
     records = []
     for name, build in interpreter_cases():
@@ -181,6 +246,8 @@ def main() -> None:
     p.add_argument("--arch", default="sm_90", help="GPU architecture of the cubins")
     p.add_argument("--ops", nargs="*", help="only these suite ops / interpreter cases")
     p.add_argument("--list", action="store_true", help="list the ops and cases, then exit")
+    p.add_argument("--models", nargs="*", default=[],
+                   help="also compile these models' kernels (benchmarks/models.py names)")
     args = p.parse_args()
     if args.list:
         print("\n".join([op.name for op in ops_suite.suite()] +
@@ -191,11 +258,15 @@ def main() -> None:
     compiler = _C.cuda.compiler()
     print(f"compiler: {compiler}, device: {device}")
     kernels = compile_suite(args.ops, args.arch) if compiler != "none" else []
+    model_kernels = compile_models(args.models, args.arch) if compiler != "none" else []
     cases = run_cases(args.ops)
     gemm2048 = [k for k in kernels if k["op"] == "gemm2048" and k["ok"] and k["construct"]]
     summary = {
         "sources_compiled": sum(k["ok"] for k in kernels),
         "sources_failed": sum(not k["ok"] for k in kernels),
+        "model_kernels_compiled": sum(k["ok"] for k in model_kernels),
+        "model_kernels_failed": sum(not k["ok"] for k in model_kernels),
+        "models": args.models,
         "interpreter_cases": len(cases),
         "interpreter_failures": sum(not c["passed"] for c in cases),
         "races": sum(c["races"] for c in cases),
@@ -209,9 +280,11 @@ def main() -> None:
     print(json.dumps(summary, indent=2))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(summary, kernels=kernels, cases=cases), f, indent=2)
+            json.dump(dict(summary, kernels=kernels, model_kernels=model_kernels, cases=cases),
+                      f, indent=2)
         print(f"wrote {args.json}")
-    bad = (summary["sources_failed"] or summary["interpreter_failures"] or
+    bad = (summary["sources_failed"] or summary["model_kernels_failed"] or
+           summary["interpreter_failures"] or
            summary["races"] or summary["out_of_bounds"] or (summary["gemm2048_spills"] or 0) > 0)
     sys.exit(1 if bad else 0)
 

@@ -10,6 +10,7 @@
 #include "runtime/cuda/cuda_module.h"
 #include "runtime/cuda/gpu_kernel.h"
 #include "runtime/cuda/interpreter_check.h"
+#include "schedule/gpu/gpu_program.h"
 #include "schedule/gpu/gpu_schedule.h"
 #include "schedule/gpu/tiled_reduction.h"
 #include "tune/gensor/gpu_construct.h"
@@ -22,6 +23,17 @@ namespace {
 
 namespace rc = runtime::cuda;
 
+// The fields of one compiled launch (ptxas's counts where it reported them).
+py::dict launch_dict(const std::string& schedule, const rc::CompiledGpuKernel& k) {
+  py::dict d;
+  d["schedule"] = schedule;
+  d["registers"] = k.compiled.ptxas.registers;
+  d["spill_bytes"] = k.compiled.ptxas.spill_bytes();
+  d["shared_bytes"] = k.compiled.ptxas.shared_bytes;
+  d["cubin_bytes"] = k.compiled.cubin.size();
+  return d;
+}
+
 py::dict compile_kernel(const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
                         const std::string& name, const std::string& arch, bool construct,
                         uint64_t seed) {
@@ -29,31 +41,53 @@ py::dict compile_kernel(const std::vector<PyTensor>& outputs, const std::vector<
   const schedule::StagePlan plan =
       schedule::plan_stages(outs, ins, schedule::gpu::gpu_plan_choices());
   py::dict d;
-  loop::LoweredFunc f;
+  rc::CudaCompileOptions options;
+  options.arch = arch;
+  std::vector<std::pair<std::string, rc::CompiledGpuKernel>> kernels;
   if (construct && schedule::gpu::gpu_schedule_name(plan) == "tiled") {
     tune::gensor::GpuConstructOptions o;
     o.seed = seed;
     const tune::gensor::GpuConstructResult r =
         tune::gensor::construct_gpu(plan, cost::h100_sxm(), o);
-    f = schedule::gpu::lower_tiled_reduction(plan, r.config, name);
+    kernels.emplace_back(
+        "tiled", rc::compile_gpu_kernel(schedule::gpu::lower_tiled_reduction(plan, r.config, name),
+                                        options));
     d["config"] = r.config.text();
     d["predicted_ms"] = r.prediction.time_s * 1e3;
   } else {
-    f = schedule::gpu::lower_gpu(plan, name);
+    for (const auto& launch : schedule::gpu::lower_gpu_program(outs, ins, name).launches) {
+      kernels.emplace_back(launch.schedule, rc::compile_gpu_kernel(launch.func, options));
+    }
   }
-  rc::CudaCompileOptions options;
-  options.arch = arch;
-  const rc::CompiledGpuKernel k = rc::compile_gpu_kernel(f, options);
-  d["schedule"] = schedule::gpu::gpu_schedule_name(plan);
-  d["source"] = k.source;
-  d["compiler"] = rc::cuda_compiler_name(k.compiled.compiler);
-  d["cubin_bytes"] = k.compiled.cubin.size();
-  d["from_cache"] = k.compiled.from_cache;
-  d["ptxas_found"] = k.compiled.ptxas.found;
-  d["registers"] = k.compiled.ptxas.registers;
-  d["spill_bytes"] = k.compiled.ptxas.spill_bytes();
-  d["shared_bytes"] = k.compiled.ptxas.shared_bytes;
-  d["log"] = k.compiled.log;
+  // The whole program: its schedules joined, sources concatenated, the worst launch's
+  // registers and shared memory, spills and cubins summed; per launch in "launches".
+  std::string schedule, source, log;
+  int64_t registers = 0, spill_bytes = 0, shared_bytes = 0, cubin_bytes = 0;
+  bool from_cache = true, ptxas_found = true;
+  py::list launches;
+  for (const auto& [name_of_schedule, k] : kernels) {
+    schedule += (schedule.empty() ? "" : "+") + name_of_schedule;
+    source += k.source;
+    log += k.compiled.log;
+    registers = std::max<int64_t>(registers, k.compiled.ptxas.registers);
+    spill_bytes += k.compiled.ptxas.spill_bytes();
+    shared_bytes = std::max<int64_t>(shared_bytes, k.compiled.ptxas.shared_bytes);
+    cubin_bytes += static_cast<int64_t>(k.compiled.cubin.size());
+    from_cache = from_cache && k.compiled.from_cache;
+    ptxas_found = ptxas_found && k.compiled.ptxas.found;
+    launches.append(launch_dict(name_of_schedule, k));
+  }
+  d["schedule"] = schedule;
+  d["source"] = source;
+  d["compiler"] = rc::cuda_compiler_name(kernels.front().second.compiled.compiler);
+  d["cubin_bytes"] = cubin_bytes;
+  d["from_cache"] = from_cache;
+  d["ptxas_found"] = ptxas_found;
+  d["registers"] = registers;
+  d["spill_bytes"] = spill_bytes;
+  d["shared_bytes"] = shared_bytes;
+  d["log"] = log;
+  d["launches"] = launches;
   return d;
 }
 
@@ -85,10 +119,12 @@ void bind_cuda(py::module_& parent) {
       py::arg("ordinal") = 0);
   m.def("compile_kernel", &compile_kernel, py::arg("outputs"), py::arg("inputs"), py::arg("name"),
         py::arg("arch") = rc::kDefaultCudaArch, py::arg("construct") = false, py::arg("seed") = 0,
-        "Lowers the kernel with its GPU schedule (construct: a tiled reduction's configuration "
-        "from Gensor on GPU with the shipped H100 description, predict-only), emits CUDA C and "
-        "compiles it to a cubin; a dict with the schedule, source, compiler, registers and spill "
-        "bytes (and config, predicted_ms with construct). Raises TesseraError.");
+        "Lowers the kernel as GPU launches (one per run of stages one GPU schedule covers; "
+        "construct: a tiled reduction's configuration from Gensor on GPU with the shipped H100 "
+        "description, predict-only), emits CUDA C and compiles it to cubins; a dict with the "
+        "schedule ('tiled', 'tiled+row', ...), source, compiler, registers and spill bytes, "
+        "per launch in 'launches' (and config, predicted_ms with construct). Raises "
+        "TesseraError.");
   m.def("check_schedule", &check_schedule, py::arg("outputs"), py::arg("inputs"), py::arg("name"),
         py::arg("seed") = 1,
         "Runs the kernel's GPU schedule in the GPU-semantics interpreter on random inputs against "

@@ -44,6 +44,7 @@ Json PlanChoices::to_json() const {
   Json j = Json::object();
   j["pad"] = pad_placement_name(pad);
   j["epilogue"] = epilogue_placement_name(epilogue);
+  if (!hoist_invariants) j["hoist"] = false;
   return j;
 }
 
@@ -53,12 +54,13 @@ PlanChoices PlanChoices::from_json(const Json& j) {
   c.pad = pad_placement_from_name(j.get_string("pad", pad_placement_name(c.pad)));
   c.epilogue =
       epilogue_placement_from_name(j.get_string("epilogue", epilogue_placement_name(c.epilogue)));
+  c.hoist_invariants = j.get_bool("hoist", c.hoist_invariants);
   return c;
 }
 
 std::string PlanChoices::text() const {
   return std::string("pad=") + pad_placement_name(pad) +
-         " epilogue=" + epilogue_placement_name(epilogue);
+         " epilogue=" + epilogue_placement_name(epilogue) + (hoist_invariants ? "" : " hoist=off");
 }
 
 std::vector<PlanChoices> PlanChoices::all() {

@@ -26,13 +26,19 @@ enum class EpiloguePlacement {
 struct PlanChoices {
   PadPlacement pad = PadPlacement::kMaterialize;
   EpiloguePlacement epilogue = EpiloguePlacement::kFused;
+  // Arithmetic on inputs alone that a larger consumer reads broadcast (a batch norm's per-channel
+  // scale) gets a stage of its own, computed once: the CPU's rule. A GPU kernel is one stage, so
+  // GPU plans inline it (a few flops per point). Not a search choice: all() keeps it on.
+  bool hoist_invariants = true;
 
-  bool operator==(const PlanChoices& o) const { return pad == o.pad && epilogue == o.epilogue; }
+  bool operator==(const PlanChoices& o) const {
+    return pad == o.pad && epilogue == o.epilogue && hoist_invariants == o.hoist_invariants;
+  }
   bool operator!=(const PlanChoices& o) const { return !(*this == o); }
   bool is_default() const { return *this == PlanChoices{}; }
 
-  // {"pad": "inline", "epilogue": "separate"}; from_json takes missing keys as the defaults and
-  // rejects unknown values.
+  // {"pad": "inline", "epilogue": "separate"} ("hoist": false only when off); from_json takes
+  // missing keys as the defaults and rejects unknown values.
   util::Json to_json() const;
   static PlanChoices from_json(const util::Json& j);
   // "pad=inline epilogue=fused": for reports and test names.

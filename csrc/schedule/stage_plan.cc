@@ -212,7 +212,7 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     if (!keep && consumers[t.get()].size() >= 2 && calls_transcendental(t)) {
       for (const Tensor& c : consumers[t.get()]) keep |= is_reduction(c);
     }
-    keep = keep || loop_invariant_in_a_consumer(t, consumers);
+    keep = keep || (choices.hoist_invariants && loop_invariant_in_a_consumer(t, consumers));
     if (keep) {
       materialised.insert(t.get());
     } else {

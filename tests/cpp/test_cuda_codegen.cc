@@ -153,10 +153,44 @@ TEST(CudaCodegen, ExpressionKindsAndDtypesCompile) {
   EXPECT_TRUE(contains(src, "unsigned char* ba")) << "bools are stored as bytes:\n" << src;
   EXPECT_TRUE(contains(src, "#pragma unroll")) << src;
   // Division of a value of unknown sign needs the floor fix-up helpers.
-  EXPECT_TRUE(contains(src, "tessera_floordiv(ia[tx], (-3))")) << src;
-  EXPECT_TRUE(contains(src, "tessera_floormod(ia[tx], 7)")) << src;
+  // (ia[tx] is read four times: it is bound to a constant first.)
+  EXPECT_TRUE(contains(src, "tessera_floordiv(") && contains(src, ", (-3))")) << src;
+  EXPECT_TRUE(contains(src, "tessera_floormod(") && contains(src, ", 7)")) << src;
   EXPECT_TRUE(contains(src, "__int_as_float(0x7f800000u)")) << "infinity:\n" << src;
   TESSERA_EXPECT_NVCC_COMPILES(src, "kinds");
+}
+
+// Equal subexpressions (equal by structure, not only shared nodes, as inlining makes them) are
+// computed once: a chain of 20 levels, each reading the previous level twice, prints in a few
+// kilobytes instead of 2^20 copies, also under a select's branch, which gets an if/else scope.
+// A load used only under a light branch stays in the select (bound before it, it would read out
+// of bounds where the branch is not taken), and a heavy branch's loads stay inside its if.
+TEST(CudaCodegen, SharedSubexpressionsAreBoundOnce) {
+  Buffer fa = ir::make_buffer("fa", DType::kFloat32, {Expr(64)});
+  Var tx = ir::var("tx", 0, 63);
+  auto chain = [&](Expr v, int depth) {
+    for (int d = 0; d < depth; ++d) {
+      // Two structurally equal, separately built operands.
+      v = ir::exp(v * ir::float_imm(0.5)) + ir::exp(v * ir::float_imm(0.5));
+    }
+    return v;
+  };
+  Expr light = ir::select(ir::lt(tx, Expr(32)), ld(fa, tx + Expr(32)) * ld(fa, tx + Expr(32)),
+                          ir::float_imm(0.0));
+  Expr heavy =
+      ir::select(ir::lt(tx, Expr(48)), chain(ld(fa, tx + Expr(16)), 20), ir::float_imm(1.0));
+  loop::LoweredFunc f = make_func("chain", {fa}, {},
+                                  gpu_loop(tx, Expr(64), ForKind::kGpuThreadX,
+                                           store(fa, tx, chain(ld(fa, tx), 20) + light + heavy)));
+  const std::string src = emit_cuda(f);
+  EXPECT_LT(src.size(), 20000u) << src.substr(0, 4000);
+  EXPECT_TRUE(contains(src, "const float t")) << src;
+  EXPECT_FALSE(contains(src, "= fa[(tx + 32")) << src;
+  EXPECT_TRUE(contains(src, "? (fa[(tx + 32")) << src;
+  const size_t branch = src.find("if ((tx < 48");
+  ASSERT_NE(branch, std::string::npos) << src;
+  EXPECT_GT(src.find("fa[(tx + 16"), branch) << src;
+  TESSERA_EXPECT_NVCC_COMPILES(src, "chain");
 }
 
 TEST(CudaCodegen, RefusesCpuConstructsAndUnsizedAllocations) {

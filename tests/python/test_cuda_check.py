@@ -44,15 +44,39 @@ def test_compile_kernel_reports_ptxas():
     assert c["config"].startswith("vthread=") and c["predicted_ms"] > 0
 
 
-@pytest.mark.skipif(_C.cuda.compiler() == "none", reason="neither NVRTC nor nvcc")
-def test_cuda_check_script(tmp_path):
+def run_cuda_check(tmp_path, *args) -> dict:
+    """benchmarks/cuda_check.py run with `args`: its JSON (the run must exit 0)."""
     out = tmp_path / "check.json"
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "torch_backend"))
     subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "cuda_check.py"), "--json",
-                    str(out), "--ops", "gemm1024", "matmul_37x29x53", "softmax_7x100"],
-                   check=True, env=env, capture_output=True)
-    s = json.loads(out.read_text())
+                    str(out), *args], check=True, env=env, capture_output=True)
+    return json.loads(out.read_text())
+
+
+@pytest.mark.skipif(_C.cuda.compiler() == "none", reason="neither NVRTC nor nvcc")
+def test_cuda_check_script(tmp_path):
+    s = run_cuda_check(tmp_path, "--ops", "gemm1024", "matmul_37x29x53", "softmax_7x100")
     assert (s["sources_compiled"], s["sources_failed"]) == (2, 0)  # default and construct
     assert (s["interpreter_cases"], s["interpreter_failures"]) == (2, 0)
     assert s["races"] == 0 and s["out_of_bounds"] == 0 and s["uninitialized_reads"] == 0
     assert s["device"] is None or isinstance(s["device"], str)
+
+
+@pytest.mark.skipif(_C.cuda.compiler() == "none", reason="neither NVRTC nor nvcc")
+def test_cuda_check_compiles_a_models_kernels(tmp_path):
+    """ResNet-18's kernels as the backend builds them, each compiled for the GPU: every one
+    compiles, and the stem (conv + batch norm + relu + max pool) is two launches."""
+    s = run_cuda_check(tmp_path, "--ops", "none", "--models", "resnet18")
+    assert s["models"] == ["resnet18"]
+    assert s["model_kernels_failed"] == 0
+    assert s["model_kernels_compiled"] >= 10
+    kernels = s["model_kernels"]
+    # (Kernel names are cut at 60 characters: the stem's ends in "max_po".)
+    stem = [k for k in kernels if "max_po" in k["op"]]
+    assert len(stem) == 1 and stem[0]["schedule"] == "tiled+tiled" and stem[0]["launches"] == 2
+    # Every conv with its batch norm (scale inlined on the GPU) is one tiled launch, followed by
+    # a launch of its own only for a pool or the global mean.
+    convs = [k for k in kernels if k["op"].startswith("convolution")]
+    assert len(convs) >= 10
+    assert all(k["schedule"].split("+")[0] == "tiled" and k["launches"] <= 2 for k in convs)
+    assert sum(k["launches"] == 1 for k in convs) >= 10

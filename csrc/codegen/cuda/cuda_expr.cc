@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <tuple>
 
 #include "ir/simplify.h"
 #include "ir/tensor.h"
@@ -219,9 +221,15 @@ std::string math_fn(const char* base, DType t) {
 
 class ExprEmitter {
  public:
-  explicit ExprEmitter(const Names& names) : names_(names) {}
+  explicit ExprEmitter(const Names& names,
+                       const std::map<const ir::ExprNode*, std::string>* bound = nullptr)
+      : names_(names), bound_(bound) {}
 
   std::string emit(const Expr& e) {
+    if (bound_ != nullptr) {
+      auto it = bound_->find(e.get());
+      if (it != bound_->end()) return it->second;
+    }
     switch (e->kind) {
       case ExprKind::kIntImm:
         return int_literal(e->int_value, e->dtype);
@@ -342,11 +350,145 @@ class ExprEmitter {
   }
 
   const Names& names_;
+  const std::map<const ir::ExprNode*, std::string>* bound_;  // nodes printed as their constant
 };
+
+bool is_leaf(const Expr& e) {
+  return e->kind == ExprKind::kIntImm || e->kind == ExprKind::kFloatImm ||
+         e->kind == ExprKind::kVar;
+}
+
+// Hash-consing of an expression: nodes equal in kind, type, value and operands (structurally,
+// with variables by identity) share one id, whether or not the IR shares their node.
+class ValueNumbering {
+ public:
+  int number(const Expr& e) {
+    auto known = id_of_.find(e.get());
+    if (known != id_of_.end()) return known->second;
+    Key key{static_cast<int>(e->kind),
+            static_cast<int>(e->dtype),
+            e->int_value,
+            0,
+            static_cast<int>(e->call_op),
+            e->buffer.get(),
+            e->tensor.get(),
+            nullptr,
+            {}};
+    std::memcpy(&key.float_bits, &e->float_value, sizeof(double));
+    if (e->kind == ExprKind::kVar) key.var = e.get();
+    for (const Expr& o : e->operands) key.operands.push_back(number(o));
+    auto [it, fresh] = id_by_key_.emplace(std::move(key), static_cast<int>(nodes_.size()));
+    if (fresh) nodes_.push_back(e);
+    id_of_[e.get()] = it->second;
+    return it->second;
+  }
+  const Expr& node(int id) const { return nodes_[id]; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+  const std::map<const ir::ExprNode*, int>& ids() const { return id_of_; }
+
+ private:
+  struct Key {
+    int kind, dtype;
+    int64_t int_value;
+    uint64_t float_bits;
+    int call_op;
+    const void* buffer;
+    const void* tensor;
+    const void* var;
+    std::vector<int> operands;
+    bool operator<(const Key& o) const {
+      return std::tie(kind, dtype, int_value, float_bits, call_op, buffer, tensor, var, operands) <
+             std::tie(o.kind, o.dtype, o.int_value, o.float_bits, o.call_op, o.buffer, o.tensor,
+                      o.var, o.operands);
+    }
+  };
+  std::map<const ir::ExprNode*, int> id_of_;
+  std::map<Key, int> id_by_key_;
+  std::vector<Expr> nodes_;  // one representative per id, producers before users
+};
+
+// The values every evaluation computes: reached from `id` without passing a select's branch.
+void always_computed(const ValueNumbering& vn, int id, std::vector<bool>* always) {
+  if ((*always)[id]) return;
+  (*always)[id] = true;
+  const Expr& e = vn.node(id);
+  for (size_t i = 0; i < e->operands.size(); ++i) {
+    if (e->kind == ExprKind::kSelect && i > 0) continue;
+    always_computed(vn, vn.ids().at(e->operands[i].get()), always);
+  }
+}
 
 }  // namespace
 
 std::string cuda_expr(const Expr& e, const Names& names) { return ExprEmitter(names).emit(e); }
+
+namespace {
+
+// A select branch with a math call or more than this many values gets a scope of its own (an
+// if/else) where its shared values are bound; lighter branches print inline.
+constexpr size_t kScopedBranchValues = 16;
+
+bool heavy_branch(const Expr& e) {
+  std::set<const ir::ExprNode*> seen;
+  bool calls = false;
+  std::function<void(const Expr&)> walk = [&](const Expr& n) {
+    if (!seen.insert(n.get()).second) return;
+    calls = calls || n->kind == ExprKind::kCall;
+    for (const Expr& o : n->operands) walk(o);
+  };
+  walk(e);
+  return calls || seen.size() > kScopedBranchValues;
+}
+
+using Bound = std::map<const ir::ExprNode*, std::string>;
+
+// Binds e's shared values (and heavy selects, as if/else) in a scope whose lines go to `lines`
+// with `indent`; `bound` holds what enclosing scopes bound. Returns e's C expression.
+std::string bind_in_scope(const Expr& e, Names& names, Bound bound, const std::string& indent,
+                          std::vector<std::string>* lines) {
+  ValueNumbering vn;
+  const int root = vn.number(e);
+  // Operand slots reading each value, over distinct values (a + a reads a twice).
+  std::vector<int> uses(vn.size(), 0);
+  for (int id = 0; id < vn.size(); ++id) {
+    for (const Expr& o : vn.node(id)->operands) ++uses[vn.ids().at(o.get())];
+  }
+  std::vector<bool> always(vn.size(), false);
+  always_computed(vn, root, &always);
+  std::vector<std::vector<const ir::ExprNode*>> nodes_of(vn.size());
+  for (const auto& [node, id] : vn.ids()) nodes_of[id].push_back(node);
+  ExprEmitter emitter(names, &bound);
+  for (int id = 0; id < vn.size(); ++id) {  // producers first
+    const Expr& n = vn.node(id);
+    if (bound.count(n.get()) || is_leaf(n) || !always[id]) continue;
+    if (n->kind == ExprKind::kAccess) continue;  // refused by emit() with its message
+    const bool scoped = n->kind == ExprKind::kSelect &&
+                        (heavy_branch(n->operands[1]) || heavy_branch(n->operands[2]));
+    if (!scoped && (id == root || uses[id] < 2)) continue;
+    const std::string name = names.unique("t");
+    const std::string type = scalar_type(n->dtype);
+    if (scoped) {
+      lines->push_back(indent + type + " " + name + ";");
+      lines->push_back(indent + "if (" + emitter.emit(n->operands[0]) + ") {");
+      const std::string yes = bind_in_scope(n->operands[1], names, bound, indent + "  ", lines);
+      lines->push_back(indent + "  " + name + " = " + yes + ";");
+      lines->push_back(indent + "} else {");
+      const std::string no = bind_in_scope(n->operands[2], names, bound, indent + "  ", lines);
+      lines->push_back(indent + "  " + name + " = " + no + ";");
+      lines->push_back(indent + "}");
+    } else {
+      lines->push_back(indent + "const " + type + " " + name + " = " + emitter.emit(n) + ";");
+    }
+    for (const ir::ExprNode* node : nodes_of[id]) bound[node] = name;  // printed as it
+  }
+  return emitter.emit(e);
+}
+
+}  // namespace
+
+std::string cuda_expr_shared(const Expr& e, Names& names, std::vector<std::string>* decls) {
+  return bind_in_scope(e, names, {}, "", decls);
+}
 
 std::string cuda_expr_prelude() {
   // Integer floor division and modulo as ir::floordiv_int / floormod_int (C's / and % truncate),

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ir/buffer.h"
 #include "ir/expr.h"
@@ -38,6 +39,15 @@ class Names {
 // follow ir::evaluate: floor division and modulo, NaN-propagating float min/max, 1/sqrt for
 // rsqrt, bool addition as `or`. Throws tessera::Error on tensor accesses.
 std::string cuda_expr(const ir::Expr& e, const Names& names);
+
+// A C expression for `e` whose subexpressions used more than once (the IR is a DAG, and inlining
+// repeats equal subtrees: a rotary embedding's range reduction printed as a tree grows
+// exponentially) are bound to constants first, equal ones (by structure, variables by identity)
+// once. `decls` gets the lines to print before the use, producers first: "const T t = ...;", and
+// for a select with a heavy branch (a math call, or many values) an if/else whose branches bind
+// their own shared values. Nothing used only under a select's branch is bound outside it (a
+// hoisted load could leave its bounds there), and leaves are never bound.
+std::string cuda_expr_shared(const ir::Expr& e, Names& names, std::vector<std::string>* decls);
 
 // Device helper functions the expressions call (tessera_floordiv, tessera_fmax, ...).
 std::string cuda_expr_prelude();

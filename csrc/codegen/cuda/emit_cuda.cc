@@ -59,15 +59,24 @@ class KernelEmitter {
 
   std::string expr(const ir::Expr& e) { return cuda_expr(e, names_); }
 
+  // `e` with its shared subexpressions bound to constants declared here first (cuda_expr_shared).
+  std::string shared_expr(const ir::Expr& e, int indent) {
+    std::vector<std::string> decls;
+    std::string text = cuda_expr_shared(e, names_, &decls);
+    for (const std::string& d : decls) line(indent) << d << "\n";
+    return text;
+  }
+
   void emit_stmt(const Stmt& s, int indent) {
     switch (s->kind) {
       case StmtKind::kFor:
         return emit_for(s, indent);
       case StmtKind::kLet: {
         line(indent) << "{\n";
+        const std::string value = shared_expr(s->value, indent + 1);
         const std::string& v = names_.bind(s->var.get(), s->var->name);
-        line(indent + 1) << "const " << scalar_type(s->var->dtype) << " " << v << " = "
-                         << expr(s->value) << ";\n";
+        line(indent + 1) << "const " << scalar_type(s->var->dtype) << " " << v << " = " << value
+                         << ";\n";
         emit_stmt(s->body, indent + 1);
         line(indent) << "}\n";
         return;
@@ -81,10 +90,12 @@ class KernelEmitter {
         }
         line(indent) << "}\n";
         return;
-      case StmtKind::kStore:
-        line(indent) << names_.of(s->buffer.get()) << "[" << expr(s->index)
-                     << "] = " << expr(s->value) << ";\n";
+      case StmtKind::kStore: {
+        const std::string value = shared_expr(s->value, indent);
+        line(indent) << names_.of(s->buffer.get()) << "[" << expr(s->index) << "] = " << value
+                     << ";\n";
         return;
+      }
       case StmtKind::kAllocate:
         return emit_allocate(s, indent);
       case StmtKind::kSeq:

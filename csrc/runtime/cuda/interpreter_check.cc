@@ -6,7 +6,7 @@
 #include "ops/reference.h"
 #include "runtime/ndarray.h"
 #include "runtime/verify.h"
-#include "schedule/gpu/gpu_schedule.h"
+#include "schedule/gpu/gpu_program.h"
 #include "util/check.h"
 
 namespace tessera::runtime::cuda {
@@ -25,24 +25,26 @@ std::vector<int64_t> constant_shape(const ir::Tensor& t) {
 
 void run_case(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
               uint64_t seed, double rtol, double atol, InterpreterCase* c) {
-  const schedule::StagePlan plan =
-      schedule::plan_stages(outputs, inputs, schedule::gpu::gpu_plan_choices());
-  c->schedule = schedule::gpu::gpu_schedule_name(plan);
-  const loop::LoweredFunc f = schedule::gpu::lower_gpu(plan, c->name);
+  const schedule::gpu::GpuProgram program =
+      schedule::gpu::lower_gpu_program(outputs, inputs, c->name);
+  c->schedule = program.schedule();
   std::map<const ir::TensorNode*, NDArray> by_tensor;
-  std::vector<NDArray> arrays;
+  std::vector<NDArray> arrays;  // program.buffers(): inputs, outputs, temporaries
   for (size_t i = 0; i < inputs.size(); ++i) {
     arrays.push_back(NDArray::random(inputs[i]->dtype, constant_shape(inputs[i]), seed + i));
     by_tensor[inputs[i].get()] = arrays.back();
   }
   for (const ir::Tensor& t : outputs) arrays.emplace_back(t->dtype, constant_shape(t));
-  std::vector<void*> ptrs;
-  for (NDArray& a : arrays) ptrs.push_back(a.data());
-  const loop::GpuCheckReport report = loop::interpret_gpu(f, ptrs, {});
-  c->races = report.races;
-  c->out_of_bounds = report.out_of_bounds;
-  c->uninitialized_reads = report.uninitialized_reads;
-  if (!report.messages.empty()) c->message = report.messages[0];
+  for (const ir::Tensor& t : program.temporaries) arrays.emplace_back(t->dtype, constant_shape(t));
+  for (const schedule::gpu::GpuLaunch& launch : program.launches) {
+    std::vector<void*> ptrs;
+    for (int b : launch.buffers) ptrs.push_back(arrays[b].data());
+    const loop::GpuCheckReport report = loop::interpret_gpu(launch.func, ptrs, {});
+    c->races += report.races;
+    c->out_of_bounds += report.out_of_bounds;
+    c->uninitialized_reads += report.uninitialized_reads;
+    if (!report.messages.empty() && c->message.empty()) c->message = report.messages[0];
+  }
   const std::vector<NDArray> want = ops::run_reference(outputs, by_tensor);
   c->matches = true;
   for (size_t o = 0; o < outputs.size(); ++o) {

@@ -1,7 +1,8 @@
 #pragma once
-// One verification case without a GPU: a kernel's GPU schedule run by the GPU-semantics
-// interpreter on random inputs (races and out-of-bounds accesses counted), its outputs compared
-// with the reference interpreter.
+// One verification case without a GPU: a kernel's GPU program (its launches in turn, over shared
+// buffers: schedule/gpu/gpu_program.h) run by the GPU-semantics interpreter on random inputs
+// (races and out-of-bounds accesses counted), its outputs compared with the reference
+// interpreter.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,7 +13,7 @@ namespace tessera::runtime::cuda {
 
 struct InterpreterCase {
   std::string name;
-  std::string schedule;  // gpu_schedule_name's pick
+  std::string schedule;  // GpuProgram::schedule(): "tiled", "tiled+row", ...
   int64_t races = 0;
   int64_t out_of_bounds = 0;
   int64_t uninitialized_reads = 0;  // of shared memory

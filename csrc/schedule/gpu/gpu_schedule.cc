@@ -10,6 +10,7 @@ PlanChoices gpu_plan_choices() {
   PlanChoices c;
   c.pad = PadPlacement::kInline;
   c.epilogue = EpiloguePlacement::kFused;
+  c.hoist_invariants = false;
   return c;
 }
 

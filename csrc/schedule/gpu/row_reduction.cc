@@ -46,12 +46,25 @@ bool is_reduction(const Stage& s) { return s.op->op->reduce != ir::ReduceKind::k
 
 int64_t hint(const Expr& e) { return e->is_const_int() ? e->int_value : kAssumedSymbolicExtent; }
 
+// A read at 0 in a row dim of extent 1 (a keepdim mean read back at [n, c, 0]).
+bool unit_row_index(const Expr& index, const Expr& row_extent) {
+  return row_extent->is_const_int(1) && index->is_const_int(0);
+}
+
+// Is `index` the row's index in a dim of extent `row_extent`: `row_index` itself, or 0 in a unit
+// dim?
+bool indexes_row(const Expr& index, const Expr& row_index, const Expr& row_extent) {
+  return ir::expr_equal(index, row_index) || unit_row_index(index, row_extent);
+}
+
 // Replaces reads of row results (tensor -> value at the block's row) in a stage body. Every such
-// read must index the row with exactly `row_vars` (the stage's own row variables).
+// read must index the row with exactly `row_vars` (the stage's own row variables; 0 in unit
+// dims) over a row of extents `rows`.
 class RowReads : public ir::ExprMutator {
  public:
-  RowReads(const std::map<const ir::TensorNode*, Expr>& values, const std::vector<Var>& row_vars)
-      : values_(values), row_vars_(row_vars) {}
+  RowReads(const std::map<const ir::TensorNode*, Expr>& values, const std::vector<Expr>& row_vars,
+           const std::vector<Expr>& rows)
+      : values_(values), row_vars_(row_vars), rows_(rows) {}
 
   Expr mutate(const Expr& e) override {
     if (e->kind != ir::ExprKind::kAccess) return mutate_children(e);
@@ -59,7 +72,7 @@ class RowReads : public ir::ExprMutator {
     if (it == values_.end()) return mutate_children(e);
     bool same = e->operands.size() == row_vars_.size();
     for (size_t d = 0; same && d < row_vars_.size(); ++d) {
-      same = ir::expr_equal(e->operands[d], row_vars_[d]);
+      same = indexes_row(e->operands[d], row_vars_[d], rows_[d]);
     }
     TESSERA_CHECK(same) << "GPU row schedule: " << e->tensor->name
                         << " is read at other indices than the reading point's row";
@@ -68,8 +81,12 @@ class RowReads : public ir::ExprMutator {
 
  private:
   const std::map<const ir::TensorNode*, Expr>& values_;
-  const std::vector<Var>& row_vars_;
+  const std::vector<Expr>& row_vars_;
+  const std::vector<Expr>& rows_;
 };
+
+// row_positions' entry for a unit row dim read at 0 (no axis of the reading stage).
+constexpr size_t kUnitRowDim = static_cast<size_t>(-1);
 
 class RowLowering {
  public:
@@ -144,7 +161,7 @@ class RowLowering {
     const ir::ComputeOpNode& op = *s.op->op;
     TESSERA_CHECK(s.op->shape.size() == rows_.size())
         << "GPU row schedule: reductions of different shapes (" << s.op->name << ")";
-    std::vector<Var> axis_vars;
+    std::vector<Expr> axis_vars;
     ir::VarMap vm;
     for (size_t d = 0; d < op.axes.size(); ++d) {
       TESSERA_CHECK(ir::expr_equal(op.axes[d].extent, rows_[d]))
@@ -152,7 +169,7 @@ class RowLowering {
       axis_vars.push_back(op.axes[d].var);
       vm[op.axes[d].var.get()] = row_coord_[d];
     }
-    Expr body = RowReads(row_values_, axis_vars).mutate(inline_body(s.op, inlined_));
+    Expr body = RowReads(row_values_, axis_vars, rows_).mutate(inline_body(s.op, inlined_));
     check_reads(body, s.op->name);
     std::vector<Expr> extents;
     for (const ir::IterVar& r : op.reduce_axes) extents.push_back(r.extent);
@@ -207,14 +224,19 @@ class RowLowering {
   }
 
   // The row positions of an elementwise stage: where it reads some row result, which must be at
-  // distinct axis variables of the stage.
+  // distinct axis variables of the stage (or at 0 in a unit row dim: kUnitRowDim).
   std::vector<size_t> row_positions(const Stage& s) const {
     const ir::ComputeOpNode& op = *s.op->op;
     std::vector<size_t> pos;
     ir::visit_expr(inline_body(s.op, inlined_), [&](const Expr& e) {
       if (!pos.empty() || e->kind != ir::ExprKind::kAccess || !row_values_.count(e->tensor.get()))
         return;
-      for (const Expr& index : e->operands) {
+      for (size_t d = 0; d < e->operands.size(); ++d) {
+        const Expr& index = e->operands[d];
+        if (d < rows_.size() && unit_row_index(index, rows_[d])) {
+          pos.push_back(kUnitRowDim);
+          continue;
+        }
         for (size_t a = 0; a < op.axes.size(); ++a) {
           if (index.get() == op.axes[a].var.get()) pos.push_back(a);
         }
@@ -232,10 +254,14 @@ class RowLowering {
         << "GPU row schedule: elementwise stage " << s.op->name << " is not a kernel output";
     const ir::ComputeOpNode& op = *s.op->op;
     const std::vector<size_t> pos = row_positions(s);
-    std::vector<Var> row_vars;
+    std::vector<Expr> row_vars;
     ir::VarMap vm;
     std::vector<bool> is_row(op.axes.size(), false);
     for (size_t d = 0; d < pos.size(); ++d) {
+      if (pos[d] == kUnitRowDim) {  // read at 0: no axis of this stage runs along it
+        row_vars.push_back(ir::int_imm(0));
+        continue;
+      }
       TESSERA_CHECK(ir::expr_equal(op.axes[pos[d]].extent, rows_[d]))
           << "GPU row schedule: stage " << s.op->name << " has rows of another shape";
       row_vars.push_back(op.axes[pos[d]].var);
@@ -254,7 +280,7 @@ class RowLowering {
     const Expr p = Expr(e) * ir::int_imm(threads_) + tx_;
     const std::vector<Expr> ic = unflatten(p, inner_extents);
     for (size_t i = 0; i < inner_axes.size(); ++i) vm[op.axes[inner_axes[i]].var.get()] = ic[i];
-    const Expr body = RowReads(row_values_, row_vars).mutate(inline_body(s.op, inlined_));
+    const Expr body = RowReads(row_values_, row_vars, rows_).mutate(inline_body(s.op, inlined_));
     check_reads(body, s.op->name);
     std::vector<Expr> point;
     for (size_t a = 0; a < op.axes.size(); ++a) point.push_back(vm.at(op.axes[a].var.get()));

@@ -1,6 +1,7 @@
 #include "schedule/gpu/tiled_reduction.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "ir/functor.h"
@@ -406,13 +407,16 @@ bool is_tiled_reduction_plan(const StagePlan& plan) {
          !plan.stages[0].op->op->reduce_axes.empty();
 }
 
-bool has_operand_reuse(const StagePlan& plan) {
-  if (!is_tiled_reduction_plan(plan)) return false;
+bool has_operand_reuse(const StagePlan& plan) { return reused_operands(plan) > 0; }
+
+int reused_operands(const StagePlan& plan) {
+  if (!is_tiled_reduction_plan(plan)) return 0;
   const Expr body = inline_body(plan.stages[0].op, plan.inlined);
+  std::set<const ir::TensorNode*> operands;
   for (const Expr& access : distinct_accesses(body)) {
-    if (reused(access, reduction_of(plan))) return true;
+    if (reused(access, reduction_of(plan))) operands.insert(access->tensor.get());
   }
-  return false;
+  return static_cast<int>(operands.size());
 }
 
 GpuTileConfig default_tile_config(const StagePlan& plan) {
@@ -444,7 +448,9 @@ GpuTileConfig default_tile_config(const StagePlan& plan) {
     c.stage[r] = std::min(e, s);
     values *= c.stage[r];
   }
-  // Shrink the steps, then the register tiles, until the staged tiles fit.
+  // Shrink the steps, then the register tiles, then the thread tiles (a strided window's input
+  // tile spans stride x threads rows: a 16x16 patch embedding's 241 for 16 threads), until the
+  // staged tiles fit.
   while (shared_bytes_of(plan, c) > kMaxStaticSharedBytes) {
     auto widest = std::max_element(c.stage.begin(), c.stage.end());
     if (widest != c.stage.end() && *widest > 1) {
@@ -457,6 +463,8 @@ GpuTileConfig default_tile_config(const StagePlan& plan) {
       *most /= 2;
     } else if (*most_v > 1) {
       *most_v /= 2;
+    } else if (auto most_t = std::max_element(c.thread.begin(), c.thread.end()); *most_t > 1) {
+      *most_t /= 2;
     } else {
       break;  // lowering reports the overflow
     }

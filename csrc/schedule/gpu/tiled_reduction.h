@@ -50,6 +50,10 @@ bool is_tiled_reduction_plan(const StagePlan& plan);
 // threads share, which is what staging pays for).
 bool has_operand_reuse(const StagePlan& plan);
 
+// How many distinct operands of the reduction are reused that way: 2 for a matmul or a conv (each
+// operand is shared along the other's axes), 1 for a row sum that reads a broadcast bias.
+int reused_operands(const StagePlan& plan);
+
 // Bytes of shared memory the staged tiles of `config` take (the capacity a tuner must respect:
 // at most kMaxStaticSharedBytes).
 int64_t tiled_shared_bytes(const StagePlan& plan, const GpuTileConfig& config);

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.fx as fx
@@ -522,10 +522,17 @@ def _report(spec: KernelSpec, report, records: Optional["records_mod.Records"]) 
         log_once(f"compile-note:{note}", f"tessera: {spec.name}: {note}", level=logging.WARNING)
 
 
+# Called with every spec compile_spec is given, before it compiles: benchmarks/cuda_check.py
+# collects the kernels of whole models this way and compiles each for the GPU as well.
+spec_observers: List[Callable[[KernelSpec], None]] = []
+
+
 def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     """Compiles (or reuses) the kernel of a spec through the one compile call (_C.compile), with
     the tuning mode and records database of `tune`: the backend Options or a tuning mode name.
     Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
+    for observe in spec_observers:
+        observe(spec)
     mode, records_option, trials, bars, runner = _tune_and_records(tune)
     key = keys.cache_key(spec.workload(), mode, trials)
     # Kernels reading weights prepacked take other arguments: cached apart.
