@@ -129,7 +129,51 @@ def interpreter_cases() -> List[Case]:
         y = T.relu(T.conv2d(x, wt, None, (1, 1), (1, 1)))
         return [T.reduce_mean(y, [2, 3], True)], [x, wt]
 
+    # Every elementwise, index and shape operator of te_ops (integer indices are computed from
+    # arange, so they stay in range on random inputs; outputs are float32 for the comparison).
+    def unary_math():
+        x = P("x", [5, 33])
+        ax = T.abs(x)
+        return [T.add(T.mul(T.exp(x), T.sigmoid(x)), T.tanh(x)),
+                T.add(T.add(T.log(T.add(ax, 1.0)), T.sqrt(ax)), T.rsqrt(T.add(ax, 1.0))),
+                T.add(T.erf(x), T.pow(T.add(ax, 1.0), 1.5)),
+                T.sub(T.add(T.floor(T.mul(x, 3.0)), T.ceil(T.mul(x, 3.0))), T.neg(x)),
+                T.clamp(x, -0.5, 0.5)], [x]
+
+    def compare_select():
+        x, y = P("x", [6, 17]), P("y", [6, 17])
+        cond = T.logical_and(T.compare(x, y, "lt"), T.logical_not(T.compare(x, 0.0, "gt")))
+        either = T.logical_or(T.compare(x, y, "ge"), T.compare(y, 0.25, "le"))
+        return [T.where(cond, T.maximum(x, y), T.minimum(x, y)),
+                T.sub(T.div(x, T.add(T.abs(y), 1.0)), T.mul(x, y)),
+                T.cast(either, "float32")], [x, y]
+
+    def integer_division():
+        x, y = P("x", [4, 19]), P("y", [4, 19])
+        a = T.cast(T.floor(T.mul(x, 50.0)), "int64")
+        b = T.add(T.cast(T.floor(T.mul(T.abs(y), 7.0)), "int64"), T.cast(T.full([4, 19], 1), "int64"))
+        return [T.cast(T.floordiv(a, b), "float32"), T.cast(T.floormod(a, b), "float32")], [x, y]
+
+    def embedding_gather():
+        table, x = P("table", [10, 12]), P("x", [4, 9])
+        ids = T.floormod(T.mul(T.arange(7), T.full([7], 3, "int64")), T.full([7], 10, "int64"))
+        cols = T.floormod(T.mul(T.broadcast_to(T.arange(5), [4, 5]), T.full([4, 5], 2, "int64")),
+                          T.full([4, 5], 9, "int64"))
+        return [T.index_select(table, 0, ids), T.gather(x, 1, cols)], [table, x]
+
+    def shape_ops():
+        x, bias = P("x", [2, 3, 8]), P("bias", [8])
+        return [T.permute(x, [2, 0, 1]), T.slice(x, 2, 1, 7, 2),
+                T.pad(x, [(0, 0), (1, 1), (2, 0)], 0.5),
+                T.add(T.broadcast_to(bias, [2, 3, 8]), T.transpose(T.transpose(x, [1, 0, 2]), [1, 0, 2])),
+                T.cast(T.arange(6, 0.5, 2.0, "float32"), "float32")], [x, bias]
+
     return [
+        ("unary_math", unary_math),
+        ("compare_select", compare_select),
+        ("integer_division", integer_division),
+        ("embedding_gather", embedding_gather),
+        ("shape_ops", shape_ops),
         ("conv_bn_relu_maxpool", conv_bn_relu_maxpool),
         ("linear_residual_layer_norm", linear_residual_layer_norm),
         ("conv_global_mean", conv_global_mean),

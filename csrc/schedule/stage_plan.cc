@@ -115,6 +115,10 @@ bool loop_invariant_in_a_consumer(const Tensor& t, const Consumers& consumers) {
   return true;
 }
 
+bool same_extent(const Expr& a, const Expr& b) {
+  return a.same_as(b) || (a->is_const_int() && b->is_const_int() && a->int_value == b->int_value);
+}
+
 // True if every access of `producer` in `consumer`'s body uses exactly the consumer's axes, in
 // order, and both have the same shape: then the consumer can be computed point by point right
 // where the producer's value is finished.
@@ -122,11 +126,7 @@ bool reads_at_identity(const Tensor& consumer, const Expr& consumer_body, const 
   const ir::ComputeOpNode& op = *consumer->op;
   if (op.axes.size() != producer->shape.size()) return false;
   for (size_t i = 0; i < op.axes.size(); ++i) {
-    const Expr& a = op.axes[i].extent;
-    const Expr& b = producer->shape[i];
-    bool same =
-        a.same_as(b) || (a->is_const_int() && b->is_const_int() && a->int_value == b->int_value);
-    if (!same) return false;
+    if (!same_extent(op.axes[i].extent, producer->shape[i])) return false;
   }
   bool ok = true;
   ir::visit_expr(consumer_body, [&](const Expr& e) {
@@ -143,7 +143,68 @@ bool reads_at_identity(const Tensor& consumer, const Expr& consumer_body, const 
   return ok;
 }
 
+bool is_unit(const Expr& extent) { return extent->is_const_int(1); }
+
+// The positions of the dims of `shape` whose extent is not 1.
+std::vector<size_t> non_unit_dims(const std::vector<Expr>& shape) {
+  std::vector<size_t> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!is_unit(shape[i])) dims.push_back(i);
+  }
+  return dims;
+}
+
+std::vector<Expr> axis_extents(const ir::ComputeOpNode& op) {
+  std::vector<Expr> extents;
+  for (const ir::IterVar& a : op.axes) extents.push_back(a.extent);
+  return extents;
+}
+
+// reads_at_identity up to unit dims: the consumer's non-unit axes, in order, are the producer's
+// non-unit dims (same extents), and every access of `producer` indexes its non-unit dims with
+// them and its unit dims with 0. An [M, N] matmul read by its [1, M, N] view's bias add is.
+bool reads_through_unit_dims(const Tensor& consumer, const Expr& consumer_body,
+                             const Tensor& producer) {
+  const ir::ComputeOpNode& op = *consumer->op;
+  const std::vector<size_t> mine = non_unit_dims(axis_extents(op));
+  const std::vector<size_t> theirs = non_unit_dims(producer->shape);
+  if (mine.size() != theirs.size()) return false;
+  for (size_t k = 0; k < mine.size(); ++k) {
+    if (!same_extent(op.axes[mine[k]].extent, producer->shape[theirs[k]])) return false;
+  }
+  bool ok = true;
+  ir::visit_expr(consumer_body, [&](const Expr& e) {
+    if (e->kind != ExprKind::kAccess || e->tensor.get() != producer.get()) return;
+    size_t k = 0;
+    for (size_t d = 0; d < e->operands.size(); ++d) {
+      const Expr& idx = e->operands[d];
+      if (is_unit(producer->shape[d])) {
+        ok = ok && idx->is_const_int(0);
+      } else {
+        ok = ok && idx.same_as(op.axes[mine[k++]].var);
+      }
+    }
+  });
+  return ok;
+}
+
 }  // namespace
+
+std::vector<int> epilogue_axis_map(const Stage& stage) {
+  TESSERA_CHECK(stage.epilogue) << "epilogue_axis_map: stage " << stage.op->name
+                                << " has no epilogue";
+  const std::vector<Expr> mine = axis_extents(*stage.epilogue->op);
+  std::vector<int> map(mine.size(), -1);
+  if (mine.size() == stage.op->shape.size()) {  // the same shape (plan_stages' default rule)
+    for (size_t a = 0; a < map.size(); ++a) map[a] = static_cast<int>(a);
+    return map;
+  }
+  const std::vector<size_t> e = non_unit_dims(mine), r = non_unit_dims(stage.op->shape);
+  TESSERA_CHECK(e.size() == r.size())
+      << "epilogue_axis_map: " << stage.epilogue->name << " does not run along " << stage.op->name;
+  for (size_t k = 0; k < e.size(); ++k) map[e[k]] = static_cast<int>(r[k]);
+  return map;
+}
 
 Expr inline_expr(const Expr& e, const std::set<const TensorNode*>& inlined) {
   Inliner in(inlined);
@@ -244,7 +305,10 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     if (cons.size() != 1) continue;
     const Tensor& e = cons[0];
     if (!is_output.count(e.get()) || is_reduction(e) || e->dtype != t->dtype) continue;
-    if (fused_epilogues.count(e.get()) || !reads_at_identity(e, inlined_body[e.get()], t)) continue;
+    const bool pointwise =
+        reads_at_identity(e, inlined_body[e.get()], t) ||
+        (choices.unit_dim_epilogues && reads_through_unit_dims(e, inlined_body[e.get()], t));
+    if (fused_epilogues.count(e.get()) || !pointwise) continue;
     // The epilogue may read other tensors, but not another reduction.
     bool reads_other_reduction = false;
     ir::visit_expr(inlined_body[e.get()], [&](const Expr& x) {

@@ -147,16 +147,42 @@ TEST(GpuProgram, KeepdimLayerNormIsOneRowLaunch) {
   expect_interpreter_passes({y}, {x, g, b}, "ln", "row");
 }
 
-TEST(GpuProgram, HoistChoiceRoundTripsThroughJson) {
+// ATen's linear is a matmul viewed [1, M, N] before its bias and activation: on the GPU the
+// activation is the matmul's epilogue through the unit dim (one launch), as a row sum's scaled
+// [1, R] view is the row launch's. The CPU plan keeps a stage for it (its lowering does not map
+// such epilogues yet).
+TEST(GpuProgram, AnEpilogueThroughUnitDimsIsFused) {
+  Tensor x = ir::placeholder("x", {16, 24}), w = ir::placeholder("w", {40, 24});
+  Tensor bias = ir::placeholder("bias", {40});
+  Tensor viewed = ops::reshape(ops::dense(x, w, nullptr), {1, 16, 40});
+  const std::vector<Tensor> outs{ops::gelu(ops::add(viewed, bias))};
+  const std::vector<Tensor> ins{x, w, bias};
+  EXPECT_EQ(schedule::plan_stages(outs, ins).stages.size(), 2u);
+  const schedule::StagePlan gpu =
+      schedule::plan_stages(outs, ins, schedule::gpu::gpu_plan_choices());
+  ASSERT_EQ(gpu.stages.size(), 1u);
+  EXPECT_EQ(schedule::epilogue_axis_map(gpu.stages[0]), (std::vector<int>{-1, 0, 1}));
+  expect_interpreter_passes(outs, ins, "linear_gelu", "tiled");
+
+  Tensor rows = ir::placeholder("rows", {6, 30});
+  const std::vector<Tensor> sums{ops::mul(ops::reshape(ops::reduce_sum(rows, {1}), {1, 6}), 2.0)};
+  expect_interpreter_passes(sums, {rows}, "row_sum_view", "row");
+}
+
+TEST(GpuProgram, GpuPlanChoicesRoundTripThroughJson) {
   schedule::PlanChoices cpu;
   EXPECT_FALSE(cpu.to_json().contains("hoist"));  // CPU records keep their JSON
+  EXPECT_FALSE(cpu.to_json().contains("unit_epilogues"));
   const schedule::PlanChoices gpu = schedule::gpu::gpu_plan_choices();
   EXPECT_FALSE(gpu.hoist_invariants);
+  EXPECT_TRUE(gpu.unit_dim_epilogues);
   EXPECT_EQ(schedule::PlanChoices::from_json(gpu.to_json()), gpu);
   EXPECT_EQ(schedule::PlanChoices::from_json(cpu.to_json()), cpu);
   EXPECT_NE(gpu.text().find("hoist=off"), std::string::npos);
+  EXPECT_NE(gpu.text().find("unit_epilogues=on"), std::string::npos);
   for (const schedule::PlanChoices& c : schedule::PlanChoices::all()) {
     EXPECT_TRUE(c.hoist_invariants);
+    EXPECT_FALSE(c.unit_dim_epilogues);
   }
 }
 

@@ -209,8 +209,9 @@ class RowLowering {
     Expr written = result;
     if (s.epilogue) {
       ir::VarMap evm;
-      for (size_t d = 0; d < rows_.size(); ++d) {
-        evm[s.epilogue->op->axes[d].var.get()] = row_coord_[d];
+      const std::vector<int> map = epilogue_axis_map(s);
+      for (size_t d = 0; d < map.size(); ++d) {
+        evm[s.epilogue->op->axes[d].var.get()] = map[d] < 0 ? ir::int_imm(0) : row_coord_[map[d]];
       }
       written = al_.lower(ir::substitute(
           replace_access(inline_body(s.epilogue, inlined_), s.op.get(), result), evm));

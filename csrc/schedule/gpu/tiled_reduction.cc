@@ -347,17 +347,20 @@ class TiledLowering {
     const ir::Tensor& written = stage.written();
     const Expr acc_value = ir::load(acc_, acc_index());
     Expr value = acc_value;
+    std::vector<Expr> point;  // in the written tensor's dims
     if (stage.epilogue) {
       ir::VarMap vm;
-      for (size_t a = 0; a < op_.axes.size(); ++a) {
-        vm[stage.epilogue->op->axes[a].var.get()] = spatial(a);
+      const std::vector<int> map = epilogue_axis_map(stage);
+      for (size_t a = 0; a < map.size(); ++a) {
+        point.push_back(map[a] < 0 ? ir::int_imm(0) : spatial(map[a]));
+        vm[stage.epilogue->op->axes[a].var.get()] = point.back();
       }
       const Expr e =
           replace_access(inline_body(stage.epilogue, plan_.inlined), stage.op.get(), acc_value);
       value = al_.lower(ir::substitute(e, vm));
+    } else {
+      for (size_t a = 0; a < op_.axes.size(); ++a) point.push_back(spatial(a));
     }
-    std::vector<Expr> point;
-    for (size_t a = 0; a < op_.axes.size(); ++a) point.push_back(spatial(a));
     const ir::Buffer& out = al_.buffer_of(written.get());
     return over_register_tile(
         loop::make_if(point_in_range(), loop::make_store(out, ir::flat_index(out, point), value)));
