@@ -11,9 +11,9 @@ unrolled by 4 (the rules' choice, with prefetch hints), by 8, and by 4 without t
 
 --size N: a square matmul (torch.mm). --linear M K N: a layer, X[M, K] times a weight W[N, K]
 transposed (torch.nn.functional.linear), the weight read prepacked as in a compiled inference
-graph. --cold-weights W (with --linear): W distinct weights, each with its own kernel, called in
-turn, so that every call reads its weight from beyond L2 as a model's layers do; times are per
-call.
+graph. --cold-weights W (with --linear only): W distinct weights, each with its own kernel,
+called in turn, so that every call reads its weight from beyond L2 as a model's layers do;
+GFLOP/s count the work of one call.
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def main() -> None:
     p.add_argument("--variants", default=json.dumps(DEFAULT_VARIANTS),
                    help="JSON object: variant name -> annotation fields to override")
     args = p.parse_args()
+    if args.cold_weights != 1 and not args.linear:
+        p.error("--cold-weights needs --linear M K N")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.linear:

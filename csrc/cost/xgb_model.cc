@@ -151,7 +151,7 @@ Rows stack_rows(const std::vector<ProgramFeatures>& programs) {
     const ProgramFeatures& f = programs[p];
     TESSERA_CHECK(f.values.size() == static_cast<size_t>(f.num_rows) * kNumFeatures)
         << "program " << p << " has " << f.values.size() << " feature values for " << f.num_rows
-        << " stores";
+        << " rows";
     rows.data.insert(rows.data.end(), f.values.begin(), f.values.end());
     rows.program.insert(rows.program.end(), f.num_rows, static_cast<int>(p));
   }

@@ -138,8 +138,8 @@ TaskSearcher::TaskSearcher(const Task& task, SearchOptions options)
       options_(std::move(options)),
       space_(task, options_.space),
       rng_(options_.seed * 0x9e3779b97f4a7c15ull + 0x5eed),
-      hw_(options_.hardware ? *options_.hardware : cost::host_memory_hierarchy()),
-      featurize_(task_, space_, *hw_, work_) {}
+      featurize_(task_, space_,
+                 options_.hardware ? *options_.hardware : cost::host_memory_hierarchy(), work_) {}
 
 bool TaskSearcher::done() const {
   return exhausted_ || static_cast<int>(result_.trials.size()) >= options_.trials;
@@ -149,7 +149,8 @@ std::vector<double> TaskSearcher::analytic_scores(const std::vector<KernelSchedu
   Timer t;
   std::vector<double> out;
   for (const KernelSchedule& s : batch) {
-    const double ms = analytic_estimate_ms(space_, *hw_, task_.target.num_threads, s);
+    const double ms =
+        analytic_estimate_ms(space_, featurize_.hardware(), task_.target.num_threads, s);
     out.push_back(ms > 0 ? 1.0 / ms : kInvalid);
   }
   result_.stats.predict_s += t.seconds();

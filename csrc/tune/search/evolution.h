@@ -164,8 +164,7 @@ class TaskSearcher {
   SearchOptions options_;
   SearchSpace space_;
   std::mt19937_64 rng_;
-  std::optional<cost::MemoryHierarchy> hw_;
-  ProgramFeaturizer featurize_;
+  ProgramFeaturizer featurize_;  // holds the memory hierarchy of the analytic estimates
   std::unordered_set<std::string> measured_;
   bool exhausted_ = false;
   int first_round_ = 0;  // after the restored trials' last round

@@ -27,6 +27,9 @@ class ProgramFeaturizer {
   cost::ProgramFeatures operator()(const SearchSpace& space, const schedule::KernelSchedule& s,
                                    const loop::LoweredFunc& lowered) const;
 
+  // The memory hierarchy the analytic estimates assume (the searcher's ranking uses it too).
+  const cost::MemoryHierarchy& hardware() const { return hw_; }
+
  private:
   cost::MemoryHierarchy hw_;
   int threads_;
