@@ -195,7 +195,11 @@ std::vector<int> epilogue_axis_map(const Stage& stage) {
                                 << " has no epilogue";
   const std::vector<Expr> mine = axis_extents(*stage.epilogue->op);
   std::vector<int> map(mine.size(), -1);
-  if (mine.size() == stage.op->shape.size()) {  // the same shape (plan_stages' default rule)
+  bool same_shape = mine.size() == stage.op->shape.size();
+  for (size_t a = 0; same_shape && a < mine.size(); ++a) {
+    same_shape = same_extent(mine[a], stage.op->shape[a]);
+  }
+  if (same_shape) {  // plan_stages' default rule (a [6, 1] read as [1, 6] is not)
     for (size_t a = 0; a < map.size(); ++a) map[a] = static_cast<int>(a);
     return map;
   }

@@ -68,7 +68,7 @@ ir::Expr inline_expr(const ir::Expr& e, const std::set<const ir::TensorNode*>& i
 ir::Expr replace_access(const ir::Expr& e, const ir::TensorNode* target, const ir::Expr& value);
 
 // For each axis of `stage`'s epilogue, the axis of its reduction it runs along, or -1 for a unit
-// axis the reduction lacks (index 0 there): the identity when their ranks are equal; for an
+// axis the reduction lacks (index 0 there): the identity when their shapes are equal; for an
 // epilogue through unit dims (PlanChoices::unit_dim_epilogues) the non-unit axes in order, so
 // an [M, N] matmul's [1, M, N] epilogue maps {-1, 0, 1}. Throws when the stage has none.
 std::vector<int> epilogue_axis_map(const Stage& stage);

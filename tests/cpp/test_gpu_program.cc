@@ -167,6 +167,14 @@ TEST(GpuProgram, AnEpilogueThroughUnitDimsIsFused) {
   Tensor rows = ir::placeholder("rows", {6, 30});
   const std::vector<Tensor> sums{ops::mul(ops::reshape(ops::reduce_sum(rows, {1}), {1, 6}), 2.0)};
   expect_interpreter_passes(sums, {rows}, "row_sum_view", "row");
+  // The same rank, the unit dim moved: a keepdim [6, 1] sum viewed [1, 6].
+  const std::vector<Tensor> moved{
+      ops::mul(ops::reshape(ops::reduce_sum(rows, {1}, true), {1, 6}), 2.0)};
+  const schedule::StagePlan plan =
+      schedule::plan_stages(moved, {rows}, schedule::gpu::gpu_plan_choices());
+  ASSERT_EQ(plan.stages.size(), 1u);
+  EXPECT_EQ(schedule::epilogue_axis_map(plan.stages[0]), (std::vector<int>{-1, 0}));
+  expect_interpreter_passes(moved, {rows}, "row_sum_moved_unit", "row");
 }
 
 TEST(GpuProgram, GpuPlanChoicesRoundTripThroughJson) {
