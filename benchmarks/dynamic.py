@@ -23,7 +23,8 @@ F.conv2d) over many sizes, side by side, every output checked first: the dense l
 5 sizes spread to 1024; torch at 1, 2, 4, 8, 16 and 32 spread sizes), and the ResNet conv 3x3
 256->256 on 14x14 with the batch in 1..32 (torch at every batch). One record per case {"case":
 "dense" | "dense_I_H" | "conv", "vs_per_shape_geomean", "vs_per_shape_min", "vs_torch_geomean",
-"kernels", "tuning_ratio", "tuning_ratio_all_samples", "dispatch_us", "tune_phase_s", "bars"}:
+"kernels", "tuning_ratio", "tuning_ratio_all_samples", "dispatch_us", "tune_phase_s", "bars"},
+with "vs_torch" (torch time / DietCode time) per size of "torch_sizes":
 "tuning_ratio" divides by the mean per-shape tuning over the samples where construct mode tuned
 (at 1 row a dense layer has too little work to tune and compiles in about 0.01 s), "..._all_samples"
 by the mean over all samples. --top-k, --mutate-top and --serial-variants set DietCode's
@@ -253,7 +254,7 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
     rec = {"case": label, "range": [lo, hi], "samples": list(samples), "weights": weights,
            "vs_per_shape_geomean": _geomean(per_shape), "vs_per_shape_min": min(per_shape),
            "vs_per_shape": per_shape, "vs_torch_geomean": _geomean(vs_torch),
-           "vs_torch_min": min(vs_torch), "torch_sizes": len(torch_sizes),
+           "vs_torch_min": min(vs_torch), "vs_torch": vs_torch, "torch_sizes": list(torch_sizes),
            "kernels": dyn.num_kernels, "tune_s": dyn_s,
            "tuning_ratio": dyn_s / _mean_tuning_s(tune_s, tuned),
            "tuning_ratio_all_samples": dyn_s / (sum(tune_s) / len(tune_s)),

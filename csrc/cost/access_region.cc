@@ -44,7 +44,8 @@ AccessRegions::AccessRegions(std::vector<ir::Var> iters, std::vector<int64_t> ex
 
 AccessRegions AccessRegions::for_compute(const ir::ComputeOpNode& op, const Expr& body,
                                          const ir::TensorNode* out, const Expr& epilogue,
-                                         int64_t symbolic_guess) {
+                                         int64_t symbolic_guess,
+                                         const std::vector<Expr>& out_point) {
   std::vector<ir::Var> iters;
   std::vector<int64_t> extents;
   for (const ir::IterVar& iv : op.axes) {
@@ -63,7 +64,7 @@ AccessRegions AccessRegions::for_compute(const ir::ComputeOpNode& op, const Expr
   };
   if (body.defined()) collect(body, false);
   if (epilogue.defined()) collect(epilogue, true);
-  if (out) ar.add_output(out);
+  if (out) ar.add_output(out, out_point);
   return ar;
 }
 
@@ -116,9 +117,9 @@ void AccessRegions::add_access(const ir::TensorNode* tensor, const std::vector<E
   tensors_[g].accesses.push_back(indices);
 }
 
-void AccessRegions::add_output(const ir::TensorNode* tensor) {
+void AccessRegions::add_output(const ir::TensorNode* tensor, const std::vector<Expr>& point) {
   std::vector<Expr> idx(iters_.begin(), iters_.begin() + num_spatial_);
-  add_access(tensor, idx, false);
+  add_access(tensor, point.empty() ? idx : point, false);
   tensors_[group_of(tensor)].is_output = true;
 }
 

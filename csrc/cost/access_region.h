@@ -42,16 +42,19 @@ class AccessRegions {
 
   // Convenience: the stage `op` with (possibly inlined) body `body`, output tensor `out`, and an
   // optional epilogue expression over the op's axes (its accesses count as epilogue reads).
-  // Symbolic extents are replaced by `symbolic_guess`.
+  // Symbolic extents are replaced by `symbolic_guess`. `out_point`: as add_output's.
   static AccessRegions for_compute(const ir::ComputeOpNode& op, const ir::Expr& body,
                                    const ir::TensorNode* out, const ir::Expr& epilogue = ir::Expr(),
-                                   int64_t symbolic_guess = 256);
+                                   int64_t symbolic_guess = 256,
+                                   const std::vector<ir::Expr>& out_point = {});
 
   // Records an access `tensor[indices]` (merged with earlier accesses of the same tensor).
   void add_access(const ir::TensorNode* tensor, const std::vector<ir::Expr>& indices,
                   bool epilogue = false);
-  // Records the stage output, indexed by the spatial iterators in order.
-  void add_output(const ir::TensorNode* tensor);
+  // Records the stage output, indexed by `point` (expressions of the spatial iterators: an
+  // epilogue through unit dims writes [0, i, j] for the op's [i, j]); empty: the spatial
+  // iterators in order.
+  void add_output(const ir::TensorNode* tensor, const std::vector<ir::Expr>& point = {});
 
   int num_iters() const { return static_cast<int>(iters_.size()); }
   int num_spatial() const { return num_spatial_; }

@@ -38,23 +38,26 @@ py::dict compile_kernel(const std::vector<PyTensor>& outputs, const std::vector<
                         const std::string& name, const std::string& arch, bool construct,
                         uint64_t seed) {
   const std::vector<ir::Tensor> outs = unwrap(outputs), ins = unwrap(inputs);
-  const schedule::StagePlan plan =
-      schedule::plan_stages(outs, ins, schedule::gpu::gpu_plan_choices());
   py::dict d;
   rc::CudaCompileOptions options;
   options.arch = arch;
   std::vector<std::pair<std::string, rc::CompiledGpuKernel>> kernels;
-  if (construct && schedule::gpu::gpu_schedule_name(plan) == "tiled") {
-    tune::gensor::GpuConstructOptions o;
-    o.seed = seed;
-    const tune::gensor::GpuConstructResult r =
-        tune::gensor::construct_gpu(plan, cost::h100_sxm(), o);
-    kernels.emplace_back(
-        "tiled", rc::compile_gpu_kernel(schedule::gpu::lower_tiled_reduction(plan, r.config, name),
-                                        options));
-    d["config"] = r.config.text();
-    d["predicted_ms"] = r.prediction.time_s * 1e3;
-  } else {
+  if (construct) {  // construct tunes one tiled launch; other plans take the default program
+    const schedule::StagePlan plan =
+        schedule::plan_stages(outs, ins, schedule::gpu::gpu_plan_choices());
+    if (schedule::gpu::gpu_schedule_name(plan) == "tiled") {
+      tune::gensor::GpuConstructOptions o;
+      o.seed = seed;
+      const tune::gensor::GpuConstructResult r =
+          tune::gensor::construct_gpu(plan, cost::h100_sxm(), o);
+      kernels.emplace_back(
+          "tiled", rc::compile_gpu_kernel(
+                       schedule::gpu::lower_tiled_reduction(plan, r.config, name), options));
+      d["config"] = r.config.text();
+      d["predicted_ms"] = r.prediction.time_s * 1e3;
+    }
+  }
+  if (kernels.empty()) {
     for (const auto& launch : schedule::gpu::lower_gpu_program(outs, ins, name).launches) {
       kernels.emplace_back(launch.schedule, rc::compile_gpu_kernel(launch.func, options));
     }

@@ -96,7 +96,13 @@ class PointWriter {
     return al_.lower(ir::substitute(body, vm));
   }
 
-  Expr out_index(const std::vector<Expr>& axes) const { return ir::flat_index(sb_.out, axes); }
+  Expr out_index(const std::vector<Expr>& axes) const {
+    if (sb_.out_axes.empty()) return ir::flat_index(sb_.out, axes);
+    std::vector<Expr> point;
+    for (int a : sb_.out_axes)
+      point.push_back(a < 0 ? ir::int_imm(0) : axes.at(static_cast<size_t>(a)));
+    return ir::flat_index(sb_.out, point);
+  }
   Expr load_out(const std::vector<Expr>& axes) const { return ir::load(sb_.out, out_index(axes)); }
   Stmt store_out(const std::vector<Expr>& axes, const Expr& v) const {
     return loop::make_store(sb_.out, out_index(axes), v);
@@ -710,12 +716,11 @@ StageBody make_stage_body(const Stage& stage, const StagePlan& plan, const Acces
   sb.out = al.buffer_of(stage.written().get());
   if (stage.epilogue) {
     sb.acc_var = ir::var("acc", ir::kNoLowerBound, ir::kNoUpperBound, stage.op->dtype);
-    Expr e = inline_body(stage.epilogue, plan.inlined);
-    e = replace_access(e, stage.op.get(), sb.acc_var);
-    ir::VarMap vm;
-    const auto& eaxes = stage.epilogue->op->axes;
-    for (size_t a = 0; a < eaxes.size(); ++a) vm[eaxes[a].var.get()] = sb.op->axes[a].var;
-    sb.epilogue = ir::substitute(e, vm);
+    sb.epilogue = epilogue_over_op_axes(stage, plan, sb.acc_var);
+    const std::vector<int> map = epilogue_axis_map(stage);
+    bool identity = map.size() == sb.op->axes.size();
+    for (size_t a = 0; identity && a < map.size(); ++a) identity = map[a] == static_cast<int>(a);
+    if (!identity) sb.out_axes = map;
   }
   return sb;
 }

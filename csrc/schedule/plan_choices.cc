@@ -45,7 +45,6 @@ Json PlanChoices::to_json() const {
   j["pad"] = pad_placement_name(pad);
   j["epilogue"] = epilogue_placement_name(epilogue);
   if (!hoist_invariants) j["hoist"] = false;
-  if (unit_dim_epilogues) j["unit_epilogues"] = true;
   return j;
 }
 
@@ -56,14 +55,12 @@ PlanChoices PlanChoices::from_json(const Json& j) {
   c.epilogue =
       epilogue_placement_from_name(j.get_string("epilogue", epilogue_placement_name(c.epilogue)));
   c.hoist_invariants = j.get_bool("hoist", c.hoist_invariants);
-  c.unit_dim_epilogues = j.get_bool("unit_epilogues", c.unit_dim_epilogues);
   return c;
 }
 
 std::string PlanChoices::text() const {
   return std::string("pad=") + pad_placement_name(pad) +
-         " epilogue=" + epilogue_placement_name(epilogue) + (hoist_invariants ? "" : " hoist=off") +
-         (unit_dim_epilogues ? " unit_epilogues=on" : "");
+         " epilogue=" + epilogue_placement_name(epilogue) + (hoist_invariants ? "" : " hoist=off");
 }
 
 std::vector<PlanChoices> PlanChoices::all() {

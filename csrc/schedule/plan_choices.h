@@ -30,21 +30,17 @@ struct PlanChoices {
   // scale) gets a stage of its own, computed once: the CPU's rule. A GPU kernel is one stage, so
   // GPU plans inline it (a few flops per point). Not a search choice: all() keeps it on.
   bool hoist_invariants = true;
-  // An elementwise output that reads a reduction through unit dims (an [M, N] matmul viewed as
-  // [1, M, N], as ATen's linear does) becomes its epilogue too. The GPU lowerings map such an
-  // epilogue's axes (epilogue_axis_map); the CPU's do not yet, so only GPU plans turn it on.
-  bool unit_dim_epilogues = false;
 
   bool operator==(const PlanChoices& o) const {
-    return pad == o.pad && epilogue == o.epilogue && hoist_invariants == o.hoist_invariants &&
-           unit_dim_epilogues == o.unit_dim_epilogues;
+    return pad == o.pad && epilogue == o.epilogue && hoist_invariants == o.hoist_invariants;
   }
   bool operator!=(const PlanChoices& o) const { return !(*this == o); }
   bool is_default() const { return *this == PlanChoices{}; }
 
-  // {"pad": "inline", "epilogue": "separate"} ("hoist": false and "unit_epilogues": true only
-  // when not the default); from_json takes
-  // missing keys as the defaults and rejects unknown values.
+  // {"pad": "inline", "epilogue": "separate"} ("hoist": false only when not the default);
+  // from_json takes missing keys as the defaults and rejects unknown values. (GPU schedules
+  // once wrote "unit_epilogues": true; every plan now fuses epilogues through unit dims, and
+  // the key is ignored.)
   util::Json to_json() const;
   static PlanChoices from_json(const util::Json& j);
   // "pad=inline epilogue=fused": for reports and test names.

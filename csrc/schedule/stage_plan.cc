@@ -210,6 +210,27 @@ std::vector<int> epilogue_axis_map(const Stage& stage) {
   return map;
 }
 
+std::vector<Expr> written_point(const Stage& stage, const std::vector<Expr>& op_point) {
+  if (!stage.epilogue) return op_point;
+  std::vector<Expr> point;
+  for (int a : epilogue_axis_map(stage)) {
+    point.push_back(a < 0 ? ir::int_imm(0) : op_point.at(static_cast<size_t>(a)));
+  }
+  return point;
+}
+
+Expr epilogue_over_op_axes(const Stage& stage, const StagePlan& plan, const Expr& value) {
+  if (!stage.epilogue) return Expr();
+  std::vector<Expr> op_axes;
+  for (const ir::IterVar& iv : stage.op->op->axes) op_axes.push_back(iv.var);
+  const std::vector<Expr> point = written_point(stage, op_axes);
+  ir::VarMap vm;
+  const auto& eaxes = stage.epilogue->op->axes;
+  for (size_t a = 0; a < eaxes.size(); ++a) vm[eaxes[a].var.get()] = point[a];
+  const Expr e = replace_access(inline_body(stage.epilogue, plan.inlined), stage.op.get(), value);
+  return ir::substitute(e, vm);
+}
+
 Expr inline_expr(const Expr& e, const std::set<const TensorNode*>& inlined) {
   Inliner in(inlined);
   return in.mutate(e);
@@ -287,8 +308,9 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
   }
 
   // Epilogue fusion (choices.epilogue kFused): reduction R (not an output) with one consumer E
-  // that is an output, elementwise, reads R at identity indices and has the same dtype.
-  // Consumers are counted after inlining, so bias-add + relu chains collapse into one epilogue.
+  // that is an output, elementwise, reads R at identity indices (up to unit dims) and has the same
+  // dtype. Consumers are counted after inlining, so bias-add + relu chains collapse into one
+  // epilogue.
   std::map<const TensorNode*, Expr> inlined_body;
   std::map<const TensorNode*, std::vector<Tensor>> readers;
   for (const Tensor& t : dag.computes) {
@@ -309,9 +331,8 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     if (cons.size() != 1) continue;
     const Tensor& e = cons[0];
     if (!is_output.count(e.get()) || is_reduction(e) || e->dtype != t->dtype) continue;
-    const bool pointwise =
-        reads_at_identity(e, inlined_body[e.get()], t) ||
-        (choices.unit_dim_epilogues && reads_through_unit_dims(e, inlined_body[e.get()], t));
+    const bool pointwise = reads_at_identity(e, inlined_body[e.get()], t) ||
+                           reads_through_unit_dims(e, inlined_body[e.get()], t);
     if (fused_epilogues.count(e.get()) || !pointwise) continue;
     // The epilogue may read other tensors, but not another reduction.
     bool reads_other_reduction = false;

@@ -42,7 +42,8 @@ constexpr int64_t kMaxInlinedNodes = 4096;
 // reduction are materialised when choices.pad is kMaterialize (the default: a padded copy saves
 // a select per load of the inner loop); other injective ops are inlined. With choices.epilogue
 // kFused (the default), a non-output reduction whose single consumer is an output elementwise
-// op reading it at identical indices becomes that op's epilogue; with kSeparate every
+// op reading it at identical indices (or through unit dims: an [M, N] matmul read by its
+// [1, M, N] view's bias add) becomes that op's epilogue; with kSeparate every
 // materialised op is its own stage.
 // Floating-point sums over more than kSumChunk values are first split into a tree of chunk sums
 // (split_reduction.h), so `outputs` of the plan may be other nodes than the ones passed (same
@@ -69,8 +70,18 @@ ir::Expr replace_access(const ir::Expr& e, const ir::TensorNode* target, const i
 
 // For each axis of `stage`'s epilogue, the axis of its reduction it runs along, or -1 for a unit
 // axis the reduction lacks (index 0 there): the identity when their shapes are equal; for an
-// epilogue through unit dims (PlanChoices::unit_dim_epilogues) the non-unit axes in order, so
+// epilogue through unit dims the non-unit axes in order, so
 // an [M, N] matmul's [1, M, N] epilogue maps {-1, 0, 1}. Throws when the stage has none.
 std::vector<int> epilogue_axis_map(const Stage& stage);
+
+// The point of stage.written() that the stage's op writes at `op_point` (a point over the op's
+// axes): `op_point` itself without an epilogue, else mapped by epilogue_axis_map (0 for an
+// epilogue's unit axis).
+std::vector<ir::Expr> written_point(const Stage& stage, const std::vector<ir::Expr>& op_point);
+
+// The stage's epilogue as an expression over its op's axes, producers inlined and the op's
+// result replaced by `value`; null when the stage has none. Lowerings and cost models read an
+// epilogue through this, so one through unit dims is indexed as its reduction is.
+ir::Expr epilogue_over_op_axes(const Stage& stage, const StagePlan& plan, const ir::Expr& value);
 
 }  // namespace tessera::schedule

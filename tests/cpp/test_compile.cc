@@ -144,6 +144,22 @@ TEST(CompileCall, TheTunedKernelIsTheOneMeasuredNotARebuild) {
   expect_matches_reference(r, {c}, {a, b});
 }
 
+TEST(CompileCall, ConstructModeTunesALinearWithItsEpilogueThroughUnitDims) {
+  // ATen's linear: [M, N] viewed [1, M, N] before the bias and gelu. One stage, whose candidates
+  // construct mode models with the epilogue's reads and its [1, M, N] write-back.
+  Tensor x = ir::placeholder("X", dims({128, 256})), w = ir::placeholder("W", dims({512, 256}));
+  Tensor bias = ir::placeholder("bias", dims({512}));
+  Tensor y =
+      ops::gelu(ops::add(ops::reshape(ops::dense(x, w, nullptr), dims({1, 128, 512})), bias));
+  ASSERT_EQ(tune::Task::create({y}, {x, w, bias}).plan.stages.size(), 1u);
+  CompileRequest req;
+  req.tune = TuneMode::kConstruct;
+  CompileResult r = compile({y}, {x, w, bias}, req);
+  ASSERT_GE(r.report.candidates.size(), 2u);
+  for (const CandidateReport& cand : r.report.candidates) EXPECT_TRUE(cand.ok) << cand.error;
+  expect_matches_reference(r, {y}, {x, w, bias});
+}
+
 TEST(CompileCall, ASecondCompileTakesTheScheduleFromTheRecords) {
   Tensor a = ir::placeholder("A", dims({128, 256})), b = ir::placeholder("B", dims({256, 256}));
   Tensor c = ops::relu(ops::matmul(a, b));

@@ -70,5 +70,27 @@ TEST(E2EFuzz, ReductionsAndElementwise) {
   }
 }
 
+// An elementwise output that reads a reduction through unit dims is the reduction's epilogue
+// (ATen's linear is an [M, N] matmul viewed [1, M, N] before its bias and activation; a keepdim
+// sum may be viewed with its unit dim elsewhere): every schedule writes the epilogue's points.
+TEST(E2EFuzz, EpiloguesThroughUnitDims) {
+  std::mt19937_64 rng(31);
+  for (int c = 0; c < 6; ++c) {
+    int64_t m = rng() % 30 + 1, n = rng() % 50 + 2, k = rng() % 40 + 1;
+    Tensor x = placeholder("X", dims({m, k})), w = placeholder("W", dims({n, k}));
+    Tensor bias = placeholder("bias", dims({n}));
+    const std::vector<Expr> view = c % 2 ? dims({1, m, n}) : dims({m, 1, n});
+    Graph g{{ops::gelu(ops::add(ops::reshape(ops::dense(x, w, nullptr), view), bias))},
+            {x, w, bias}};
+    ASSERT_EQ(schedule::plan_stages(g.outputs, g.inputs).stages.size(), 1u);
+    fuzz(g, rng, 4, c < 2);
+    Tensor rows = placeholder("R", dims({m, k}));
+    Graph sums{{ops::mul(ops::reshape(ops::reduce_sum(rows, {1}, true), dims({1, m})), 2.0)},
+               {rows}};
+    ASSERT_EQ(schedule::plan_stages(sums.outputs, sums.inputs).stages.size(), 1u);
+    fuzz(sums, rng, 3, c < 2);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::testing

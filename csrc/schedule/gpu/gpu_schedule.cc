@@ -11,7 +11,6 @@ PlanChoices gpu_plan_choices() {
   c.pad = PadPlacement::kInline;
   c.epilogue = EpiloguePlacement::kFused;
   c.hoist_invariants = false;
-  c.unit_dim_epilogues = true;
   return c;
 }
 

@@ -130,19 +130,12 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
 
   // Access regions of the body with producers inlined, plus the epilogue's reads.
   ir::Expr body = schedule::inline_body(stage.op, plan.inlined);
-  ir::Expr epilogue;
-  if (stage.epilogue) {
-    epilogue = schedule::inline_body(stage.epilogue, plan.inlined);
-    epilogue = schedule::replace_access(epilogue, stage.op.get(), ir::float_imm(0.0));
-    ir::VarMap vm;
-    const auto& eaxes = stage.epilogue->op->axes;
-    for (size_t a = 0; a < eaxes.size() && a < op.axes.size(); ++a) {
-      vm[eaxes[a].var.get()] = op.axes[a].var;
-    }
-    epilogue = ir::substitute(epilogue, vm);
-  }
+  const ir::Expr epilogue = schedule::epilogue_over_op_axes(stage, plan, ir::float_imm(0.0));
+  std::vector<ir::Expr> op_point;
+  for (const ir::IterVar& iv : op.axes) op_point.push_back(iv.var);
   sp.regions = std::make_shared<cost::AccessRegions>(cost::AccessRegions::for_compute(
-      op, body, stage.written().get(), epilogue, kSymbolicSizeGuess));
+      op, body, stage.written().get(), epilogue, kSymbolicSizeGuess,
+      schedule::written_point(stage, op_point)));
   sp.body_ops = count_ops(body) + (epilogue.defined() ? count_ops(epilogue) : 0);
 
   const int nt = static_cast<int>(sp.regions->tensors().size());
