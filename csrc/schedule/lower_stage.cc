@@ -716,7 +716,7 @@ StageBody make_stage_body(const Stage& stage, const StagePlan& plan, const Acces
   sb.out = al.buffer_of(stage.written().get());
   if (stage.epilogue) {
     sb.acc_var = ir::var("acc", ir::kNoLowerBound, ir::kNoUpperBound, stage.op->dtype);
-    sb.epilogue = epilogue_over_op_axes(stage, plan, sb.acc_var);
+    sb.epilogue = epilogue_over_op_axes(stage, plan.inlined, sb.acc_var);
     const std::vector<int> map = epilogue_axis_map(stage);
     bool identity = map.size() == sb.op->axes.size();
     for (size_t a = 0; identity && a < map.size(); ++a) identity = map[a] == static_cast<int>(a);

@@ -39,7 +39,7 @@ bool reads_in_own_rows(const Stage& reader, const StagePlan& plan,
   check(inline_body(reader.op, plan.inlined), reader.op->op->axes);
   if (reader.epilogue) {
     // Over the op's axes: an epilogue through unit dims has other axes of its own.
-    check(epilogue_over_op_axes(reader, plan, ir::float_imm(0.0)), reader.op->op->axes);
+    check(epilogue_over_op_axes(reader, plan.inlined, ir::float_imm(0.0)), reader.op->op->axes);
   }
   return ok;
 }

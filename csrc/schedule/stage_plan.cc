@@ -219,7 +219,8 @@ std::vector<Expr> written_point(const Stage& stage, const std::vector<Expr>& op_
   return point;
 }
 
-Expr epilogue_over_op_axes(const Stage& stage, const StagePlan& plan, const Expr& value) {
+Expr epilogue_over_op_axes(const Stage& stage, const std::set<const TensorNode*>& inlined,
+                           const Expr& value) {
   if (!stage.epilogue) return Expr();
   std::vector<Expr> op_axes;
   for (const ir::IterVar& iv : stage.op->op->axes) op_axes.push_back(iv.var);
@@ -227,7 +228,7 @@ Expr epilogue_over_op_axes(const Stage& stage, const StagePlan& plan, const Expr
   ir::VarMap vm;
   const auto& eaxes = stage.epilogue->op->axes;
   for (size_t a = 0; a < eaxes.size(); ++a) vm[eaxes[a].var.get()] = point[a];
-  const Expr e = replace_access(inline_body(stage.epilogue, plan.inlined), stage.op.get(), value);
+  const Expr e = replace_access(inline_body(stage.epilogue, inlined), stage.op.get(), value);
   return ir::substitute(e, vm);
 }
 

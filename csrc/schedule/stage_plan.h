@@ -82,6 +82,7 @@ std::vector<ir::Expr> written_point(const Stage& stage, const std::vector<ir::Ex
 // The stage's epilogue as an expression over its op's axes, producers inlined and the op's
 // result replaced by `value`; null when the stage has none. Lowerings and cost models read an
 // epilogue through this, so one through unit dims is indexed as its reduction is.
-ir::Expr epilogue_over_op_axes(const Stage& stage, const StagePlan& plan, const ir::Expr& value);
+ir::Expr epilogue_over_op_axes(const Stage& stage, const std::set<const ir::TensorNode*>& inlined,
+                               const ir::Expr& value);
 
 }  // namespace tessera::schedule

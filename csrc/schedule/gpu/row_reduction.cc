@@ -208,13 +208,8 @@ class RowLowering {
     row_values_[s.op.get()] = result;
     Expr written = result;
     if (s.epilogue) {
-      ir::VarMap evm;
-      const std::vector<int> map = epilogue_axis_map(s);
-      for (size_t d = 0; d < map.size(); ++d) {
-        evm[s.epilogue->op->axes[d].var.get()] = map[d] < 0 ? ir::int_imm(0) : row_coord_[map[d]];
-      }
-      written = al_.lower(ir::substitute(
-          replace_access(inline_body(s.epilogue, inlined_), s.op.get(), result), evm));
+      // vm maps the op's axes to the row's coordinates (the epilogue reads no reduce axis).
+      written = al_.lower(ir::substitute(epilogue_over_op_axes(s, inlined_, result), vm));
       row_values_[s.epilogue.get()] = written;
     }
     if (outputs_.count(s.written().get())) {

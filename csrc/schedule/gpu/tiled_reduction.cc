@@ -347,19 +347,15 @@ class TiledLowering {
     const ir::Tensor& written = stage.written();
     const Expr acc_value = ir::load(acc_, acc_index());
     Expr value = acc_value;
-    std::vector<Expr> point;  // in the written tensor's dims
+    std::vector<Expr> point;  // the op's point, then the written tensor's (written_point)
+    ir::VarMap vm;
+    for (size_t a = 0; a < op_.axes.size(); ++a) {
+      point.push_back(spatial(a));
+      vm[op_.axes[a].var.get()] = point.back();
+    }
+    point = written_point(stage, point);
     if (stage.epilogue) {
-      ir::VarMap vm;
-      const std::vector<int> map = epilogue_axis_map(stage);
-      for (size_t a = 0; a < map.size(); ++a) {
-        point.push_back(map[a] < 0 ? ir::int_imm(0) : spatial(map[a]));
-        vm[stage.epilogue->op->axes[a].var.get()] = point.back();
-      }
-      const Expr e =
-          replace_access(inline_body(stage.epilogue, plan_.inlined), stage.op.get(), acc_value);
-      value = al_.lower(ir::substitute(e, vm));
-    } else {
-      for (size_t a = 0; a < op_.axes.size(); ++a) point.push_back(spatial(a));
+      value = al_.lower(ir::substitute(epilogue_over_op_axes(stage, plan_.inlined, acc_value), vm));
     }
     const ir::Buffer& out = al_.buffer_of(written.get());
     return over_register_tile(

@@ -130,7 +130,8 @@ StageSpace make_stage_space(const schedule::StagePlan& plan, int index,
 
   // Access regions of the body with producers inlined, plus the epilogue's reads.
   ir::Expr body = schedule::inline_body(stage.op, plan.inlined);
-  const ir::Expr epilogue = schedule::epilogue_over_op_axes(stage, plan, ir::float_imm(0.0));
+  const ir::Expr epilogue =
+      schedule::epilogue_over_op_axes(stage, plan.inlined, ir::float_imm(0.0));
   std::vector<ir::Expr> op_point;
   for (const ir::IterVar& iv : op.axes) op_point.push_back(iv.var);
   sp.regions = std::make_shared<cost::AccessRegions>(cost::AccessRegions::for_compute(
