@@ -13,6 +13,8 @@ Case "3 fused ops on 16 floats" (relu(x * 2 + 1): one Tessera kernel), layer by 
                     executor before C++ programs (TESSERA_PROGRAM=0)
   compiled_via_op   the same with the graph called through its custom operator
                     (TESSERA_GRAPH_OP=1): + dispatcher, signature check, output reassembly
+  exported          tessera.export(fn, args): torch.export's graph compiled ahead of time and
+                    called without dynamo (input check + the runner); every case has this row
   aot_eager         torch.compile(backend="aot_eager"): the dynamo + aot_autograd share alone
   runner            the generated runner called directly (C++ Program)
   runner_pykernel   the generated runner with Python KernelCalls
@@ -87,6 +89,14 @@ def _compile(fn, args, programs: bool = True, via_op: bool = False, sequences: b
     return (lambda *a: call()), graph
 
 
+def _export(fn, args):
+    """tessera.export of fn, called twice (compiled, then on its fast path)."""
+    e = tessera.export(fn, args, options=OPTS)
+    e(*args)
+    e(*args)
+    return e
+
+
 def _records(case: str, times: dict) -> list:
     eager = times["eager"]
     return [{"case": case, "layer": k, "us": v * 1e3, "x eager": v / eager}
@@ -114,9 +124,11 @@ def layers(rounds: int) -> list:
     op(x)
     aot = torch.compile(_fresh(fn), backend="aot_eager")
     aot(x)
+    exported = _export(fn, (x,))
     times = interleaved({
         "eager": lambda: fn(x),
         "compiled": lambda: compiled(x),
+        "exported": lambda: exported(x),
         "compiled_pykernel": lambda: pyk(x),
         "compiled_via_op": lambda: via_op(x),
         "aot_eager": lambda: aot(x),
@@ -141,9 +153,11 @@ def chain(rounds: int) -> list:
     pyk, _ = _compile(fn, (x, w), programs=False)
     via_op, _ = _compile(fn, (x, w), via_op=True)
     runner = graph._runners.get(None)
+    exported = _export(fn, (x, w))
     times = interleaved({
         "eager": lambda: fn(x, w),
         "compiled": lambda: compiled(x, w),
+        "exported": lambda: exported(x, w),
         "compiled_pykernel": lambda: pyk(x, w),
         "compiled_via_op": lambda: via_op(x, w),
         "runner": lambda: runner([x, w]),
@@ -162,9 +176,11 @@ def block(rounds: int) -> list:
         torch._dynamo.reset()
         compiled, graph = _compile(fn, (x,))
         pyk, _ = _compile(fn, (x,), programs=False)
+        exported = _export(model, (x,))
         times = interleaved({
             "eager": lambda: fn(x),
             "compiled": lambda: compiled(x),
+            "exported": lambda: exported(x),
             "compiled_pykernel": lambda: pyk(x),
         }, rounds=rounds, min_time_ms=100.0)
     return _records(f"tiny transformer block ({graph.summaries.get(None).kernels} kernels)", times)
@@ -187,8 +203,9 @@ def per_step(rounds: int, n: int = 20) -> list:
         torch._dynamo.reset()
         c, graph = _compile(fn, (x,))
         runner = graph._runners.get(None)
+        exported = _export(fn, (x,))
         layers = {"eager": lambda: fn(x), "compiled": lambda: c(x),
-                  "runner": lambda: runner([x])}
+                  "exported": lambda: exported(x), "runner": lambda: runner([x])}
         if "ATen" in name:
             pyaten, g2 = _compile(fn, (x,), sequences=False)
             pyrunner = g2._runners.get(None)

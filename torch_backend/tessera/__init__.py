@@ -50,7 +50,9 @@ from .backend.kernel_build import jit_cache_info, set_jit_cache_limit  # noqa: E
 backend.register()
 
 from .explain import explain  # noqa: E402
+from .aot import ExportedModel, ExportError, export  # noqa: E402
 
 
 __all__ = ["__version__", "Kernel", "op", "timing", "placeholder", "size_var", "te_ops", "set_num_threads",
-           "get_num_threads", "backend", "set_jit_cache_limit", "jit_cache_info", "explain"]
+           "get_num_threads", "backend", "set_jit_cache_limit", "jit_cache_info", "explain",
+           "export", "ExportedModel", "ExportError"]

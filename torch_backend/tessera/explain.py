@@ -119,6 +119,9 @@ def _targets(compiled: Any):
 
 def graphs_of(compiled: Any) -> list:
     """The live CompiledGraphs made for `compiled`, oldest first."""
+    own = getattr(compiled, "compiled_graph", None)  # an ExportedModel (tessera.export, aot.py)
+    if own is not None:
+        return [own]
     modules, codes = _targets(compiled)
     out = []
     for g in compiled_graphs():

@@ -147,6 +147,11 @@ class CompiledGraph:
             return runner(args)
         return self._first_call(args, key)
 
+    def static_runner(self):
+        """A static graph's runner, for the input signature of its first call (None before
+        that call, and for graphs with dynamic shapes)."""
+        return None if self.dynamic else self._runners.get(None)
+
     # ---- the custom operator (graph_op.py) ----------------------------------------------------
 
     @property
