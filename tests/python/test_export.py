@@ -142,3 +142,8 @@ def test_explain_reports_the_exported_graph():
         e(x)
     text = str(tessera.explain(e))
     assert "inference" in text and "addmm" in text
+
+
+def test_non_tensor_inputs_are_refused_at_export():
+    with pytest.raises(ExportError, match="input 1 is a int"):
+        tessera.export(lambda x, n: x * n, (torch.randn(4), 3))
