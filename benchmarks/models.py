@@ -19,6 +19,8 @@ Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
                       cache directory of its own (cold, as Tessera's)
   counters            what Tessera's compile pipeline did for compile_s (_C.compile_counters():
                       JIT compiles, stage plans, tuned kernels, ...)
+With --export, also "exported_ms" and "exported_vs_compiled": the model through tessera.export
+(torch.export's graph compiled ahead of time, called without dynamo), timed in the same rounds.
 kernels is the number of Tessera kernels the compiled graphs run, aten_fallback_ops the
 unsupported ATen operators left in them. Latencies: Tessera's one noise rule with eager as the
 reference (common.interleaved).
@@ -94,7 +96,8 @@ def _tessera_stats(since: int):
     return kernels, sorted(fallbacks)
 
 
-def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> dict:
+def bench_model(name: str, batch: int, rounds: int, tessera_options: dict,
+                exported: bool = False) -> dict:
     model, x = build(name, batch)
     model.eval()
     with torch.no_grad():
@@ -126,11 +129,15 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> di
         # The reset before Inductor's compile dropped Tessera's graphs: this call traces them
         # again (warm: kernels and choices cached), so no timed round pays for it.
         tessera_fn(x)
-        times = interleaved({
-            "eager": lambda: model(x),
-            "inductor": lambda: inductor(x),
-            "tessera": lambda: tessera_fn(x),
-        }, rounds=rounds, min_time_ms=200.0)
+        fns = {"eager": lambda: model(x), "inductor": lambda: inductor(x),
+               "tessera": lambda: tessera_fn(x)}
+        if exported:
+            e = tessera.export(copy.deepcopy(model), (x,), options=tessera_options)
+            torch.testing.assert_close(e(x), ref, rtol=1e-3, atol=1e-3)
+            fns["exported"] = lambda: e(x)
+        times = interleaved(fns, rounds=rounds, min_time_ms=200.0)
+    extra = {"exported_ms": times["exported"],
+             "exported_vs_compiled": times["tessera"] / times["exported"]} if exported else {}
     return {
         "model": name, "batch": batch,
         "eager_ms": times["eager"], "inductor_ms": times["inductor"],
@@ -141,6 +148,7 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict) -> di
         "inductor_compile_s": inductor_compile_s,
         "kernels": kernels, "aten_fallback_ops": fallbacks,
         "counters": {k: after[k] - counters[k] for k in after},
+        **extra,
     }
 
 
@@ -149,6 +157,8 @@ def main() -> None:
     p.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--verbose", action="store_true", help="log Tessera's partitions and choices")
+    p.add_argument("--export", action="store_true",
+                   help="also time the model through tessera.export (exported_ms)")
     args = p.parse_args()
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -159,7 +169,7 @@ def main() -> None:
         scratch = tempfile.mkdtemp(prefix=f"tessera-models-{name}-")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
         options = {"verbose": args.verbose, "records_db": os.path.join(scratch, "records.db")}
-        r = bench_model(name, args.batch, args.rounds, options)
+        r = bench_model(name, args.batch, args.rounds, options, exported=args.export)
         print_table([r], ["model", "eager_ms", "inductor_ms", "tessera_ms", "speedup_vs_eager",
                           "speedup_vs_inductor", "compile_s", "warm_compile_s",
                           "inductor_compile_s", "kernels"])
@@ -167,7 +177,8 @@ def main() -> None:
     print()
     print_table(records, ["model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
                           "speedup_vs_eager", "speedup_vs_inductor", "compile_s",
-                          "warm_compile_s", "inductor_compile_s", "kernels"])
+                          "warm_compile_s", "inductor_compile_s", "kernels"]
+                + (["exported_ms", "exported_vs_compiled"] if args.export else []))
     for r in records:
         if r["aten_fallback_ops"]:
             print(f"{r['model']}: ATen fallbacks {', '.join(r['aten_fallback_ops'])}")

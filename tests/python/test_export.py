@@ -147,3 +147,41 @@ def test_explain_reports_the_exported_graph():
 def test_non_tensor_inputs_are_refused_at_export():
     with pytest.raises(ExportError, match="input 1 is a int"):
         tessera.export(lambda x, n: x * n, (torch.randn(4), 3))
+
+
+class _ClonesAConstant(nn.Module):
+    """Reads a constant through clones: one changed in place, one used as is, one returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.arange(4.0)
+
+    def forward(self, x):
+        y = self.c.clone()
+        y.add_(1.0)  # functionalised by export into add(c, 1): the clone is not needed
+        return x * y + self.c.clone(), self.c.clone()
+
+
+def test_clones_of_lifted_tensors_are_read_in_place_unless_returned():
+    m = _ClonesAConstant()
+    x = torch.randn(3, 4)
+    e = tessera.export(m, (x,), options=KERNELS)
+    clones = [n for n in e.compiled_graph.gm.graph.nodes
+              if n.target is torch.ops.aten.clone.default]
+    assert len(clones) == 1 and all(u.op == "output" for u in clones[0].users)
+    for _ in range(2):
+        (got, kept), (want, c) = e(x), m(x)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(kept, c)
+        assert kept.data_ptr() != m.c.data_ptr(), "a returned clone must not alias the constant"
+    assert torch.equal(m.c, torch.arange(4.0)), "the constant was written to"
+
+
+def test_dtype_assertions_do_not_split_partitions():
+    def fn(x):
+        return torch.relu(x.to(torch.float32) * 2.0).to(torch.float32) + 1.0
+    x = torch.randn(16)
+    e = tessera.export(fn, (x,), options=KERNELS)
+    assert not any(n.target is torch.ops.aten._assert_tensor_metadata.default
+                   for n in e.compiled_graph.gm.graph.nodes)
+    torch.testing.assert_close(e(x), fn(x))

@@ -20,6 +20,10 @@ Semantics (each one checked, with a clear error where a call does not meet it):
     place is seen (kernels that keep packed copies repack them, guarded by version counters);
     assigning a new tensor to a module attribute is not (export again);
   * models that mutate their buffers or inputs (training-mode batch norm) are refused at export.
+
+Before compiling, the graph drops what torch.export adds for its own runtime and Tessera's
+checks already cover: dtype/device assertions on intermediates, and clones of lifted tensors
+that nothing writes to (_drop_assertions_and_input_clones).
 """
 
 from __future__ import annotations
@@ -171,6 +175,34 @@ def _lifted_tensor(program: torch.export.ExportedProgram, spec) -> torch.Tensor:
     return t.detach()
 
 
+# torch.export asserts an intermediate's dtype and device where the model converted it (`.to`).
+# Both follow from the graph and the inputs' dtypes and devices, which every call checks, so the
+# assertion holds by construction; left in, it would run as an ATen call and split the partition
+# around it. (Assertions on symbolic sizes, _assert_scalar, stay: they may say more than the
+# input ranges.)
+_ASSERTIONS = {torch.ops.aten._assert_tensor_metadata.default}
+
+
+def _drop_assertions_and_input_clones(gm: torch.fx.GraphModule, lifted: int) -> None:
+    """Removes assertion nodes, and clones of lifted tensors (torch.export copies a constant
+    before a model's code uses it, e.g. an empty key/value cache before a cat). The graph is
+    functional (run_decompositions), so nothing writes to a clone and the tensor itself can be
+    read instead; a clone the graph returns stays (an output must not alias a weight)."""
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"][:lifted]
+    for n in list(graph.nodes):
+        if n.op != "call_function":
+            continue
+        if n.target in _ASSERTIONS and not n.users:
+            graph.erase_node(n)
+        elif (n.target is torch.ops.aten.clone.default and n.args[0] in placeholders
+              and not n.kwargs.get("memory_format") and all(u.op != "output" for u in n.users)):
+            n.replace_all_uses_with(n.args[0])
+            graph.erase_node(n)
+    graph.lint()
+    gm.recompile()
+
+
 def _check_signature(program: torch.export.ExportedProgram) -> None:
     for spec in program.graph_signature.output_specs:
         if spec.kind != OutputKind.USER_OUTPUT:
@@ -210,6 +242,7 @@ def export(model: Any, args: Sequence[Any], kwargs: Optional[Dict[str, Any]] = N
                                   "(a torch.export signature this version does not know)")
             lifted.append(_lifted_tensor(program, spec))
             weights.append(i)
+    _drop_assertions_and_input_clones(program.graph_module, len(lifted))
     graph = CompiledGraph(program.graph_module, opts, "inference",
                           weight_inputs=frozenset(weights))
     return ExportedModel(program, graph, lifted, checks)
