@@ -98,10 +98,7 @@ class PointWriter {
 
   Expr out_index(const std::vector<Expr>& axes) const {
     if (sb_.out_axes.empty()) return ir::flat_index(sb_.out, axes);
-    std::vector<Expr> point;
-    for (int a : sb_.out_axes)
-      point.push_back(a < 0 ? ir::int_imm(0) : axes.at(static_cast<size_t>(a)));
-    return ir::flat_index(sb_.out, point);
+    return ir::flat_index(sb_.out, point_through_axis_map(sb_.out_axes, axes));
   }
   Expr load_out(const std::vector<Expr>& axes) const { return ir::load(sb_.out, out_index(axes)); }
   Stmt store_out(const std::vector<Expr>& axes, const Expr& v) const {

@@ -210,13 +210,17 @@ std::vector<int> epilogue_axis_map(const Stage& stage) {
   return map;
 }
 
-std::vector<Expr> written_point(const Stage& stage, const std::vector<Expr>& op_point) {
-  if (!stage.epilogue) return op_point;
+std::vector<Expr> point_through_axis_map(const std::vector<int>& axis_map,
+                                         const std::vector<Expr>& op_point) {
   std::vector<Expr> point;
-  for (int a : epilogue_axis_map(stage)) {
+  for (int a : axis_map) {
     point.push_back(a < 0 ? ir::int_imm(0) : op_point.at(static_cast<size_t>(a)));
   }
   return point;
+}
+
+std::vector<Expr> written_point(const Stage& stage, const std::vector<Expr>& op_point) {
+  return stage.epilogue ? point_through_axis_map(epilogue_axis_map(stage), op_point) : op_point;
 }
 
 Expr epilogue_over_op_axes(const Stage& stage, const std::set<const TensorNode*>& inlined,

@@ -70,9 +70,14 @@ ir::Expr replace_access(const ir::Expr& e, const ir::TensorNode* target, const i
 
 // For each axis of `stage`'s epilogue, the axis of its reduction it runs along, or -1 for a unit
 // axis the reduction lacks (index 0 there): the identity when their shapes are equal; for an
-// epilogue through unit dims the non-unit axes in order, so
-// an [M, N] matmul's [1, M, N] epilogue maps {-1, 0, 1}. Throws when the stage has none.
+// epilogue through unit dims the non-unit axes in order, so an [M, N] matmul's [1, M, N]
+// epilogue maps {-1, 0, 1}. Throws when the stage has none.
 std::vector<int> epilogue_axis_map(const Stage& stage);
+
+// The point whose dim d is op_point[axis_map[d]], or 0 where axis_map[d] is -1 (a unit dim):
+// how a point over an op's axes indexes the tensor an axis map describes.
+std::vector<ir::Expr> point_through_axis_map(const std::vector<int>& axis_map,
+                                             const std::vector<ir::Expr>& op_point);
 
 // The point of stage.written() that the stage's op writes at `op_point` (a point over the op's
 // axes): `op_point` itself without an epilogue, else mapped by epilogue_axis_map (0 for an
