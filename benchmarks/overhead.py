@@ -111,8 +111,8 @@ def layers(rounds: int) -> list:
     compiled, graph = _compile(fn, (x,))
     pyk, pyk_graph = _compile(fn, (x,), programs=False)
     via_op, _ = _compile(fn, (x,), via_op=True)
-    runner = graph._runners.get(None)
-    pyk_runner = pyk_graph._runners.get(None)
+    runner = graph.static_runner()
+    pyk_runner = pyk_graph.static_runner()
     (seg,) = graph.summaries.get(None).segments
     prog = seg.program
     (step,) = [s for s in pyk_graph.summaries.get(None).steps if s.kind == "kernel"]
@@ -152,7 +152,7 @@ def chain(rounds: int) -> list:
     compiled, graph = _compile(fn, (x, w))
     pyk, _ = _compile(fn, (x, w), programs=False)
     via_op, _ = _compile(fn, (x, w), via_op=True)
-    runner = graph._runners.get(None)
+    runner = graph.static_runner()
     exported = _export(fn, (x, w))
     times = interleaved({
         "eager": lambda: fn(x, w),
@@ -202,13 +202,13 @@ def per_step(rounds: int, n: int = 20) -> list:
     for name, fn in [(f"{n} fused ops", fused), (f"{n} ATen fallback ops", aten_steps)]:
         torch._dynamo.reset()
         c, graph = _compile(fn, (x,))
-        runner = graph._runners.get(None)
+        runner = graph.static_runner()
         exported = _export(fn, (x,))
         layers = {"eager": lambda: fn(x), "compiled": lambda: c(x),
                   "exported": lambda: exported(x), "runner": lambda: runner([x])}
         if "ATen" in name:
             pyaten, g2 = _compile(fn, (x,), sequences=False)
-            pyrunner = g2._runners.get(None)
+            pyrunner = g2.static_runner()
             floor = torch.compile(_fresh(fn), backend=lambda gm, example: gm.forward)
             floor(x)
             layers.update({"compiled_pyaten": lambda: pyaten(x),
