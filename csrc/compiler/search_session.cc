@@ -262,10 +262,25 @@ std::vector<tune::CandidateResult> SearchSession::measure(
 // batch's reference; they are timed again together with the rules' schedule in one paired batch
 // and the choice is made there (the one noise rule: a winner beats the rules' schedule in the
 // same rounds). Without it, one lucky measurement in a late round decides the search.
-void SearchSession::final_race() {
+SearchSession::Verdict SearchSession::decide(size_t n) {
+  n = std::min(n, rep_->candidates.size());
+  Verdict v;
+  const CandidateReport* best = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const CandidateReport& c = rep_->candidates[i];
+    if (!c.ok) continue;
+    if (c.schedule.stages_text() == rules_text_) v.default_ms = c.median_ms;
+    if (best == nullptr || c.median_ms < best->median_ms) best = &c;
+  }
+  if (best == nullptr) return v;
+  v.schedule = best->schedule;
+  v.ms = best->median_ms;
+  if (best_schedule_ && best->schedule.stages_text() == best_schedule_->stages_text())
+    v.kernel = best_kernel_;
+
   std::vector<const CandidateReport*> ok;
-  for (const CandidateReport& c : rep_->candidates) {
-    if (c.ok) ok.push_back(&c);
+  for (size_t i = 0; i < n; ++i) {
+    if (rep_->candidates[i].ok) ok.push_back(&rep_->candidates[i]);
   }
   std::stable_sort(ok.begin(), ok.end(), [](const CandidateReport* a, const CandidateReport* b) {
     return a->median_ms < b->median_ms;
@@ -276,31 +291,48 @@ void SearchSession::final_race() {
     if (static_cast<int>(race.size()) >= kFinalists) break;
     if (seen.insert(c->schedule.stages_text()).second) race.push_back(c->schedule);
   }
-  if (race.empty()) return;  // only the rules' schedule verified
+  if (race.empty()) return v;  // only the rules' schedule verified
   race.push_back(rules_);
   std::vector<tune::CandidateResult> results = runner_->measure(race);
   const tune::CandidateResult& rules = results.back();
-  rep_->default_ms = rules.ok ? rules.median_ms : -1;
-  int best = -1;
+  v.default_ms = rules.ok ? rules.median_ms : -1;
+  int winner = -1;
   for (size_t i = 0; i + 1 < results.size(); ++i) {
-    if (results[i].ok && (best < 0 || results[i].median_ms < results[best].median_ms))
-      best = static_cast<int>(i);
+    if (results[i].ok && (winner < 0 || results[i].median_ms < results[winner].median_ms))
+      winner = static_cast<int>(i);
   }
-  if (best < 0) return;  // the finalists failed this time: keep the search's own verdict
-  best_ms_ = results[best].median_ms;
-  best_schedule_ = race[best];
-  best_kernel_ = results[best].kernel;
-  rep_->note += std::string(rep_->note.empty() ? "" : "; ") + "final race of " +
-                std::to_string(race.size() - 1) + " finalist(s) and the rules' schedule";
+  if (winner < 0) return v;  // the finalists failed this time: keep the search's own verdict
+  v.schedule = race[winner];
+  v.ms = results[winner].median_ms;
+  v.kernel = results[winner].kernel;
+  v.raced = static_cast<int>(race.size()) - 1;
+  return v;
+}
+
+// Whether a verdict's schedule loses to the rules' by the policy's win margin.
+bool SearchSession::rules_win(const Verdict& v) {
+  return !v.schedule ||
+         (v.default_ms > 0 && v.ms >= schedule::tuning_policy().win_margin * v.default_ms);
+}
+
+schedule::KernelSchedule SearchSession::choice_within(size_t n) {
+  Verdict v = decide(n);
+  schedule::KernelSchedule s = rules_win(v) ? rules_ : *v.schedule;
+  s.tuner = rules_win(v) ? "default" : "search";
+  return s;
 }
 
 Tuned SearchSession::finish() {
-  const schedule::TuningPolicy& policy = schedule::tuning_policy();
   if (!best_schedule_) {
     rep_->note = "no search candidate passed verification; the rules' schedule is used";
     return {rules_, nullptr};
   }
-  final_race();
+  const Verdict v = decide(rep_->candidates.size());
+  rep_->default_ms = v.default_ms;
+  if (v.raced > 0) {
+    rep_->note += std::string(rep_->note.empty() ? "" : "; ") + "final race of " +
+                  std::to_string(v.raced) + " finalist(s) and the rules' schedule";
+  }
   auto mark_chosen = [this](const std::string& text) {
     bool marked = false;
     for (CandidateReport& c : rep_->candidates) {
@@ -308,17 +340,17 @@ Tuned SearchSession::finish() {
       marked = marked || c.chosen;
     }
   };
-  if (rep_->default_ms > 0 && best_ms_ >= policy.win_margin * rep_->default_ms) {
+  if (rules_win(v)) {
     mark_chosen(rules_text_);
     rep_->median_ms = rep_->default_ms;
     Tuned t{rules_, nullptr};
     t.schedule.tuner = "default";
     return t;
   }
-  mark_chosen(best_schedule_->stages_text());
-  Tuned t{*best_schedule_, best_kernel_};
+  mark_chosen(v.schedule->stages_text());
+  Tuned t{*v.schedule, v.kernel};
   t.schedule.tuner = "search";
-  rep_->median_ms = best_ms_;
+  rep_->median_ms = v.ms;
   return t;
 }
 

@@ -82,6 +82,9 @@ class SearchSession {
   const tune::search::SearchResult& result() const;
   // The chosen schedule and kernel (see the invariants above); fills the report's choice.
   Tuned finish();
+  // The schedule finish() would choose had the search stopped after its first n measurements
+  // (the same final race, over those n; benchmarks read a search's budget checkpoints so).
+  schedule::KernelSchedule choice_within(size_t n);
 
  private:
   std::vector<tune::CandidateResult> measure(const std::vector<schedule::KernelSchedule>& batch);
@@ -93,7 +96,18 @@ class SearchSession {
   // Restores the logged trials of an earlier search of this workload (settings_.log).
   void resume_from_log();
   void save_model_if_refit();
-  void final_race();
+  // The choice among the first n measured candidates: the fastest of the final race (the best
+  // kFinalists distinct schedules timed again with the rules' in one batch), or the fastest
+  // measured when no race ran or every finalist failed in it.
+  struct Verdict {
+    std::optional<schedule::KernelSchedule> schedule;  // none: nothing verified
+    std::shared_ptr<const BuiltKernel> kernel;         // null: build the schedule
+    double ms = 0;                                     // its time
+    double default_ms = -1;                            // the rules' time (-1: not verified)
+    int raced = 0;                                     // finalists raced (0: no race)
+  };
+  Verdict decide(size_t n);
+  static bool rules_win(const Verdict& v);
 
   const tune::Task& task_;
   SearchSettings settings_;

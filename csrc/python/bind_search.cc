@@ -141,8 +141,8 @@ void bind_search_task(py::module_& m) {
       "search_task",
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs, int trials,
          uint64_t seed, const std::string& model, bool retrain, bool construct_seeds,
-         bool fresh_model, const std::string& threads, const std::string& name,
-         py::object on_trial) {
+         bool fresh_model, const std::string& threads, const std::string& name, py::object on_trial,
+         const std::vector<int>& checkpoints) {
         tune::Task task = tune::Task::create(unwrap(outputs), unwrap(inputs), name);
         task.parallel = compiler::runs_in_parallel(task.plan, compiler::threads_from_name(threads));
         compiler::SearchSettings s;
@@ -159,11 +159,14 @@ void bind_search_task(py::module_& m) {
         compiler::Tuned chosen;
         tune::search::SearchStats stats;
         py::list trials_out;
+        py::dict at_checkpoints;
         {
           py::gil_scoped_release release;
           compiler::SearchSession session(task, std::move(s), &report);
           while (session.round() > 0) {
           }
+          std::vector<schedule::KernelSchedule> within;
+          for (int n : checkpoints) within.push_back(session.choice_within(std::max(0, n)));
           chosen = session.finish();
           stats = session.result().stats;
           py::gil_scoped_acquire gil;
@@ -176,9 +179,12 @@ void bind_search_task(py::module_& m) {
             d["schedule"] = t.schedule;
             trials_out.append(d);
           }
+          for (size_t i = 0; i < checkpoints.size(); ++i)
+            at_checkpoints[py::int_(checkpoints[i])] = within[i];
         }
         py::dict d;
         d["schedule"] = chosen.schedule;
+        d["checkpoints"] = at_checkpoints;
         d["report"] = report;
         d["trials"] = trials_out;
         d["stats"] = search_stats(stats);
@@ -187,11 +193,13 @@ void bind_search_task(py::module_& m) {
       py::arg("outputs"), py::arg("inputs"), py::arg("trials") = 0, py::arg("seed") = 0,
       py::arg("model") = "xgboost", py::arg("retrain") = true, py::arg("construct_seeds") = true,
       py::arg("fresh_model") = true, py::arg("threads") = "parallel", py::arg("name") = "search",
-      py::arg("on_trial") = py::none(),
+      py::arg("on_trial") = py::none(), py::arg("checkpoints") = std::vector<int>{},
       "One task's search with the ablation settings (compiler/search_session.h): model "
       "'xgboost' | 'xgboost_no_prior' | 'random', retrain, construct_seeds, fresh_model (an "
-      "empty model of its own). "
-      "Returns {schedule, report, trials: [{round, picked_by, ok, median_ms, schedule}], stats}.");
+      "empty model of its own). checkpoints: trial counts n whose choice is returned too (the "
+      "schedule the search would choose had it stopped after n measurements). "
+      "Returns {schedule, report, trials: [{round, picked_by, ok, median_ms, schedule}], stats, "
+      "checkpoints: {n: schedule}}.");
 }
 
 using MeasuredTask = std::tuple<std::vector<PyTensor>, std::vector<PyTensor>,

@@ -1,13 +1,15 @@
 // Search mode's session and the whole-model tuner, with a fake runner (made-up times, nothing
-// built): a session counts and reports every measurement and keeps the rules' schedule unless
-// beaten by the win margin; tune_tasks gives every searched task a warm-up round, follows the
-// chosen allocation, skips kernels too small to tune and kernels the records database has, and
-// stores its choices; Spearman's rho and the held-out evaluation behave as defined.
+// built): a session counts and reports every measurement, keeps the rules' schedule unless
+// beaten by the win margin, and tells what it would have chosen after fewer measurements;
+// tune_tasks gives every searched task a warm-up round, follows the chosen allocation, skips
+// kernels too small to tune and kernels the records database has, and stores its choices;
+// Spearman's rho and the held-out evaluation behave as defined.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "compiler/search_session.h"
@@ -24,31 +26,43 @@ namespace {
 using schedule::KernelSchedule;
 using testing::dims;
 
-// Times from the schedule alone: larger register tiles are faster, down to a floor; `scale`
-// makes one task slower than another.
+// A made-up time from the schedule alone: larger register tiles are faster, down to a floor.
+double fake_ms(const KernelSchedule& s) {
+  double points = 1;
+  for (int64_t t : s.stages[0].tile_reg) points *= static_cast<double>(t);
+  return 1 + 16 / std::min(points, 64.0);
+}
+
+// A made-up time that differs between almost any two schedules, the same on every measurement.
+double hashed_ms(const KernelSchedule& s) {
+  return 1 + static_cast<double>(std::hash<std::string>()(s.stages_text()) % 1000) / 1000;
+}
+
+using FakeTime = double (*)(const KernelSchedule&);
+
+// Times by `time` (fake_ms unless given); `scale` makes one task slower than another.
 class FakeRunner : public tune::Runner {
  public:
-  explicit FakeRunner(std::map<std::string, double> scale) : scale_(std::move(scale)) {}
+  explicit FakeRunner(std::map<std::string, double> scale, FakeTime time = fake_ms)
+      : scale_(std::move(scale)), time_(time) {}
   std::string name() const override { return "fake"; }
   std::unique_ptr<tune::TaskRunner> open(const tune::Task& task) override {
     const double scale = scale_.count(task.name) ? scale_.at(task.name) : 1.0;
-    return std::make_unique<Fake>(scale, &measured[task.name]);
+    return std::make_unique<Fake>(scale, time_, &measured[task.name]);
   }
   std::map<std::string, int> measured;  // candidates per task name
 
  private:
   class Fake : public tune::TaskRunner {
    public:
-    Fake(double scale, int* count) : scale_(scale), count_(count) {}
+    Fake(double scale, FakeTime time, int* count) : scale_(scale), time_(time), count_(count) {}
     std::vector<tune::CandidateResult> measure(const std::vector<KernelSchedule>& batch) override {
       std::vector<tune::CandidateResult> out;
       for (const KernelSchedule& s : batch) {
         ++*count_;
         tune::CandidateResult r;
         r.ok = true;
-        double points = 1;
-        for (int64_t t : s.stages[0].tile_reg) points *= static_cast<double>(t);
-        r.median_ms = scale_ * (1 + 16 / std::min(points, 64.0));
+        r.median_ms = scale_ * time_(s);
         out.push_back(r);
       }
       return out;
@@ -56,9 +70,11 @@ class FakeRunner : public tune::Runner {
 
    private:
     double scale_;
+    FakeTime time_;
     int* count_;
   };
   std::map<std::string, double> scale_;
+  FakeTime time_;
 };
 
 TaskSpec gemm(const std::string& name, int64_t m, int64_t k, int64_t n, double weight = 1) {
@@ -123,6 +139,51 @@ TEST(SearchSession, ReportsEveryMeasurementAndChoosesByTheWinMargin) {
     EXPECT_EQ(rep.median_ms, rep.default_ms);
   }
   EXPECT_EQ(t.kernel, nullptr);  // the fake runner builds nothing: the caller builds the choice
+}
+
+// choice_within(n) is what the search would have chosen after n measurements: the fastest of
+// those n (the race times them again, and the fake runner's times do not change), unless the
+// rules' schedule wins by the margin; it measures no trial. Over all trials it is finish()'s.
+TEST(SearchSession, ChoiceWithinTheFirstNMeasurementsComesFromThem) {
+  TaskSpec spec = gemm("g", 128, 256, 128);
+  tune::Task task = tune::Task::create(spec.outputs, spec.inputs, "g");
+  auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{}, hashed_ms);
+  SearchSettings s;
+  s.trials = 24;
+  s.per_round = 8;
+  s.fresh_model = true;
+  s.runner = runner;
+  CompileReport rep;
+  SearchSession session(task, s, &rep);
+  while (session.round() > 0) {
+  }
+  const double margin = schedule::tuning_policy().win_margin;
+  const double rules_ms = hashed_ms(task.default_schedule());
+  // k: the position of the first measurement of the fastest schedule; within k it is unseen.
+  size_t k = 0;
+  for (size_t i = 0; i < rep.candidates.size(); ++i) {
+    if (hashed_ms(rep.candidates[i].schedule) < hashed_ms(rep.candidates[k].schedule)) k = i;
+  }
+  ASSERT_GT(k, 0u);
+  for (size_t n : {k, k + 1, rep.candidates.size()}) {
+    double best = 1e30;
+    std::set<std::string> first_n;
+    for (size_t i = 0; i < n; ++i) {
+      best = std::min(best, hashed_ms(rep.candidates[i].schedule));
+      first_n.insert(rep.candidates[i].schedule.stages_text());
+    }
+    const KernelSchedule chosen = session.choice_within(n);
+    if (best < margin * rules_ms) {
+      EXPECT_EQ(chosen.tuner, "search") << n;
+      EXPECT_EQ(hashed_ms(chosen), best) << n;
+      EXPECT_EQ(first_n.count(chosen.stages_text()), 1u) << n;
+    } else {
+      EXPECT_EQ(chosen.tuner, "default") << n;
+      EXPECT_EQ(chosen.stages_text(), task.default_schedule().stages_text()) << n;
+    }
+  }
+  EXPECT_EQ(rep.trials, 24);
+  EXPECT_EQ(session.choice_within(24).stages_text(), session.finish().schedule.stages_text());
 }
 
 TEST(TuneTasks, RoundRobinWarmsUpEveryTaskAndSkipsSmallOnes) {
