@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from typing import Callable, Dict, List
 
 from tessera import timing
@@ -45,6 +46,12 @@ def paired(reference: Callable[[], object], fns: Dict[str, Callable[[], object]]
     if result.errors:
         raise RuntimeError(f"benchmark implementations failed: {result.errors}")
     return result
+
+
+def uniform_draw(items: list, n: int, seed: int = 0) -> list:
+    """n of items (all when there are fewer) drawn uniformly without replacement, in their order."""
+    picked = sorted(random.Random(seed).sample(range(len(items)), min(n, len(items))))
+    return [items[i] for i in picked]
 
 
 def arg_parser(description: str) -> argparse.ArgumentParser:

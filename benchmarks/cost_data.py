@@ -4,7 +4,7 @@ Spearman >= 0.7"): measure once, then evaluate features and training offline.
     python benchmarks/cost_data.py collect --out data.json [--ops ...] [--trials 256]
         [--random-trials 128] [--seed 0]
     python benchmarks/cost_data.py heldout data.json [--ops ...] [--sources search_xgboost ...]
-        [--rounds 60] [--max-depth 10]
+        [--equal-shares] [--rounds 60] [--max-depth 10]
         [--eta 0.2] [--objective rank|squared] [--no-normalise] [--features features.npz]
         [--json out.json]
 
@@ -49,6 +49,7 @@ import numpy as np  # noqa: E402
 
 import tessera  # noqa: E402,F401  (loads the extension and its ops)
 from tessera import _C  # noqa: E402
+from common import uniform_draw  # noqa: E402
 from ops import conv, suite  # noqa: E402
 
 BAR_OPS = ["gemm1024", "bert_qk", "bert_av", "resnet_conv1_7x7s2", "resnet_res3_3x3",
@@ -102,14 +103,19 @@ def collect(args) -> None:
             json.dump(data, f)
 
 
-def load_tasks(path: str, names: List[str], sources: List[str]):
+def load_tasks(path: str, names: List[str], sources: List[str], equal_shares: bool = False):
     with open(path) as f:
         data = json.load(f)
     names = [n for n in names if n in data]
     tasks = []
     for op in ops_named(names):
         outputs, inputs = op.build()
-        programs = [p for p in data[op.name]["programs"] if p["source"] in sources]
+        by_source = {s: [p for p in data[op.name]["programs"] if p["source"] == s]
+                     for s in sources}
+        if equal_shares:  # as many of each source as the smallest has (benchmarks/search.py)
+            n = min(len(ps) for ps in by_source.values())
+            by_source = {s: uniform_draw(ps, n) for s, ps in by_source.items()}
+        programs = [p for s in sources for p in by_source[s]]
         tasks.append((outputs, inputs, [_C.KernelSchedule.parse(p["schedule"]) for p in programs],
                       [p["median_ms"] for p in programs]))
     return names, tasks
@@ -153,7 +159,7 @@ def analytic_spearman(task) -> float:
 
 
 def heldout(args) -> None:
-    names, tasks = load_tasks(args.data, args.ops, args.sources)
+    names, tasks = load_tasks(args.data, args.ops, args.sources, args.equal_shares)
     if args.features:
         write_features(args.features, names, tasks)
     options = {"rounds": args.rounds, "max_depth": args.max_depth, "eta": args.eta,
@@ -199,6 +205,9 @@ def main() -> None:
     h.add_argument("--sources", nargs="*", default=["search_xgboost"],
                    help="which collected programs to use (search_xgboost: what search measures, "
                         "as benchmarks/search.py's bar; search_random: the wider spread)")
+    h.add_argument("--equal-shares", action="store_true",
+                   help="as many programs of each source as the smallest source has, drawn "
+                        "uniformly (benchmarks/search.py's held-out sample)")
     h.add_argument("--rounds", type=int, default=60, help="XGBoost boosting rounds")
     h.add_argument("--max-depth", type=int, default=10)
     h.add_argument("--eta", type=float, default=0.2)

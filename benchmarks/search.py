@@ -22,12 +22,13 @@ many trials (seed 0); ratio > 1 = the full search's kernel is faster.
 
 Held-out ranking: for each op (gemm2048 aside), an XGBoost model trained on the other ops'
 measured programs ranks this op's; Spearman's rho against measured throughput, the mean over ops.
-An op's programs are those its XGBoost search measured (seed 0) and those of a search with random
-model scores of --heldout-random-trials measurements (TenSet's way of sampling a space). The model
-ranks a population of mostly random samples and their mutants; the XGBoost search's picks alone
-are the few it ranked best, most within noise of each other, and their order is mostly
-measurement noise (heldout_spearman_search_only reports it). benchmarks/cost_data.py measures
-such a data set once and evaluates it offline.
+An op's programs are, in equal shares, those of a search with random model scores of
+--heldout-random-trials measurements (TenSet's way of sampling a space) and as many drawn
+uniformly from those its XGBoost search measured (seed 0). The model ranks a population of mostly
+random samples and their mutants, so these stand for what it must order; the XGBoost search's
+picks alone are the few it ranked best, most within noise of each other, and their order is mostly
+measurement noise (heldout_spearman_search_only reports it, over all of them).
+benchmarks/cost_data.py measures such a data set once and evaluates it offline (--equal-shares).
 
 Scheduler: ResNet-18 (batch 1) compiled with options={"tune": "search", "trials": N} twice, the
 gradient scheduler and round-robin, each from an empty cost model; scheduler_trials_share = the
@@ -63,7 +64,8 @@ import torch  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera import _C  # noqa: E402
-from common import arg_parser, paired_with_reference, print_table, write_json  # noqa: E402
+from common import (arg_parser, paired_with_reference, print_table, uniform_draw,  # noqa: E402
+                    write_json)
 from ops import check_close, geomean, suite  # noqa: E402
 
 OPS = ["gemm1024", "gemm2048", "bert_qk", "bert_av", "resnet_conv1_7x7s2", "resnet_res3_3x3",
@@ -181,7 +183,9 @@ def heldout(ops, searches: Dict[str, List[dict]], random_trials: int) -> Dict[st
         trials = list(searches[op.name][0]["trials"])
         if random_trials > 0:
             r = search(outputs, inputs, op.name, 0, random_trials, model="random")
-            trials += r["trials"]
+            # Equal shares: as many of the XGBoost search's programs (drawn uniformly, in
+            # measurement order) as the random-score search measured.
+            trials = uniform_draw(trials, len(r["trials"])) + r["trials"]
             print(f"  {op.name} held-out sample: {random_trials} random-score trials, "
                   f"{r['wall_s']:.1f} s", flush=True)
         tasks.append((outputs, inputs, [t["schedule"] for t in trials],
@@ -273,7 +277,7 @@ def main() -> None:
     p.add_argument("--ablation-ops", nargs="*", default=ABLATION_OPS)
     p.add_argument("--ablation-trials", type=int, default=256)
     p.add_argument("--ablations", nargs="*", default=list(ABLATIONS), choices=list(ABLATIONS))
-    p.add_argument("--heldout-random-trials", type=int, default=64,
+    p.add_argument("--heldout-random-trials", type=int, default=128,
                    help="per op, measurements of the random-score search whose programs join "
                         "the held-out ranking's sample (0: the XGBoost search's programs alone)")
     p.add_argument("--no-ablation", dest="ablation", action="store_false")

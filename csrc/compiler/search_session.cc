@@ -265,26 +265,24 @@ std::vector<tune::CandidateResult> SearchSession::measure(
 SearchSession::Verdict SearchSession::decide(size_t n) {
   n = std::min(n, rep_->candidates.size());
   Verdict v;
-  const CandidateReport* best = nullptr;
+  // The verified candidates, fastest first (ties in measurement order).
+  std::vector<const CandidateReport*> ok;
   for (size_t i = 0; i < n; ++i) {
     const CandidateReport& c = rep_->candidates[i];
     if (!c.ok) continue;
     if (c.schedule.stages_text() == rules_text_) v.default_ms = c.median_ms;
-    if (best == nullptr || c.median_ms < best->median_ms) best = &c;
+    ok.push_back(&c);
   }
-  if (best == nullptr) return v;
+  if (ok.empty()) return v;
+  std::stable_sort(ok.begin(), ok.end(), [](const CandidateReport* a, const CandidateReport* b) {
+    return a->median_ms < b->median_ms;
+  });
+  const CandidateReport* best = ok.front();
   v.schedule = best->schedule;
   v.ms = best->median_ms;
   if (best_schedule_ && best->schedule.stages_text() == best_schedule_->stages_text())
     v.kernel = best_kernel_;
 
-  std::vector<const CandidateReport*> ok;
-  for (size_t i = 0; i < n; ++i) {
-    if (rep_->candidates[i].ok) ok.push_back(&rep_->candidates[i]);
-  }
-  std::stable_sort(ok.begin(), ok.end(), [](const CandidateReport* a, const CandidateReport* b) {
-    return a->median_ms < b->median_ms;
-  });
   std::vector<schedule::KernelSchedule> race;
   std::set<std::string> seen{rules_text_};
   for (const CandidateReport* c : ok) {
@@ -316,9 +314,10 @@ bool SearchSession::rules_win(const Verdict& v) {
 }
 
 schedule::KernelSchedule SearchSession::choice_within(size_t n) {
-  Verdict v = decide(n);
-  schedule::KernelSchedule s = rules_win(v) ? rules_ : *v.schedule;
-  s.tuner = rules_win(v) ? "default" : "search";
+  const Verdict v = decide(n);
+  const bool rules = rules_win(v);
+  schedule::KernelSchedule s = rules ? rules_ : *v.schedule;
+  s.tuner = rules ? "default" : "search";
   return s;
 }
 

@@ -165,8 +165,14 @@ void bind_search_task(py::module_& m) {
           compiler::SearchSession session(task, std::move(s), &report);
           while (session.round() > 0) {
           }
-          std::vector<schedule::KernelSchedule> within;
-          for (int n : checkpoints) within.push_back(session.choice_within(std::max(0, n)));
+          // A checkpoint at or past the trials measured is finish()'s choice: not raced twice.
+          const size_t measured = report.candidates.size();
+          std::vector<std::optional<schedule::KernelSchedule>> within;
+          for (int n : checkpoints) {
+            const size_t at = static_cast<size_t>(std::max(0, n));
+            within.push_back(at < measured ? std::optional(session.choice_within(at))
+                                           : std::nullopt);
+          }
           chosen = session.finish();
           stats = session.result().stats;
           py::gil_scoped_acquire gil;
@@ -180,7 +186,7 @@ void bind_search_task(py::module_& m) {
             trials_out.append(d);
           }
           for (size_t i = 0; i < checkpoints.size(); ++i)
-            at_checkpoints[py::int_(checkpoints[i])] = within[i];
+            at_checkpoints[py::int_(checkpoints[i])] = within[i] ? *within[i] : chosen.schedule;
         }
         py::dict d;
         d["schedule"] = chosen.schedule;

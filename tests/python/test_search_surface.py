@@ -170,3 +170,26 @@ def test_tune_tasks_names_the_reuse_selection_and_rejects_unknown_ones():
         assert r["tasks"][0]["status"] == "skipped"
     with pytest.raises(Exception, match="reuse selection must be"):
         _C.tune_tasks([task], trials_per_task=8, reuse=True, reuse_selection="steiner")
+
+
+def test_search_checkpoints_choose_among_their_first_measurements():
+    """_C.search_task's checkpoint n is the schedule chosen from the first n measurements (or the
+    rules'); at or past the budget it is the search's own choice. Every one computes right."""
+    a = tessera.placeholder("A", [96, 128])
+    b = tessera.placeholder("B", [128, 64])
+    out = tessera.te_ops.matmul(a, b)
+    r = _C.search_task([out], [a, b], trials=12, seed=3, name="mm_checkpoints",
+                       checkpoints=[0, 5, 12, 50])
+    trials = r["trials"]
+    assert len(trials) == 12
+    rules = tessera.Kernel([out], [a, b], name="mm_checkpoints_rules").schedule.stages_text()
+    assert r["checkpoints"][0].stages_text() == rules and r["checkpoints"][0].tuner == "default"
+    first5 = {t["schedule"].stages_text() for t in trials[:5] if t["ok"]}
+    assert r["checkpoints"][5].stages_text() in first5 | {rules}
+    final = r["schedule"].stages_text()
+    assert r["checkpoints"][12].stages_text() == final
+    assert r["checkpoints"][50].stages_text() == final
+    x, y = torch.randn(96, 128), torch.randn(128, 64)
+    for n, s in r["checkpoints"].items():
+        k = tessera.Kernel([out], [a, b], schedule=s, name=f"mm_checkpoint_{n}")
+        torch.testing.assert_close(k(x, y), x @ y, rtol=1e-4, atol=1e-4)
