@@ -70,7 +70,7 @@ def write_json(path: str | None, records: list) -> None:
 
 def print_table(records: list, columns: List[str]) -> None:
     rows = [[_fmt(r.get(c)) for c in columns] for r in records]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
     for r in rows:
         print("  ".join(v.rjust(w) for v, w in zip(r, widths)))
