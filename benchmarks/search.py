@@ -33,7 +33,9 @@ benchmarks/cost_data.py measures such a data set once and evaluates it offline (
 Scheduler: ResNet-18 (batch 1) compiled with options={"tune": "search", "trials": N} twice, the
 gradient scheduler and round-robin, each from an empty cost model; scheduler_trials_share = the
 trials the gradient scheduler took to reach round-robin's final objective (sum over kernels of
-occurrences x best latency) over round-robin's trials.
+occurrences x best latency) over round-robin's trials. Each strategy's record keeps the task of
+every round ("order") and, per kernel, the objective's drop over the rounds it was given once
+every kernel had a time ("gain_ms").
 
 JSON: one record per op {"op", "shape", "gflops": {"default", "construct", "search_64", ...,
 "torch"}, "tune_s": {"construct", "search_<trials>"}, "seeds": [...], "weights_prepacked"}
@@ -194,6 +196,17 @@ def heldout(ops, searches: Dict[str, List[dict]], random_trials: int) -> Dict[st
     return dict(zip(names, _C.heldout_spearman(tasks)))
 
 
+def objective_gains(order: List[int], objective: List[float], n_tasks: int) -> List[float]:
+    """Per task, how much the rounds it was given lowered the model's objective (occurrences x
+    its best latency; ms) once every task had a valid time: each round changes only its task's
+    best latency, so the objective's drop in that round is that task's gain."""
+    gains = [0.0] * n_tasks
+    for i in range(1, len(order)):
+        if objective[i - 1] != float("inf"):
+            gains[order[i]] += objective[i - 1] - objective[i]
+    return gains
+
+
 def bench_scheduler(args) -> dict:
     """ResNet-18 through torch.compile's max-autotune path, gradient vs round-robin."""
     from tessera.backend import anchor as anchor_choice
@@ -215,13 +228,17 @@ def bench_scheduler(args) -> dict:
             with torch.no_grad():
                 torch.testing.assert_close(f(x), model(x), rtol=1e-3, atol=1e-3)
         r = kernel_build.search_history[-1]
+        gains = objective_gains(r["order"], r["objective"], len(r["tasks"]))
         out[strategy] = {"trials_after": r["trials_after"], "objective": r["objective"],
-                         "tune_s": r["tune_s"], "round_trials": r["round_trials"],
+                         "order": r["order"], "tune_s": r["tune_s"],
+                         "round_trials": r["round_trials"],
                          "tasks": [{"name": t["name"], "weight": t["weight"],
-                                    "status": t["status"], "rounds": t["rounds"]}
-                                   for t in r["tasks"]]}
-        print(f"  resnet18 {strategy}: {r['tune_s']:.0f} s, objective {r['objective'][-1]:.3f} ms",
-              flush=True)
+                                    "status": t["status"], "rounds": t["rounds"],
+                                    "gain_ms": gain}
+                                   for t, gain in zip(r["tasks"], gains)]}
+        print(f"  resnet18 {strategy}: {r['tune_s']:.0f} s, objective {r['objective'][-1]:.3f} ms; "
+              "gain per kernel after the warm-up (ms): "
+              + " ".join(f"{g:.3f}" for g in gains), flush=True)
     rr, gr = out["round-robin"], out["gradient"]
     target = rr["objective"][-1]
     reached = [t for t, obj in zip(gr["trials_after"], gr["objective"]) if obj <= target]
