@@ -291,7 +291,7 @@ SearchSession::Verdict SearchSession::decide(size_t n) {
   }
   if (race.empty()) return v;  // only the rules' schedule verified
   race.push_back(rules_);
-  std::vector<tune::CandidateResult> results = runner_->measure(race);
+  std::vector<tune::CandidateResult> results = runner_->measure_final_race(race);
   const tune::CandidateResult& rules = results.back();
   v.default_ms = rules.ok ? rules.median_ms : -1;
   int winner = -1;

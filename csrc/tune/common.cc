@@ -363,8 +363,18 @@ CandidateResult CandidateMeasurer::measure(const schedule::KernelSchedule& sched
   return res;
 }
 
+MeasureConfig final_race_config(const MeasureConfig& search) {
+  MeasureConfig race = search;
+  race.rounds = kFinalRaceRounds;
+  race.round_ms = search.round_ms * kFinalRaceRoundFactor;
+  race.timing_budget_ms = search.timing_budget_ms * kFinalRaceRoundFactor;
+  race.finalists = 0;  // every candidate is a finalist
+  return race;
+}
+
 std::vector<CandidateResult> CandidateMeasurer::measure_all(
-    const std::vector<schedule::KernelSchedule>& schedules, MeasureObserver* observer) {
+    const std::vector<schedule::KernelSchedule>& schedules, MeasureObserver* observer,
+    const MeasureConfig* timing) {
   const size_t n = schedules.size();
   std::vector<CandidateResult> res;
   build_and_verify(schedules, &res, observer);
@@ -418,14 +428,15 @@ std::vector<CandidateResult> CandidateMeasurer::measure_all(
   }
   const compiler::BuiltKernel* ref_kernel = res[ref].kernel.get();
   const KernelArgs* ref_args = res[ref].args.get();
+  const MeasureConfig& timing_config = timing != nullptr ? *timing : config_;
   runtime::PairedTimingOptions opt;
-  opt.rounds = config_.rounds;
-  opt.round_ms = config_.round_ms;
-  opt.budget_ms = config_.timing_budget_ms;
-  opt.finalists = std::max(0, config_.finalists - 1);
-  opt.final_rounds = config_.final_rounds;
-  opt.final_budget_ms = config_.final_budget_ms;
-  if (config_.finalists <= 0) opt.finalists = 0;
+  opt.rounds = timing_config.rounds;
+  opt.round_ms = timing_config.round_ms;
+  opt.budget_ms = timing_config.timing_budget_ms;
+  opt.finalists = std::max(0, timing_config.finalists - 1);
+  opt.final_rounds = timing_config.final_rounds;
+  opt.final_budget_ms = timing_config.final_budget_ms;
+  if (timing_config.finalists <= 0) opt.finalists = 0;
   const runtime::PairedTiming t =
       runtime::time_paired([&] { run(*ref_kernel, ref_args); }, fns, opt);
   if (!t.reference_ok) {

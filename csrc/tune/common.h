@@ -122,6 +122,17 @@ struct MeasureConfig {
   int build_threads = 0;
 };
 
+// Rounds of a search's final race (SearchSession::decide), every finalist in every one.
+inline constexpr int kFinalRaceRounds = 7;
+// A final-race round is this many times as long as a search round.
+inline constexpr double kFinalRaceRoundFactor = 4;
+
+// The settings a search's final race times its few finalists and the rules' schedule with: the
+// search's own, with every candidate timed in kFinalRaceRounds rounds kFinalRaceRoundFactor
+// times as long (one short burst of background load must not choose between kernels a few
+// percent apart, nor choose a kernel slower than the rules' schedule).
+MeasureConfig final_race_config(const MeasureConfig& search);
+
 // The buffers a kernel runs on in a measurer: its inputs (a prepacked input's packed copy in its
 // place, packed once when the kernel was verified), then its outputs.
 struct KernelArgs {
@@ -178,9 +189,11 @@ class CandidateMeasurer {
   // reference kernel instead of being built again.
   CandidateResult measure(const schedule::KernelSchedule& schedule);
   // Builds and verifies every candidate, then times the survivors interleaved (see MeasureConfig).
-  // `observer` (not owned; null: none) hears each step as it happens.
+  // `observer` (not owned; null: none) hears each step as it happens. `timing` (null: the
+  // measurer's config) gives the rounds and budgets of the survivors' timing only.
   std::vector<CandidateResult> measure_all(const std::vector<schedule::KernelSchedule>& schedules,
-                                           MeasureObserver* observer = nullptr);
+                                           MeasureObserver* observer = nullptr,
+                                           const MeasureConfig* timing = nullptr);
   // Builds the reference, makes the random inputs and runs the reference once (the expected
   // outputs); measuring does this on first use. Done ahead, a forked worker process inherits it
   // all. Throws tessera::Error when the reference does not build or run.

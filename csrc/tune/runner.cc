@@ -9,14 +9,20 @@ namespace {
 
 class InProcessTaskRunner : public TaskRunner {
  public:
-  InProcessTaskRunner(const Task& task, const MeasureConfig& config) : measurer_(task, config) {}
+  InProcessTaskRunner(const Task& task, const MeasureConfig& config)
+      : measurer_(task, config), race_(final_race_config(config)) {}
   std::vector<CandidateResult> measure(
       const std::vector<schedule::KernelSchedule>& schedules) override {
     return measurer_.measure_all(schedules);
   }
+  std::vector<CandidateResult> measure_final_race(
+      const std::vector<schedule::KernelSchedule>& schedules) override {
+    return measurer_.measure_all(schedules, nullptr, &race_);
+  }
 
  private:
   CandidateMeasurer measurer_;
+  MeasureConfig race_;
 };
 
 class InProcessRunner : public Runner {

@@ -26,6 +26,13 @@ class TaskRunner {
   // built in this process; otherwise the caller builds the winner again.
   virtual std::vector<CandidateResult> measure(
       const std::vector<schedule::KernelSchedule>& schedules) = 0;
+  // A search's final race among schedules measured before: as measure(), timed with
+  // final_race_config's longer rounds where the runner owns its timing (runners written in
+  // Python time as they always do).
+  virtual std::vector<CandidateResult> measure_final_race(
+      const std::vector<schedule::KernelSchedule>& schedules) {
+    return measure(schedules);
+  }
 };
 
 class Runner {

@@ -190,6 +190,7 @@ struct Job {
   std::vector<size_t> batch_index;
   std::vector<schedule::KernelSchedule> schedules;
   bool serial_build = false;
+  const MeasureConfig* timing = nullptr;  // the survivors' timing (null: the measurer's config)
 };
 
 // What the worker inherits beyond the measurer.
@@ -279,7 +280,8 @@ void reset_crash_handlers() {
   std::optional<ReportingObserver> observer;
   try {
     observer.emplace(fd, job, setup.fault.any() ? setup.fault : fault_from_environment());
-    const std::vector<CandidateResult> results = measurer.measure_all(job.schedules, &*observer);
+    const std::vector<CandidateResult> results =
+        measurer.measure_all(job.schedules, &*observer, job.timing);
     for (size_t c = 0; c < results.size(); ++c) {
       observer->send(result_line('D', job.batch_index[c], results[c]));
     }
@@ -320,9 +322,10 @@ struct WorkerLog {
 
 // A batch being measured: the results reported so far.
 struct Batch {
-  explicit Batch(const std::vector<schedule::KernelSchedule>& s)
-      : schedules(s), results(s.size()) {}
+  Batch(const std::vector<schedule::KernelSchedule>& s, const MeasureConfig& t)
+      : schedules(s), timing(t), results(s.size()) {}
   const std::vector<schedule::KernelSchedule>& schedules;
+  const MeasureConfig& timing;  // the survivors' timing
   std::vector<std::optional<CandidateResult>> results;
   bool serial_build = false;
   int timing_crashes = 0;
@@ -345,7 +348,9 @@ struct Batch {
 class WorkerTaskRunner : public TaskRunner {
  public:
   WorkerTaskRunner(const Task& task, const WorkerRunnerOptions& options)
-      : options_(options), measurer_(task, options.measure) {
+      : options_(options),
+        measurer_(task, options.measure),
+        race_(final_race_config(options.measure)) {
     try {
       measurer_.prepare_reference();  // before any fork: every worker inherits it
     } catch (const std::exception& e) {
@@ -357,7 +362,18 @@ class WorkerTaskRunner : public TaskRunner {
 
   std::vector<CandidateResult> measure(
       const std::vector<schedule::KernelSchedule>& schedules) override {
-    Batch batch(schedules);
+    return measure_with(schedules, options_.measure);
+  }
+  std::vector<CandidateResult> measure_final_race(
+      const std::vector<schedule::KernelSchedule>& schedules) override {
+    return measure_with(schedules, race_);
+  }
+
+ private:
+  // measure(), the survivors timed by `timing`'s rounds and budgets.
+  std::vector<CandidateResult> measure_with(const std::vector<schedule::KernelSchedule>& schedules,
+                                            const MeasureConfig& timing) {
+    Batch batch(schedules, timing);
     if (!reference_error_.empty()) {
       for (size_t i = 0; i < schedules.size(); ++i) batch.fail(i, reference_error_);
     }
@@ -371,12 +387,12 @@ class WorkerTaskRunner : public TaskRunner {
     return out;
   }
 
- private:
   Job make_job(const Batch& batch) const {
     Job job;
     job.batch_index = batch.pending();
     for (size_t i : job.batch_index) job.schedules.push_back(batch.schedules[i]);
     job.serial_build = batch.serial_build;
+    job.timing = &batch.timing;
     return job;
   }
 
@@ -392,10 +408,10 @@ class WorkerTaskRunner : public TaskRunner {
   }
 
   // How long the timing phase may go without a message: the silence timeout plus the rounds'
-  // expected time (every survivor's round next to a reference round, a round being round_ms or
-  // a few calls of a slow kernel, judged by the verification runs) and the timing budgets.
-  double timing_timeout_s(const WorkerLog& log) const {
-    const MeasureConfig& m = options_.measure;
+  // expected time under `m` (every survivor's round next to a reference round, a round being
+  // round_ms or a few calls of a slow kernel, judged by the verification runs) and the timing
+  // budgets.
+  double timing_timeout_s(const WorkerLog& log, const MeasureConfig& m) const {
     constexpr double kCallsPerSlowRound = 3;  // one untimed call and min_calls timed ones
     const double per_round_ms = 2 * (static_cast<double>(log.survivors.size()) * m.round_ms +
                                      kCallsPerSlowRound * log.survivors_run_ms);
@@ -458,7 +474,7 @@ class WorkerTaskRunner : public TaskRunner {
     std::string fate;
     std::string line;
     while (!log.done && log.failure.empty()) {
-      const double timeout = log.timing ? timing_timeout_s(log) : options_.timeout_s;
+      const double timeout = log.timing ? timing_timeout_s(log, batch->timing) : options_.timeout_s;
       const WorkerProcess::Read r = worker.next_line(timeout, &line);
       if (r == WorkerProcess::Read::kLine) {
         record(parse_message(line), &log, batch);
@@ -509,6 +525,7 @@ class WorkerTaskRunner : public TaskRunner {
 
   WorkerRunnerOptions options_;
   CandidateMeasurer measurer_;
+  MeasureConfig race_;  // final_race_config(options_.measure)
   std::string reference_error_;
 };
 

@@ -234,6 +234,40 @@ TEST(WorkerRunner, ParsesFaultSpecs) {
   EXPECT_THROW(InjectedFault::parse("melt:1"), Error);
 }
 
+// A search's final race (TaskRunner::measure_final_race) times every candidate in each of its
+// longer rounds, in a worker as in this process; a search round gives the extra rounds to its
+// finalists only.
+TEST(WorkerRunner, TimesTheFinalRaceInLongerRoundsForEveryCandidate) {
+  GemmTask g;
+  const std::vector<KernelSchedule> schedules = candidates(g.task);
+  MeasureConfig m = quick_measure();
+  m.timing_budget_ms = 1000;
+  m.finalists = 2;
+  m.final_rounds = 2;
+  const MeasureConfig race = final_race_config(m);
+  EXPECT_EQ(race.rounds, kFinalRaceRounds);
+  EXPECT_DOUBLE_EQ(race.round_ms, m.round_ms * kFinalRaceRoundFactor);
+  EXPECT_EQ(race.finalists, 0);
+  WorkerRunnerOptions o;
+  o.measure = m;
+  for (const std::shared_ptr<Runner>& runner : {worker_runner(o), in_process_runner(m)}) {
+    SCOPED_TRACE(runner->name());
+    std::unique_ptr<TaskRunner> task_runner = runner->open(g.task);
+    const std::vector<CandidateResult> searched = task_runner->measure(schedules);
+    const std::vector<CandidateResult> raced = task_runner->measure_final_race(schedules);
+    ASSERT_EQ(raced.size(), schedules.size());
+    int short_in_search = 0;
+    for (size_t i = 0; i < schedules.size(); ++i) {
+      ASSERT_TRUE(searched[i].ok && raced[i].ok) << searched[i].error << raced[i].error;
+      // The first survivor is every round's reference: it runs beside each candidate.
+      if (i > 0) EXPECT_EQ(raced[i].rounds, kFinalRaceRounds) << "candidate " << i;
+      short_in_search += searched[i].rounds < m.rounds + m.final_rounds;
+    }
+    EXPECT_GT(short_in_search, 0) << "every candidate of a search round was a finalist";
+  }
+  expect_no_children();
+}
+
 TEST(WorkerRunner, IsTheDefaultRunnerByName) {
   EXPECT_EQ(runner_named("workers")->name(), "workers");
   EXPECT_EQ(runner_named("in-process")->name(), "in-process");
