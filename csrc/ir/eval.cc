@@ -22,8 +22,13 @@ int64_t wrapping_add(int64_t a, int64_t b) {
 }
 
 int64_t floormod_int(int64_t a, int64_t b) {
-  if (b == -1) return 0;
-  return a - floordiv_int(a, b) * b;
+  TESSERA_CHECK(b != 0) << "integer modulo by zero";
+  if (b == -1) return 0;  // INT64_MIN % -1 traps
+  // Not a - floordiv(a, b) * b: that product can overflow while the result is small (the
+  // fuzzer's a = -6666663333333333333, b = 6666663333333333332). r and b of opposite signs
+  // cannot overflow when added.
+  const int64_t r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ir/buffer.h"
+#include "ir/eval.h"
 #include "ir/tensor.h"
 #include "util/check.h"
 
@@ -70,14 +71,6 @@ std::optional<int64_t> exact_fold(ExprKind op, const Expr& a, const Expr& b) {
 bool exact_division(const Expr& a, const Expr& b) {
   return both_int_consts(a, b) && b->int_value != 0 && b->int_value != -1;
 }
-
-int64_t floordiv_i64(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-int64_t floormod_i64(int64_t a, int64_t b) { return a - floordiv_i64(a, b) * b; }
 
 Expr binary(ExprKind kind, Expr a, Expr b) {
   TESSERA_CHECK(a.defined() && b.defined()) << "undefined operand to " << expr_kind_name(kind);
@@ -264,7 +257,7 @@ Expr div(Expr a, Expr b) {
 
 Expr floordiv(Expr a, Expr b) {
   if (exact_division(a, b)) {
-    return int_imm(floordiv_i64(a->int_value, b->int_value), a->dtype);
+    return int_imm(floordiv_int(a->int_value, b->int_value), a->dtype);
   }
   if (b->is_const_int(1)) return a;
   Expr r = binary(ExprKind::kFloorDiv, std::move(a), std::move(b));
@@ -274,7 +267,7 @@ Expr floordiv(Expr a, Expr b) {
 
 Expr floormod(Expr a, Expr b) {
   if (exact_division(a, b)) {
-    return int_imm(floormod_i64(a->int_value, b->int_value), a->dtype);
+    return int_imm(floormod_int(a->int_value, b->int_value), a->dtype);
   }
   if (b->is_const_int(1)) return int_imm(0, a->dtype);
   Expr r = binary(ExprKind::kFloorMod, std::move(a), std::move(b));

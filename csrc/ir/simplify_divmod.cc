@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "ir/eval.h"
 #include "ir/functor.h"
 #include "ir/simplify_impl.h"
 
@@ -16,21 +17,13 @@ namespace {
 
 constexpr int64_t kMinInt64 = std::numeric_limits<int64_t>::min();
 
-int64_t fdiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-int64_t floor_mod(int64_t a, int64_t b) { return a - fdiv(a, b) * b; }
-
 // How the residue r of a coefficient a (a = q*c + r) is chosen. No single choice is always best:
 // the bounds of R must land in one period, and that depends on where they sit, so all three are
 // tried.
 enum class Residue { kNonNegative, kSymmetric, kNonPositive };
 
 int64_t residue(int64_t a, int64_t c, Residue mode) {
-  int64_t r = floor_mod(a, c);  // [0, c)
+  int64_t r = floormod_int(a, c);  // [0, c)
   if (r == 0) return 0;
   switch (mode) {
     case Residue::kNonNegative:
@@ -61,8 +54,8 @@ bool resolve_by_bounds(BoundAnalyzer& analyzer, const LinearForm& f, int64_t c,
         !checked_add(br.hi, f.constant, &hi)) {
       continue;
     }
-    int64_t k = fdiv(lo, c);
-    if (fdiv(hi, c) != k) continue;
+    int64_t k = floordiv_int(lo, c);
+    if (floordiv_int(hi, c) != k) continue;
     q.constant = k;
     int64_t kc;
     if (!checked_mul(k, c, &kc) || !checked_add(f.constant, -kc, &r.constant)) continue;
@@ -85,7 +78,7 @@ Expr Rewriter::rewrite_floordiv(const Expr& a, const Expr& b) {
   if (c == 0) return keep();  // division by zero stays visible (it is an error at run time)
   if (a->kind == ExprKind::kIntImm) {
     if (a->int_value == kMinInt64 && c == -1) return keep();
-    return int_imm(fdiv(a->int_value, c), t);
+    return int_imm(floordiv_int(a->int_value, c), t);
   }
   if (c == 1) return a;
   if (reads_memory(a)) return keep();  // data wraps around: a sum's terms do not divide apart
@@ -102,12 +95,12 @@ Expr Rewriter::rewrite_floordiv(const Expr& a, const Expr& b) {
 }
 
 Expr Rewriter::floordiv_form(LinearForm f, int64_t c, DType t) {
-  if (f.is_constant()) return int_imm(fdiv(f.constant, c), t);
+  if (f.is_constant()) return int_imm(floordiv_int(f.constant, c), t);
   // (g*y + b) // (g*c') = (y + b // g) // c'   since 0 <= b % g < g cannot cross a multiple of g.
   int64_t g = std::gcd(linear_coef_gcd(f), c);
   if (g > 1) {
     for (LinearTerm& term : f.terms) term.coef /= g;
-    f.constant = fdiv(f.constant, g);
+    f.constant = floordiv_int(f.constant, g);
     c /= g;
     if (c == 1) return finish_linear(std::move(f));
   }
@@ -151,7 +144,7 @@ Expr Rewriter::rewrite_floormod(const Expr& a, const Expr& b) {
   if (c == 0) return keep();
   if (a->kind == ExprKind::kIntImm) {
     if (c == -1) return int_imm(0, t);
-    return int_imm(floor_mod(a->int_value, c), t);
+    return int_imm(floormod_int(a->int_value, c), t);
   }
   if (c == 1 || c == -1) return int_imm(0, t);
   if (reads_memory(a)) return keep();  // data wraps around: a sum's terms do not reduce apart
@@ -186,13 +179,13 @@ Expr Rewriter::floormod_form(LinearForm f, int64_t c, DType t) {
     }
     if (!changed) break;
   }
-  if (f.is_constant()) return int_imm(floor_mod(f.constant, c), t);
+  if (f.is_constant()) return int_imm(floormod_int(f.constant, c), t);
   LinearForm q, r;
   if (resolve_by_bounds(analyzer_, f, c, &q, &r)) return finish_linear(std::move(r));
   // Reduce every coefficient modulo c; (g*y + b) % (g*c') = g*((y + b // g) % c') + b % g.
-  LinearForm reduced = linear_constant(floor_mod(f.constant, c), t);
+  LinearForm reduced = linear_constant(floormod_int(f.constant, c), t);
   for (const LinearTerm& term : f.terms) {
-    int64_t rt = floor_mod(term.coef, c);
+    int64_t rt = floormod_int(term.coef, c);
     if (rt != 0) reduced.terms.push_back(LinearTerm{rt, term.atoms});
   }
   if (reduced.is_constant()) return int_imm(reduced.constant, t);
@@ -200,10 +193,10 @@ Expr Rewriter::floormod_form(LinearForm f, int64_t c, DType t) {
   if (g > 1) {
     LinearForm y = reduced;
     for (LinearTerm& term : y.terms) term.coef /= g;
-    y.constant = fdiv(reduced.constant, g);
+    y.constant = floordiv_int(reduced.constant, g);
     LinearForm inner = to_linear(floormod_form(std::move(y), c / g, t));
     LinearForm out =
-        linear_add(linear_scale(inner, g), linear_constant(floor_mod(reduced.constant, g), t));
+        linear_add(linear_scale(inner, g), linear_constant(floormod_int(reduced.constant, g), t));
     if (!out.invalid) return finish_linear(std::move(out));
   }
   // Printed form keeps the sign of each coefficient ((-j) % 16 rather than (j*15) % 16).

@@ -183,6 +183,23 @@ TEST(Simplify, OverflowingConstantsAreNotFolded) {
   EXPECT_TRUE(sub(int_imm(-big), int_imm(1))->is_const_int(-big - 1));
 }
 
+// A floor modulo whose quotient times the divisor overflows while the result is small folds,
+// evaluates and simplifies exactly (the fuzzer found a - (a // b) * b overflowing in the folder).
+TEST(Simplify, FloorModuloOfHugeOperandsIsExact) {
+  const int64_t b = 6666663333333333332;
+  const int64_t a = -b - 1;  // a // b = -2, and -2 * b is past int64's range
+  EXPECT_EQ(floormod_int(a, b), b - 1);
+  EXPECT_EQ(floormod_int(-a, b), 1);
+  EXPECT_EQ(floormod_int(-a, -b), 1 - b);
+  EXPECT_EQ(floormod_int(a, -b), -1);
+  EXPECT_TRUE(floormod(int_imm(a), int_imm(b))->is_const_int(b - 1));
+  Var x = var("x");
+  Expr e = floormod(x + int_imm(a), int_imm(b));
+  EvalEnv env;
+  env.vars[x.get()] = Scalar::of_int(0);
+  EXPECT_EQ(evaluate(simplify(e), env).i, b - 1) << to_string(simplify(e));
+}
+
 TEST(Simplify, MinMaxByBounds) {
   Var i = var("i", 0, 63), j = var("j", 0, 15), x = var("x");
   EXPECT_TRUE(simplify(min(x, x)).same_as(x));
