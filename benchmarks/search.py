@@ -44,7 +44,8 @@ given once every kernel had a time ("gain_ms", search-time).
 JSON: one record per op {"op", "shape", "gflops": {"default", "construct", "search_64", ...,
 "torch"}, "tune_s": {"construct", "search_<trials>"}, "seeds": [...], "weights_prepacked"}
 (convolutions read their weight prepacked where the schedule packs it, as in a compiled model's
-inference graph, unless --per-call-packing), and one summary record
+inference graph, unless --per-call-packing; construct mode and every search measure their
+candidates the same way, as the compile path does with a graph's weights), and one summary record
 {"summary": true, "xgb_vs_random_256", "no_retrain_vs_full_256", "no_seed_vs_full_256",
 "no_prior_vs_full_256",
 "heldout_spearman", "heldout_spearman_search_only", "scheduler_trials_share",
@@ -87,20 +88,28 @@ ABLATIONS = {"random": {"model": "random"}, "no_retrain": {"retrain": False},
              "no_seed": {"construct_seeds": False}, "no_prior": {"model": "xgboost_no_prior"}}
 
 
-def construct(outputs, inputs, name: str, seed: int):
+def construct(outputs, inputs, name: str, seed: int, weights=()):
     request = _C.CompileRequest(name=name, tune="construct", threads="parallel", seed=seed)
+    request.constant_inputs = list(weights)
     t0 = time.perf_counter()
     kernel = _C.compile(outputs, inputs, request)
     return kernel.report.schedule, time.perf_counter() - t0
 
 
-def search(outputs, inputs, name: str, seed: int, trials: int, checkpoints=(),
+def search(outputs, inputs, name: str, seed: int, trials: int, checkpoints=(), weights=(),
            **ablation) -> dict:
     t0 = time.perf_counter()
     r = _C.search_task(outputs, inputs, trials=trials, seed=seed, name=name, fresh_model=True,
-                       checkpoints=list(checkpoints), **ablation)
+                       checkpoints=list(checkpoints), constant_inputs=list(weights), **ablation)
     r["wall_s"] = time.perf_counter() - t0
     return r
+
+
+def tuned_weights(op, args) -> tuple:
+    """The op's weight inputs as its tuners see them: those read prepacked when timed (the
+    default), so every tuner measures its candidates as they are timed here; none under
+    --per-call-packing."""
+    return () if args.per_call_packing else tuple(op.weights)
 
 
 def time_kernels(op, outputs, inputs, schedules: Dict[str, object], rounds: int,
@@ -134,10 +143,11 @@ def bench_op(op, args, searches: Dict[str, List[dict]]) -> dict:
     rec = {"op": op.name, "shape": op.shape, "flops": op.flops, "seeds": [],
            "threads": torch.get_num_threads()}
     for seed in range(args.seeds):
-        sched, construct_s = construct(outputs, inputs, op.name, seed)
+        weights = tuned_weights(op, args)
+        sched, construct_s = construct(outputs, inputs, op.name, seed, weights)
         schedules[f"construct_s{seed}"] = sched
         checkpoints = sorted(set(args.checkpoints) | {args.ablation_trials})
-        r = search(outputs, inputs, op.name, seed, args.trials, checkpoints)
+        r = search(outputs, inputs, op.name, seed, args.trials, checkpoints, weights)
         searches.setdefault(op.name, []).append(r)
         for c in args.checkpoints:
             schedules[f"search_{c}_s{seed}"] = r["checkpoints"][c]
@@ -171,7 +181,8 @@ def bench_ablation(op, args, full: dict) -> dict:
     n = args.ablation_trials
     schedules = {"full": full["checkpoints"][n]}
     for name in args.ablations:
-        r = search(outputs, inputs, op.name, 0, n, **ABLATIONS[name])
+        r = search(outputs, inputs, op.name, 0, n, weights=tuned_weights(op, args),
+                   **ABLATIONS[name])
         schedules[name] = r["schedule"]
         print(f"  {op.name} ablation {name}: {r['wall_s']:.1f} s", flush=True)
     gf = time_kernels(op, outputs, inputs, schedules, args.rounds, not args.per_call_packing)
@@ -179,7 +190,7 @@ def bench_ablation(op, args, full: dict) -> dict:
             "weights_prepacked": bool(op.weights) and not args.per_call_packing}
 
 
-def heldout(ops, searches: Dict[str, List[dict]], random_trials: int) -> Dict[str, float]:
+def heldout(ops, searches: Dict[str, List[dict]], random_trials: int, args) -> Dict[str, float]:
     """Per op, the held-out rho over its XGBoost search's programs (seed 0) and a random-score
     search's of random_trials measurements (0: none; see the module docstring)."""
     tasks, names = [], []
@@ -189,7 +200,8 @@ def heldout(ops, searches: Dict[str, List[dict]], random_trials: int) -> Dict[st
         outputs, inputs = op.build()
         trials = list(searches[op.name][0]["trials"])
         if random_trials > 0:
-            r = search(outputs, inputs, op.name, 0, random_trials, model="random")
+            r = search(outputs, inputs, op.name, 0, random_trials, model="random",
+                       weights=tuned_weights(op, args))
             # Equal shares: as many of the XGBoost search's programs (drawn uniformly, in
             # measurement order) as the random-score search measured.
             trials = uniform_draw(trials, len(r["trials"])) + r["trials"]
@@ -419,8 +431,8 @@ def main() -> None:
     p.add_argument("--no-ablation", dest="ablation", action="store_false")
     p.add_argument("--no-scheduler", dest="scheduler", action="store_false")
     p.add_argument("--per-call-packing", action="store_true",
-                   help="time convolutions packing their weights on every call (default: "
-                        "prepacked, as in a compiled model's inference graph)")
+                   help="tune and time convolutions packing their weights on every call "
+                        "(default: prepacked, as in a compiled model's inference graph)")
     p.add_argument("--scheduler-trials", type=int, default=64,
                    help="ResNet-18: search measurements per kernel on average")
     args = p.parse_args()
@@ -444,8 +456,8 @@ def main() -> None:
         print_table([{"op": a["op"], **a["gflops"]} for a in ablations],
                     ["op", "full", *args.ablations, "torch"])
     several = len([n for n in searches if n in HELDOUT_OPS]) > 1
-    spearman = heldout(ops, searches, args.heldout_random_trials) if several else {}
-    search_only = heldout(ops, searches, 0) if several else {}
+    spearman = heldout(ops, searches, args.heldout_random_trials, args) if several else {}
+    search_only = heldout(ops, searches, 0, args) if several else {}
     scheduler = bench_scheduler(args) if args.scheduler else {}
     summary = summarize(records, ablations, spearman, search_only, scheduler, args)
     summary["ablations"] = ablations

@@ -16,11 +16,6 @@
 
 namespace tessera::compiler {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// The names of inputs[i] for i in `positions` (out-of-range positions are an error).
 std::vector<std::string> input_names(const std::vector<ir::Tensor>& inputs,
                                      const std::vector<int>& positions) {
   std::vector<std::string> names;
@@ -31,6 +26,10 @@ std::vector<std::string> input_names(const std::vector<ir::Tensor>& inputs,
   }
   return names;
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // The names of the inputs a built kernel reads prepacked.
 std::vector<std::string> prepacked_names(const BuiltKernel& k) {

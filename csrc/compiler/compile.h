@@ -131,4 +131,9 @@ bool worth_tuning(const schedule::StagePlan& plan);
 // policy's serial_bytes and serial_points rule).
 bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads);
 
+// The names of inputs[i] for i in `positions`: a request's constant inputs as a tune::Task names
+// them. Throws tessera::Error for a position out of range.
+std::vector<std::string> input_names(const std::vector<ir::Tensor>& inputs,
+                                     const std::vector<int>& positions);
+
 }  // namespace tessera::compiler

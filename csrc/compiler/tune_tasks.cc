@@ -320,11 +320,7 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
     o.weight = spec.weight;
     tune::Task task = tune::Task::create(spec.outputs, spec.inputs, spec.name);
     task.parallel = runs_in_parallel(task.plan, req.threads);
-    for (int i : spec.constant_inputs) {
-      TESSERA_CHECK(i >= 0 && i < static_cast<int>(spec.inputs.size()))
-          << spec.name << ": constant input " << i << " out of range";
-      task.constant_inputs.push_back(spec.inputs[static_cast<size_t>(i)]->name);
-    }
+    task.constant_inputs = input_names(spec.inputs, spec.constant_inputs);
     std::optional<db::WorkloadKey> key;
     if (req.records != nullptr) key = db::make_workload_key(spec.outputs, spec.inputs);
     std::optional<db::Record> rec = key ? req.records->best(*key) : std::nullopt;

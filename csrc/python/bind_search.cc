@@ -142,9 +142,10 @@ void bind_search_task(py::module_& m) {
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs, int trials,
          uint64_t seed, const std::string& model, bool retrain, bool construct_seeds,
          bool fresh_model, const std::string& threads, const std::string& name, py::object on_trial,
-         const std::vector<int>& checkpoints) {
+         const std::vector<int>& checkpoints, const std::vector<int>& constant_inputs) {
         tune::Task task = tune::Task::create(unwrap(outputs), unwrap(inputs), name);
         task.parallel = compiler::runs_in_parallel(task.plan, compiler::threads_from_name(threads));
+        task.constant_inputs = compiler::input_names(unwrap(inputs), constant_inputs);
         compiler::SearchSettings s;
         s.name = name;
         s.trials = trials;
@@ -200,10 +201,13 @@ void bind_search_task(py::module_& m) {
       py::arg("model") = "xgboost", py::arg("retrain") = true, py::arg("construct_seeds") = true,
       py::arg("fresh_model") = true, py::arg("threads") = "parallel", py::arg("name") = "search",
       py::arg("on_trial") = py::none(), py::arg("checkpoints") = std::vector<int>{},
+      py::arg("constant_inputs") = std::vector<int>{},
       "One task's search with the ablation settings (compiler/search_session.h): model "
       "'xgboost' | 'xgboost_no_prior' | 'random', retrain, construct_seeds, fresh_model (an "
       "empty model of its own). checkpoints: trial counts n whose choice is returned too (the "
-      "schedule the search would choose had it stopped after n measurements). "
+      "schedule the search would choose had it stopped after n measurements). constant_inputs: "
+      "positions of inputs that are weights (candidates read those they pack prepacked, as "
+      "CompileRequest.constant_inputs). "
       "Returns {schedule, report, trials: [{round, picked_by, ok, median_ms, schedule}], stats, "
       "checkpoints: {n: schedule}}.");
 }

@@ -193,3 +193,19 @@ def test_search_checkpoints_choose_among_their_first_measurements():
     for n, s in r["checkpoints"].items():
         k = tessera.Kernel([out], [a, b], schedule=s, name=f"mm_checkpoint_{n}")
         torch.testing.assert_close(k(x, y), x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_search_task_measures_weights_prepacked_where_told():
+    """_C.search_task(constant_inputs=...) measures candidates reading those inputs prepacked
+    where they pack them, as a compiled graph's search does with its weights; a position out of
+    range is an error, not a silent search without them."""
+    a = tessera.placeholder("A", [96, 128])
+    b = tessera.placeholder("B", [128, 64])
+    out = tessera.te_ops.matmul(a, b)
+    weights = _C.search_task([out], [a, b], trials=16, seed=1, name="mm_weights",
+                             constant_inputs=[1])
+    plain = _C.search_task([out], [a, b], trials=16, seed=1, name="mm_plain")
+    assert any(c.ok and c.prepacked > 0 for c in weights["report"].candidates)
+    assert all(c.prepacked == 0 for c in plain["report"].candidates)
+    with pytest.raises(Exception, match="out of range"):
+        _C.search_task([out], [a, b], trials=4, name="mm_bad", constant_inputs=[2])
