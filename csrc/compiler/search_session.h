@@ -7,8 +7,8 @@
 //
 // Invariants: only the best kernel so far is kept alive (candidates' kernels are dropped after
 // measurement); finish() times the best few schedules again with the rules' schedule in one
-// paired batch (the final race, in tune::final_race_config's longer rounds) and returns the rules' schedule unless the race's best beat it by the policy's
-// win margin there.
+// paired batch (the final race, in tune::final_race_config's longer rounds) and returns the
+// rules' schedule unless the race's best beat it by the policy's win margin there.
 #include <memory>
 #include <mutex>
 #include <optional>
