@@ -18,7 +18,8 @@ GFLOP/s over its median ratio to torch. The op's number is the median over seeds
 Ablations (--ablation-ops, --ablation-trials): the same search with a random model, without
 retraining, without construct mode's seeds, and with XGBoost's trees alone (no analytic prior,
 cost/xgb_model.h), against the full search's checkpoint at that
-many trials (seed 0); ratio > 1 = the full search's kernel is faster.
+many trials, each with every seed's search; an op's ratio is that of the medians over seeds
+(> 1: the full search's kernel is faster).
 
 Held-out ranking: for each op (gemm2048 aside), an XGBoost model trained on the other ops'
 measured programs ranks this op's; Spearman's rho against measured throughput, the mean over ops.
@@ -136,14 +137,19 @@ def time_kernels(op, outputs, inputs, schedules: Dict[str, object], rounds: int,
     return gf
 
 
+def of_seed(gflops: Dict[str, float], seed: int) -> Dict[str, float]:
+    """The entries "<kernel>_s<seed>" of one seed, keyed by kernel."""
+    return {k.rsplit("_s", 1)[0]: v for k, v in gflops.items() if k.endswith(f"_s{seed}")}
+
+
 def bench_op(op, args, searches: Dict[str, List[dict]]) -> dict:
     outputs, inputs = op.build()
     a = tessera.Kernel(outputs, inputs, name=f"{op.name}_rules")
     schedules = {"default": a.schedule}
     rec = {"op": op.name, "shape": op.shape, "flops": op.flops, "seeds": [],
            "threads": torch.get_num_threads()}
+    weights = tuned_weights(op, args)
     for seed in range(args.seeds):
-        weights = tuned_weights(op, args)
         sched, construct_s = construct(outputs, inputs, op.name, seed, weights)
         schedules[f"construct_s{seed}"] = sched
         checkpoints = sorted(set(args.checkpoints) | {args.ablation_trials})
@@ -161,7 +167,7 @@ def bench_op(op, args, searches: Dict[str, List[dict]]) -> dict:
     gf = time_kernels(op, outputs, inputs, schedules, args.rounds, not args.per_call_packing)
     rec["weights_prepacked"] = bool(op.weights) and not args.per_call_packing
     for s in rec["seeds"]:
-        s["gflops"] = {k.rsplit("_s", 1)[0]: v for k, v in gf.items() if k.endswith(f"_s{s['seed']}")}
+        s["gflops"] = of_seed(gf, s["seed"])
 
     def over_seeds(key):
         vals = [gf[f"{key}_s{s}"] for s in range(args.seeds) if f"{key}_s{s}" in gf]
@@ -175,19 +181,26 @@ def bench_op(op, args, searches: Dict[str, List[dict]]) -> dict:
     return rec
 
 
-def bench_ablation(op, args, full: dict) -> dict:
-    """GFLOP/s of the full search's checkpoint and of each ablation, at ablation_trials."""
+def bench_ablation(op, args, fulls: List[dict]) -> dict:
+    """GFLOP/s of the full search's checkpoint and of each ablation at ablation_trials, per seed
+    (the ablation searches with the full search's seed), all timed side by side; an entry's
+    number is the median over seeds."""
     outputs, inputs = op.build()
     n = args.ablation_trials
-    schedules = {"full": full["checkpoints"][n]}
-    for name in args.ablations:
-        r = search(outputs, inputs, op.name, 0, n, weights=tuned_weights(op, args),
-                   **ABLATIONS[name])
-        schedules[name] = r["schedule"]
-        print(f"  {op.name} ablation {name}: {r['wall_s']:.1f} s", flush=True)
+    weights = tuned_weights(op, args)
+    schedules = {}
+    for seed, full in enumerate(fulls):
+        schedules[f"full_s{seed}"] = full["checkpoints"][n]
+        for name in args.ablations:
+            r = search(outputs, inputs, op.name, seed, n, weights=weights, **ABLATIONS[name])
+            schedules[f"{name}_s{seed}"] = r["schedule"]
+            print(f"  {op.name} seed {seed} ablation {name}: {r['wall_s']:.1f} s", flush=True)
     gf = time_kernels(op, outputs, inputs, schedules, args.rounds, not args.per_call_packing)
-    return {"op": op.name, "trials": n, "gflops": gf,
-            "weights_prepacked": bool(op.weights) and not args.per_call_packing}
+    per_seed = [{"seed": s, "gflops": of_seed(gf, s)} for s in range(len(fulls))]
+    median = {key: statistics.median(p["gflops"][key] for p in per_seed)
+              for key in ["full", *args.ablations]}
+    return {"op": op.name, "trials": n, "gflops": {**median, "torch": gf["torch"]},
+            "seeds": per_seed, "weights_prepacked": bool(op.weights) and not args.per_call_packing}
 
 
 def heldout(ops, searches: Dict[str, List[dict]], random_trials: int, args) -> Dict[str, float]:
@@ -452,7 +465,7 @@ def main() -> None:
     if args.ablation:
         for op in ops:
             if op.name in args.ablation_ops and op.name in searches:
-                ablations.append(bench_ablation(op, args, searches[op.name][0]))
+                ablations.append(bench_ablation(op, args, searches[op.name]))
         print_table([{"op": a["op"], **a["gflops"]} for a in ablations],
                     ["op", "full", *args.ablations, "torch"])
     several = len([n for n in searches if n in HELDOUT_OPS]) > 1
