@@ -16,10 +16,11 @@ side by side, each paired with torch (common.paired_with_reference); its GFLOP/s
 GFLOP/s over its median ratio to torch. The op's number is the median over seeds.
 
 Ablations (--ablation-ops, --ablation-trials): the same search with a random model, without
-retraining, without construct mode's seeds, and with XGBoost's trees alone (no analytic prior,
-cost/xgb_model.h), against the full search's checkpoint at that
-many trials, each with every seed's search; an op's ratio is that of the medians over seeds
-(> 1: the full search's kernel is faster).
+retraining, without construct mode's seeds, with XGBoost's trees alone (no analytic prior,
+cost/xgb_model.h), and measuring the model's best-ranked alone instead of picking among twice
+as many for the knob values they cover (tune/search/diverse_pick.h), against the full search's
+checkpoint at that many trials, each with every seed's search; an op's ratio is that of the
+medians over seeds (> 1: the full search's kernel is faster).
 
 Held-out ranking: for each op (gemm2048 aside), an XGBoost model trained on the other ops'
 measured programs ranks this op's; Spearman's rho against measured throughput, the mean over ops.
@@ -48,7 +49,7 @@ JSON: one record per op {"op", "shape", "gflops": {"default", "construct", "sear
 inference graph, unless --per-call-packing; construct mode and every search measure their
 candidates the same way, as the compile path does with a graph's weights), and one summary record
 {"summary": true, "xgb_vs_random_256", "no_retrain_vs_full_256", "no_seed_vs_full_256",
-"no_prior_vs_full_256",
+"no_prior_vs_full_256", "no_diversity_vs_full_256",
 "heldout_spearman", "heldout_spearman_search_only", "scheduler_trials_share",
 "scheduler_trials_share_search_time",
 "search_overhead_share", ...}.
@@ -86,7 +87,8 @@ ABLATION_OPS = ["bert_av", "resnet_conv1_7x7s2", "depthwise_3x3"]
 # gemm2048 is left out of the held-out ranking: its random-score programs run for seconds each.
 HELDOUT_OPS = [op for op in OPS if op != "gemm2048"]
 ABLATIONS = {"random": {"model": "random"}, "no_retrain": {"retrain": False},
-             "no_seed": {"construct_seeds": False}, "no_prior": {"model": "xgboost_no_prior"}}
+             "no_seed": {"construct_seeds": False}, "no_prior": {"model": "xgboost_no_prior"},
+             "no_diversity": {"diversity_pool": 1}}
 
 
 def construct(outputs, inputs, name: str, seed: int, weights=()):
@@ -405,7 +407,8 @@ def summarize(records: List[dict], ablations: List[dict], spearman: Dict[str, fl
     n = args.ablation_trials
     for name, key in (("random", f"xgb_vs_random_{n}"), ("no_retrain", f"no_retrain_vs_full_{n}"),
                       ("no_seed", f"no_seed_vs_full_{n}"),
-                      ("no_prior", f"no_prior_vs_full_{n}")):
+                      ("no_prior", f"no_prior_vs_full_{n}"),
+                      ("no_diversity", f"no_diversity_vs_full_{n}")):
         vals = [a["gflops"]["full"] / a["gflops"][name] for a in ablations
                 if "full" in a["gflops"] and name in a["gflops"]]
         s[key] = geomean(vals) if vals else None

@@ -135,6 +135,7 @@ SearchSession::SearchSession(const tune::Task& task, SearchSettings settings, Co
   sopts.per_round = std::min(sopts.trials, settings_.per_round);
   sopts.evolution.population = policy.search_population;
   sopts.retrain = settings_.retrain;
+  sopts.diversity_pool = settings_.diversity_pool;
   sopts.seed = settings_.seed;
   sopts.model_ready = model_->model->available() && model_->model->trained();
   min_model_samples_ = sopts.min_model_samples;

@@ -38,6 +38,9 @@ struct SearchSettings {
   // schedule). False: the ablation without construct seeding.
   bool construct_seeds = true;
   bool retrain = true;  // false: the ablation that fits the learned model once
+  // Ranked picks chosen for knob coverage among this many times as many (SearchOptions); 1: the
+  // ablation that measures the best-ranked alone.
+  int diversity_pool = tune::search::SearchOptions().diversity_pool;
   // "xgboost": the process's shared model and training set (one model across tasks, Ansor's);
   // "xgboost_no_prior": a fresh XGBoost model of its own without the analytic prior (trees
   // alone, the ablation of cost/xgb_model.h's prior); "random": random scores (the ablation's

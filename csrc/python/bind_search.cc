@@ -142,7 +142,8 @@ void bind_search_task(py::module_& m) {
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs, int trials,
          uint64_t seed, const std::string& model, bool retrain, bool construct_seeds,
          bool fresh_model, const std::string& threads, const std::string& name, py::object on_trial,
-         const std::vector<int>& checkpoints, const std::vector<int>& constant_inputs) {
+         const std::vector<int>& checkpoints, const std::vector<int>& constant_inputs,
+         int diversity_pool) {
         tune::Task task = tune::Task::create(unwrap(outputs), unwrap(inputs), name);
         task.parallel = compiler::runs_in_parallel(task.plan, compiler::threads_from_name(threads));
         task.constant_inputs = compiler::input_names(unwrap(inputs), constant_inputs);
@@ -152,6 +153,7 @@ void bind_search_task(py::module_& m) {
         s.seed = seed;
         s.model = model;
         s.retrain = retrain;
+        s.diversity_pool = diversity_pool;
         s.construct_seeds = construct_seeds;
         s.fresh_model = fresh_model;
         s.on_trial = trial_callback(std::move(on_trial));
@@ -202,10 +204,12 @@ void bind_search_task(py::module_& m) {
       py::arg("fresh_model") = true, py::arg("threads") = "parallel", py::arg("name") = "search",
       py::arg("on_trial") = py::none(), py::arg("checkpoints") = std::vector<int>{},
       py::arg("constant_inputs") = std::vector<int>{},
+      py::arg("diversity_pool") = tune::search::SearchOptions().diversity_pool,
       "One task's search with the ablation settings (compiler/search_session.h): model "
       "'xgboost' | 'xgboost_no_prior' | 'random', retrain, construct_seeds, fresh_model (an "
-      "empty model of its own). checkpoints: trial counts n whose choice is returned too (the "
-      "schedule the search would choose had it stopped after n measurements). constant_inputs: "
+      "empty model of its own), diversity_pool (1: the best-ranked picks alone). checkpoints: "
+      "trial counts n whose choice is returned too (the schedule the search would choose had it "
+      "stopped after n measurements). constant_inputs: "
       "positions of inputs that are weights (candidates read those they pack prepacked, as "
       "CompileRequest.constant_inputs). "
       "Returns {schedule, report, trials: [{round, picked_by, ok, median_ms, schedule}], stats, "

@@ -1,5 +1,6 @@
-"""benchmarks/search.py's scheduler comparison: the best program so far of every kernel after each
-scheduler round, read back from the kernels' reports, and the trials share computed from it."""
+"""benchmarks/search.py's per-seed entries, and its scheduler comparison: the best program so far
+of every kernel after each scheduler round, read back from the kernels' reports, and the trials
+share computed from it."""
 
 import os
 import sys
@@ -41,3 +42,11 @@ def test_trials_share_is_the_first_round_at_or_below_the_target():
     assert bench.trials_to_reach(gradient, [9.0, 8.0, 7.0, 7.5], 7.0, 40) == 0.75
     assert bench.trials_to_reach(gradient, [9.0, 8.0, 7.6, 7.5], 7.0, 40) is None
     assert bench.trials_to_reach(gradient, [9.0, 8.0, 7.0, 7.5], float("inf"), 40) is None
+
+
+def test_of_seed_keeps_one_seeds_entries_by_kernel():
+    gflops = {"default": 1.0, "search_64_s1": 2.0, "construct_s1": 3.0, "search_64_s11": 4.0,
+              "full_s0": 5.0, "torch": 6.0}
+    assert bench.of_seed(gflops, 1) == {"search_64": 2.0, "construct": 3.0}
+    assert bench.of_seed(gflops, 11) == {"search_64": 4.0}
+    assert bench.of_seed(gflops, 0) == {"full": 5.0}

@@ -8,6 +8,7 @@
 
 #include "cost/features.h"
 #include "tune/search/analytic_estimate.h"
+#include "tune/search/diverse_pick.h"
 #include "util/check.h"
 
 namespace tessera::tune::search {
@@ -237,10 +238,14 @@ int TaskSearcher::round(const Measure& measure, cost::CostModel& model, cost::Tr
     };
     EvolutionStats es;
     const std::vector<Scored> best =
-        evolve(space_, scorer, seeds, exclude, n_ranked, options_.evolution, rng_, &es);
+        evolve(space_, scorer, seeds, exclude, n_ranked * std::max(1, options_.diversity_pool),
+               options_.evolution, rng_, &es);
     st.evolve_s += es.evolve_s;
     st.sample_s += es.sample_s;
-    for (const Scored& s : best) add(s.schedule, use_model ? "model" : "analytic", s.score);
+    std::vector<KernelSchedule> ranked;
+    for (const Scored& s : best) ranked.push_back(s.schedule);
+    for (size_t i : pick_for_coverage(knobs_of(ranked), n_ranked))
+      add(best[i].schedule, use_model ? "model" : "analytic", best[i].score);
   }
   {
     // The random share, and whatever evolution could not fill.

@@ -12,7 +12,8 @@
 //      `generations` generations of mutation (mutation_prob) or crossover of parents picked in
 //      proportion to their scores; every individual ever scored competes for the picks;
 //   3. pick per_round schedules not measured before: eps_greedy of them random samples, the rest
-//      the best-ranked (the first round also takes the initial schedules when measure_initial);
+//      among the best-ranked diversity_pool times as many, for the knob values they cover
+//      (diverse_pick.h; the first round also takes the initial schedules when measure_initial);
 //   4. measure them through the caller's function (production: CandidateMeasurer::measure_all,
 //      which builds, verifies against the default schedule and times), record every result in
 //      the training set (label: throughput over the task's best; failed = 0), retrain.
@@ -52,9 +53,12 @@ struct EvolutionOptions {
 };
 
 struct SearchOptions {
-  int trials = 256;             // measurements in all
-  int per_round = 64;           // measurements per round (Ansor's batch)
-  double eps_greedy = 0.05;     // share of each round's picks that are random samples
+  int trials = 256;          // measurements in all
+  int per_round = 64;        // measurements per round (Ansor's batch)
+  double eps_greedy = 0.05;  // share of each round's picks that are random samples
+  // The ranked picks are chosen for the knob values they cover (diverse_pick.h) among this many
+  // times as many best-ranked candidates; 1: the best-ranked alone.
+  int diversity_pool = 2;
   int min_model_samples = 64;   // measured programs before the learned model ranks
   bool retrain = true;          // ablation: false trains the learned model once, at first use
   bool measure_initial = true;  // the first round measures the initial schedules
