@@ -72,6 +72,14 @@ struct PyDynamicKernel {
       cj["pruned"] = util::Json(c.pruned);
       cj["throughput"] = util::Json(c.model.throughput);
       cj["overhead_ms"] = util::Json(c.model.overhead_ms);
+      util::Json knots = util::Json::array();
+      for (const auto& [u, ms] : c.model.knots) {
+        util::Json knot = util::Json::array();
+        knot.push_back(util::Json(u));
+        knot.push_back(util::Json(ms));
+        knots.push_back(knot);
+      }
+      cj["knots"] = knots;  // (work x padding x wave, ms) of each timed size
       cj["error"] = util::Json(c.error);
       cj["schedule"] = c.schedule.to_json();
       cands.push_back(cj);

@@ -58,7 +58,9 @@ TileGrid make_tile_grid(const ir::ComputeOpNode& op, const std::vector<int64_t>&
   g.tile = tile_var("tile", g.total);
   Expr rest = g.tile;
   for (size_t k = n; k-- > 0;) {
-    Expr o = n == 1 ? rest : ir::floormod(rest, count[k]);
+    // tile < total, so the outermost axis's index is rest itself: no mod, which the simplifier
+    // could not remove from a symbolic count (a mod in every address defeats LLVM's addressing).
+    Expr o = k == 0 ? rest : ir::floormod(rest, count[k]);
     rest = ir::floordiv(rest, count[k]);
     g.base[k] = o * ir::int_imm(tile_outer[k]);
   }

@@ -51,7 +51,7 @@ TEST(DynamicCostModel, InstanceShapeCountsTilesPaddingAndWaves) {
 TEST(DynamicCostModel, MorePaddingOrIdleThreadsPredictMoreTime) {
   ir::Var t = ir::size_var("T", 1, 64);
   const MicroKernelGeometry g = rows_by_cols(t, 16, 40);
-  const KernelTimeModel tp{1000, 0};  // points per ms, no overhead
+  const KernelTimeModel tp{1000, 0, {}};  // points per ms, no overhead
   // T = 4 (16 rows, no padding) vs T = 5 (20 rows padded to 32): the time per real point grows.
   const InstanceShape a = instance_shape(g, {{t.get(), 4}}, 1),
                       b = instance_shape(g, {{t.get(), 5}}, 1);
@@ -63,9 +63,9 @@ TEST(DynamicCostModel, MorePaddingOrIdleThreadsPredictMoreTime) {
   EXPECT_DOUBLE_EQ(predict_ms(c, tp, 0.0), c.work / tp.throughput);
   EXPECT_DOUBLE_EQ(wave_factor(c, 0.5), 0.5 * 4.0 / 3.0 + 0.5);
   // The overhead adds once per call.
-  EXPECT_DOUBLE_EQ(predict_ms(c, {1000, 0.25}, 0.0), 0.25 + c.work / tp.throughput);
+  EXPECT_DOUBLE_EQ(predict_ms(c, {1000, 0.25, {}}, 0.0), 0.25 + c.work / tp.throughput);
   // An empty instance runs nothing.
-  EXPECT_EQ(predict_ms(instance_shape(g, {{t.get(), 0}}, 4), {1000, 0.25}, 1.0), 0.0);
+  EXPECT_EQ(predict_ms(instance_shape(g, {{t.get(), 0}}, 4), {1000, 0.25, {}}, 1.0), 0.0);
 }
 
 InstanceShape shape(double work, int64_t tiles, int threads) {
@@ -77,7 +77,7 @@ InstanceShape shape(double work, int64_t tiles, int threads) {
 }
 
 TEST(DynamicCostModel, KernelFitRecoversThroughputAndOverhead) {
-  const KernelTimeModel truth{250.0, 0.04};
+  const KernelTimeModel truth{250.0, 0.04, {}};
   const double k = 0.5;
   std::vector<TimeSample> samples;
   for (auto [work, tiles] : std::vector<std::pair<double, int64_t>>{{4000, 8}, {500, 1}, {90, 3}}) {
@@ -98,8 +98,35 @@ TEST(DynamicCostModel, KernelFitRecoversThroughputAndOverhead) {
   EXPECT_THROW(fit_kernel({{shape(0, 1, 1), 1.0}}, k), Error);
 }
 
+TEST(DynamicCostModel, PredictionsFollowTheTimedSamples) {
+  const double k = 1.0;  // full waves only (8 tiles on 4 threads): u is the work
+  // Slower per point at the largest size than the line through the two below it.
+  const std::vector<TimeSample> samples = {{shape(1000, 8, 4), 4.04},
+                                           {shape(100, 8, 4), 0.44},
+                                           {shape(4000, 8, 4), 19.04},
+                                           {shape(1000, 8, 4), 4.06}};
+  const KernelTimeModel fit = fit_kernel(samples, k);
+  ASSERT_EQ(fit.knots.size(), 3u);  // by u, the two samples at 1000 averaged
+  EXPECT_DOUBLE_EQ(fit.knots[1].first, 1000.0);
+  EXPECT_NEAR(fit.knots[1].second, 4.05, 1e-12);
+  EXPECT_NEAR(predict_ms(shape(100, 8, 4), fit, k), 0.44, 1e-12);
+  EXPECT_NEAR(predict_ms(shape(4000, 8, 4), fit, k), 19.04, 1e-12);
+  // Between knots: linear; beyond the ends: the end segments extended.
+  EXPECT_NEAR(predict_ms(shape(550, 8, 4), fit, k), (0.44 + 4.05) / 2, 1e-12);
+  EXPECT_NEAR(predict_ms(shape(2500, 8, 4), fit, k), (4.05 + 19.04) / 2, 1e-12);
+  EXPECT_NEAR(predict_ms(shape(5000, 8, 4), fit, k), 19.04 + 1000 * (19.04 - 4.05) / 3000, 1e-12);
+  EXPECT_NEAR(predict_ms(shape(50, 8, 4), fit, k), 0.44 - 50 * (4.05 - 0.44) / 900, 1e-12);
+  // The line is still fitted (and reported) over every sample.
+  EXPECT_GT(fit.throughput, 0);
+  // An end segment that falls (noise) is not extended: the time beyond it is in proportion.
+  const KernelTimeModel odd = fit_kernel({{shape(100, 8, 4), 2.0}, {shape(200, 8, 4), 1.0}}, k);
+  EXPECT_NEAR(predict_ms(shape(400, 8, 4), odd, k), 2.0, 1e-12);
+  EXPECT_NEAR(predict_ms(shape(50, 8, 4), odd, k), 1.0, 1e-12);
+  EXPECT_NEAR(predict_ms(shape(150, 8, 4), odd, k), 1.5, 1e-12);
+}
+
 TEST(DynamicCostModel, WaveFitRecoversTheMachineConstants) {
-  const KernelTimeModel truth{3.5, 0.05};
+  const KernelTimeModel truth{3.5, 0.05, {}};
   const double k = 0.65;
   std::vector<TimeSample> samples;
   // Wave ratios 1, 8/5, 4/3, 2, 4 on 4 threads, at different amounts of work.

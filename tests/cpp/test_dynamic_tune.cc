@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -45,10 +46,11 @@ double model_overhead(const schedule::KernelSchedule& s) {
 // (3 ms at T = 1): serial copies are worth trying there.
 constexpr double kSlowPoolCallMs = 1.0;
 
-double model_ms(const DynamicWorkload& w, const compiler::BuiltKernel& k, const SizePoint& p) {
+double model_ms(const DynamicWorkload& w, const compiler::BuiltKernel& k, const SizePoint& p,
+                double wave_k = kTrueWaveK) {
   const MicroKernelGeometry g = geometry_of(k.plan(), k.schedule(), w.size_map(w.largest()));
   return predict_ms(instance_shape(g, w.size_map(p), runtime::get_num_threads()),
-                    {model_throughput(k.schedule()), model_overhead(k.schedule())}, kTrueWaveK);
+                    {model_throughput(k.schedule()), model_overhead(k.schedule()), {}}, wave_k);
 }
 
 DynamicTuneOptions fast_options() {
@@ -174,6 +176,75 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
     testing::expect_runs_like_reference(
         w, {t}, [&](const std::vector<void*>& b, const SizePoint& s) { r.kernel->run(b, s); });
   }
+}
+
+TEST(DynamicTune, TheRulesOfTheSizesThatHoldTheMostWorkAreCandidates) {
+  testing::DynamicDense d(1, 1, 200, 64, 768);
+  const DynamicWorkload w = d.workload({1});
+  const std::vector<schedule::KernelSchedule> voted = rules_by_vote(w, 16, 2);
+  // The tally, independently: each of the 16 spread sizes' rules, weighted by its rows.
+  std::map<std::string, double> tally;
+  for (const SizePoint& p : sample_points(w, 16)) {
+    const DagCopy inst = w.instantiate(p);
+    Task task = Task::create(inst.outputs, inst.inputs, "check");
+    task.constant_inputs = {"W"};
+    tally[task.default_schedule().stages_text()] += static_cast<double>(p[0]);
+  }
+  ASSERT_GE(tally.size(), 2u) << "the rules should differ between sizes of this range";
+  ASSERT_EQ(voted.size(), 2u);
+  EXPECT_NE(voted[0].stages_text(), voted[1].stages_text());
+  for (const schedule::KernelSchedule& s : voted) {
+    ASSERT_TRUE(tally.count(s.stages_text())) << s.dump();
+  }
+  EXPECT_GE(tally[voted[0].stages_text()], tally[voted[1].stages_text()]);
+  for (const auto& [text, votes] : tally) {
+    if (text != voted[0].stages_text()) {
+      EXPECT_GE(tally[voted[1].stages_text()], votes);
+    }
+  }
+  // In tuning they join the candidates (unless another origin proposed the same schedule).
+  DynamicTuneOptions o = fast_options();
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    return model_ms(w, k, p);
+  };
+  std::set<std::string> proposed;
+  for (const CandidateReport& c : tune_dynamic(w, o).candidates) {
+    proposed.insert(c.schedule.stages_text());
+  }
+  for (schedule::KernelSchedule s : voted) {
+    for (schedule::StageAnnotation& st : s.stages) st.edge = *o.edge;
+    EXPECT_TRUE(proposed.count(s.stages_text())) << s.dump();
+  }
+}
+
+TEST(DynamicTune, TheTwoFastestAtTheLargestAreTimedThere) {
+  PinThreads pin(4);
+  testing::DynamicDense d(4, 1, 40);
+  const DynamicWorkload w = d.workload();
+  DynamicTuneOptions o = fast_options();
+  // Partial waves cost what full ones do (the wave weight before its fit): the contenders are
+  // chosen before the fit, by predictions that are then exact.
+  const double k_default = o.cost.default_wave_k;
+  std::set<std::string> timed_at_largest;
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    if (p == w.largest()) timed_at_largest.insert(k.schedule().stages_text());
+    return model_ms(w, k, p, k_default);
+  };
+  const DynamicTuneResult r = tune_dynamic(w, o);
+  // The unpruned candidates (serial copies come later) by model time at the largest size: the
+  // two fastest were timed there (whatever their calibration points).
+  std::vector<std::pair<double, std::string>> order;
+  for (const CandidateReport& c : r.candidates) {
+    if (!c.ok || c.pruned || c.origin == "serial") continue;
+    compiler::BuildOptions bo;
+    bo.schedule = c.schedule;
+    const compiler::BuiltKernel k = compiler::build_cpu(w.outputs(), w.inputs(), bo);
+    order.push_back({model_ms(w, k, w.largest(), k_default), c.schedule.stages_text()});
+  }
+  std::sort(order.begin(), order.end());
+  ASSERT_GE(order.size(), 2u);
+  EXPECT_TRUE(timed_at_largest.count(order[0].second)) << order[0].second;
+  EXPECT_TRUE(timed_at_largest.count(order[1].second)) << order[1].second;
 }
 
 // Serial copies join only where the pool's round trip is a noticeable share of the best

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "ir/eval.h"
@@ -97,10 +98,30 @@ double wave_factor(const InstanceShape& s, double wave_k) {
   return wave_k * s.wave_ratio() + (1.0 - wave_k);
 }
 
+namespace {
+
+double line_ms(const KernelTimeModel& m, double u) { return m.overhead_ms + u / m.throughput; }
+
+// Time at u on the segment from knot a to knot b (u may lie beyond them); where the segment
+// falls, in proportion to u from the nearer knot `near`.
+double on_segment(const std::pair<double, double>& a, const std::pair<double, double>& b,
+                  const std::pair<double, double>& near, double u) {
+  const double slope = (b.second - a.second) / (b.first - a.first);
+  if (slope <= 0 && (u < a.first || u > b.first)) return near.second * u / near.first;
+  return a.second + slope * (u - a.first);
+}
+
+}  // namespace
+
 double predict_ms(const InstanceShape& s, const KernelTimeModel& m, double wave_k) {
   TESSERA_CHECK(m.throughput > 0) << "throughput must be positive";
   if (s.work <= 0) return 0;
-  return m.overhead_ms + s.work * s.padding * wave_factor(s, wave_k) / m.throughput;
+  const double u = s.work * s.padding * wave_factor(s, wave_k);
+  const auto& k = m.knots;
+  if (k.size() < 2) return line_ms(m, u);
+  size_t i = 1;  // the segment k[i-1]..k[i] holding u, or the end segment nearer it
+  while (i + 1 < k.size() && u > k[i].first) ++i;
+  return on_segment(k[i - 1], k[i], u < k[i - 1].first ? k[i - 1] : k[i], u);
 }
 
 namespace {
@@ -132,16 +153,8 @@ bool solve3(double a[3][3], double b[3], double x[3]) {
   return true;
 }
 
-}  // namespace
-
-KernelTimeModel fit_kernel(const std::vector<TimeSample>& samples, double wave_k) {
-  std::vector<double> u, ms;
-  for (const TimeSample& t : samples) {
-    if (!usable(t)) continue;
-    u.push_back(t.shape.work * t.shape.padding * wave_factor(t.shape, wave_k));
-    ms.push_back(t.ms);
-  }
-  TESSERA_CHECK(!u.empty()) << "fit_kernel needs a sample with positive time and work";
+// The least-squares line through (u, ms); through the origin where no overhead separates.
+KernelTimeModel fit_line(const std::vector<double>& u, const std::vector<double>& ms) {
   const double n = static_cast<double>(u.size());
   double mu = 0, mm = 0;
   for (size_t i = 0; i < u.size(); ++i) {
@@ -169,6 +182,27 @@ KernelTimeModel fit_kernel(const std::vector<TimeSample>& samples, double wave_k
     um += u[i] * ms[i];
   }
   m.throughput = uu / um;
+  return m;
+}
+
+}  // namespace
+
+KernelTimeModel fit_kernel(const std::vector<TimeSample>& samples, double wave_k) {
+  std::vector<double> u, ms;
+  std::map<double, std::pair<double, int>> at_u;  // u -> (sum of ms, count)
+  for (const TimeSample& t : samples) {
+    if (!usable(t)) continue;
+    u.push_back(t.shape.work * t.shape.padding * wave_factor(t.shape, wave_k));
+    ms.push_back(t.ms);
+    auto& [sum, count] = at_u[u.back()];
+    sum += t.ms;
+    ++count;
+  }
+  TESSERA_CHECK(!u.empty()) << "fit_kernel needs a sample with positive time and work";
+  KernelTimeModel m = fit_line(u, ms);
+  for (const auto& [x, sum_count] : at_u) {
+    m.knots.push_back({x, sum_count.first / sum_count.second});
+  }
   return m;
 }
 

@@ -43,8 +43,13 @@ struct CostModelConstants {
   // micro-kernel's own throughput; a tile that never fills the pool has an inflated full-wave
   // throughput, so the comparison is made on predicted times.)
   double prune_slowdown = 1.5;
-  // Instances the wave weight is fitted on (distinct wave ratios pad(tiles, threads) / tiles).
-  int wave_fit_points = 6;
+  // Instances the wave weight is fitted on (distinct wave ratios pad(tiles, threads) / tiles),
+  // each with at least this share of the largest instance's work: on the smallest instances a
+  // call's fixed costs and noise outweigh its partial wave (fitted there, k came out 0 on every
+  // try on 2 cores, where 96 rows of a 3072x768 dense layer in 3 tiles took 0.64 of 192 rows'
+  // time in 6: k near 0.8).
+  int wave_fit_points = 3;
+  double wave_fit_min_work = 0.25;
   // ...on a micro-kernel whose wave ratios over the sample points span at least this much:
   // timings at ratios closer than that cannot tell k from their noise, and whatever k is, it
   // moves a prediction by at most about that share.
@@ -52,6 +57,11 @@ struct CostModelConstants {
   // A micro-kernel whose first call at its calibration point takes this factor times the best
   // prediction there is timed by that one call: it loses there whatever the exact figure.
   double probe_slowdown = 2.0;
+  // After pruning, the micro-kernels predicted fastest at the largest instance, this many, are
+  // timed there too. The calibration point sits at a quarter of the work, and two micro-kernels
+  // that tie there can part by 10% at the largest, where the most time is spent (a 3072x768
+  // dense layer: X packed in 512-deep panels against the rules' unpacked X).
+  int largest_contenders = 2;
   // Serial copies are tried only where the thread pool's round trip per call is at least this
   // share of the best predicted time at some sample point. The round trip is what a serial copy
   // saves for certain; elsewhere it is taken to be lost in a timing's noise.
@@ -99,12 +109,20 @@ InstanceShape instance_shape(const MicroKernelGeometry& g,
 // k * wave_ratio + (1 - k).
 double wave_factor(const InstanceShape& s, double wave_k);
 
-// One micro-kernel's two fitted numbers.
+// One micro-kernel's fitted numbers: a line, and the timed samples it was fitted to. A
+// micro-kernel's throughput changes with the size (a 9x48 tile packing 512-deep panels of X ties
+// the rules' tile at 256 rows of a 3072x768 dense layer and runs 10% slower at 1024; a 96x256
+// tile spread over 3 tiles at 64 rows runs 25% below its line), so predictions follow the
+// samples where there are two or more.
 struct KernelTimeModel {
-  double throughput = 0;   // points per ms on full waves (> 0)
-  double overhead_ms = 0;  // per call (>= 0)
+  double throughput = 0;   // points per ms on full waves (> 0), the line's
+  double overhead_ms = 0;  // per call (>= 0), the line's
+  // (u, ms) of the samples, u = work x padding x wave, increasing u (times at one u averaged).
+  std::vector<std::pair<double, double>> knots;
 };
-// overhead + work x padding x wave / throughput; 0 for an empty instance (nothing runs).
+// With two or more knots: linear between neighbouring knots, the end segments extended beyond
+// them (in proportion to u where such a segment falls). Else the line: overhead + work x padding
+// x wave / throughput. 0 for an empty instance (nothing runs).
 double predict_ms(const InstanceShape& s, const KernelTimeModel& m, double wave_k);
 
 // One timed instance of one micro-kernel.
@@ -115,8 +133,8 @@ struct TimeSample {
 
 // Least squares of ms = overhead + u / throughput with u = work x padding x wave(k). The line
 // through the origin (no overhead) is used when the samples cannot separate an overhead (one
-// sample, equal u) or the fit gives a negative overhead or slope. Throws tessera::Error without
-// a usable sample (positive time and work).
+// sample, equal u) or the fit gives a negative overhead or slope. The knots are the samples.
+// Throws tessera::Error without a usable sample (positive time and work).
 KernelTimeModel fit_kernel(const std::vector<TimeSample>& samples, double wave_k);
 
 struct WaveFit {

@@ -240,6 +240,9 @@ void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
   pool->add(rules, "rules");
   for (const KernelSchedule& s : o.candidates) pool->add(s, "given");
   if (!o.construct_candidates) return;
+  for (const KernelSchedule& s : rules_by_vote(w, o.rules_vote_points, o.rules_votes)) {
+    pool->add(s, "rules-vote");
+  }
   std::vector<KernelSchedule> best_ranked;  // each representative's top mutate_top
   for (const SizePoint& rep : representative_points(w, o.representatives)) {
     const DagCopy inst = w.instantiate(rep);
@@ -300,17 +303,42 @@ const SizePoint& smallest_point(const std::vector<SizePoint>& points, const Micr
   return points[best];
 }
 
-// Points for fitting k, `n` at most, none already timed (`have`): first one per wave ratio not
-// met yet, the largest ratios (the fewest tiles) first; then, so that overhead and throughput
-// separate from k when the ratios are few, others spread over the remaining points.
+// The sample point whose work is nearest the geometric mean of the works at `a` and `b` (on a
+// log scale: the sizes between the smallest and the calibration point span decades).
+const SizePoint& middle_point(const std::vector<SizePoint>& points, const MicroKernelGeometry& g,
+                              const DynamicWorkload& w, int threads, const SizePoint& a,
+                              const SizePoint& b) {
+  const auto work = [&](const SizePoint& p) {
+    return instance_shape(g, w.size_map(p), threads).work;
+  };
+  const double target = std::sqrt(work(a) * work(b));
+  size_t best = 0;
+  double nearest = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double wk = work(points[i]);
+    if (wk <= 0) continue;
+    const double d = std::abs(std::log(wk / target));
+    if (d < nearest) {
+      nearest = d;
+      best = i;
+    }
+  }
+  return points[best];
+}
+
+// Points for fitting k, `n` at most, none already timed (`have`), each with at least
+// `min_work`: first one per wave ratio not met yet, the largest ratios (the fewest tiles) first;
+// then, so that overhead and throughput separate from k when the ratios are few, others spread
+// over the remaining points.
 std::vector<SizePoint> wave_fit_points(const std::vector<SizePoint>& points,
                                        const MicroKernelGeometry& g, const DynamicWorkload& w,
-                                       int threads, const std::vector<SizePoint>& have, int n) {
+                                       int threads, const std::vector<SizePoint>& have, int n,
+                                       double min_work) {
   std::vector<std::pair<double, size_t>> by_ratio;
   for (size_t i = 0; i < points.size(); ++i) {
     const InstanceShape s = instance_shape(g, w.size_map(points[i]), threads);
     const bool timed = std::find(have.begin(), have.end(), points[i]) != have.end();
-    if (s.work > 0 && !timed) by_ratio.push_back({s.wave_ratio(), i});
+    if (s.work > 0 && s.work >= min_work && !timed) by_ratio.push_back({s.wave_ratio(), i});
   }
   std::stable_sort(by_ratio.begin(), by_ratio.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -385,6 +413,7 @@ class DynamicTuner {
     add_candidates(std::move(pool.reports()), /*with_fallback=*/true);
     phase("build_time");
     prune();
+    sample_contenders_at_largest();
     add_serial_variants();
     phase("serial");
     fit_wave_weight();
@@ -504,7 +533,7 @@ class DynamicTuner {
   }
 
   // Verifies the kernel `built` holds (or reports its build error) and times it on the fullest
-  // wave and the smallest instance.
+  // wave, the smallest instance and one between (by work, geometrically).
   void add_candidate(CandidateReport r, const Built& built) {
     const size_t index = cands_.size();
     cands_.push_back(Candidate{std::move(r), nullptr, {}, {}, {}, {}});
@@ -524,6 +553,8 @@ class DynamicTuner {
       const SizePoint& small = smallest_point(res_->points, c.geometry, w_, threads_);
       calibrate(index, full);
       if (small != full) sample(index, small);
+      const SizePoint& mid = middle_point(res_->points, c.geometry, w_, threads_, small, full);
+      if (mid != small && mid != full) sample(index, mid);
       c.report.model = fit_kernel(c.samples, o_.cost.default_wave_k);
       c.report.ok = true;
     } catch (const std::exception& e) {
@@ -574,6 +605,30 @@ class DynamicTuner {
         nearest = std::min(nearest, t.ms[i][p] / t.best[p]);
       cands_[i].report.pruned = nearest > o_.cost.prune_slowdown;
       if (cands_[i].report.pruned) cands_[i].inputs = {};  // never run again: its packed copies go
+    }
+  }
+
+  // Times the largest_contenders candidates predicted fastest at the largest instance there as
+  // well (those not timed there yet), and refits their models.
+  void sample_contenders_at_largest() {
+    const SizePoint largest = w_.largest();
+    const auto at = std::find(res_->points.begin(), res_->points.end(), largest);
+    if (at == res_->points.end()) return;
+    const size_t p = static_cast<size_t>(at - res_->points.begin());
+    const PredictionTable t = predict_alive();
+    std::vector<std::pair<double, size_t>> order;  // (predicted ms at the largest, candidate)
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (!t.ms[i].empty()) order.push_back({t.ms[i][p], i});
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    order.resize(std::min(order.size(), static_cast<size_t>(o_.cost.largest_contenders)));
+    for (const auto& [ms, i] : order) {
+      Candidate& c = cands_[i];
+      const auto& timed = c.timed_points;
+      if (std::find(timed.begin(), timed.end(), largest) != timed.end()) continue;
+      sample(i, largest);
+      c.report.model = fit_kernel(c.samples, o_.cost.default_wave_k);
     }
   }
 
@@ -657,8 +712,10 @@ class DynamicTuner {
     }
     if (best < cands_.size() && threads_ > 1) {
       Candidate& bc = cands_[best];
-      for (const SizePoint& p : wave_fit_points(res_->points, bc.geometry, w_, threads_,
-                                                bc.timed_points, o_.cost.wave_fit_points)) {
+      const double largest_work = instance_shape(bc.geometry, largest_, threads_).work;
+      for (const SizePoint& p :
+           wave_fit_points(res_->points, bc.geometry, w_, threads_, bc.timed_points,
+                           o_.cost.wave_fit_points, o_.cost.wave_fit_min_work * largest_work)) {
         sample(best, p);
       }
       wave_k_ = fit_wave(bc.samples, o_.cost.default_wave_k).wave_k;
@@ -727,6 +784,30 @@ std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n) {
     if (std::find(reps.begin(), reps.end(), p) == reps.end()) reps.push_back(p);
   }
   return reps;
+}
+
+std::vector<KernelSchedule> rules_by_vote(const DynamicWorkload& w, int64_t points, int votes) {
+  std::map<std::string, std::pair<double, KernelSchedule>> tally;  // by stages_text
+  for (const SizePoint& p : sample_points(w, points)) {
+    const DagCopy inst = w.instantiate(p);
+    Task task = Task::create(inst.outputs, inst.inputs, w.name());
+    task.constant_inputs = w.constant_input_names();
+    KernelSchedule s = task.default_schedule();
+    double work = 1;
+    for (int64_t v : p) work *= static_cast<double>(v);
+    auto& vote = tally[s.stages_text()];
+    vote.first += work;
+    vote.second = std::move(s);
+  }
+  std::vector<std::pair<double, const KernelSchedule*>> ranked;
+  for (const auto& [text, vote] : tally) ranked.push_back({vote.first, &vote.second});
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<KernelSchedule> out;
+  for (size_t i = 0; i < ranked.size() && static_cast<int>(i) < votes; ++i) {
+    out.push_back(*ranked[i].second);
+  }
+  return out;
 }
 
 std::vector<KernelSchedule> tile_mutations(const schedule::StagePlan& plan, const KernelSchedule& s,

@@ -60,7 +60,11 @@ struct DynamicTuneOptions {
   // no packing) that the largest never proposes; with it a 768x768 dense over 1..1024 rows
   // measured 1.27x per-shape tuning at 1 row instead of 0.10x.
   int representatives = 2;
-  int mutate_top = 1;       // construct mode's best few get their cache tiles halved/doubled
+  int mutate_top = 1;  // construct mode's best few get their cache tiles halved/doubled
+  // The rules' schedules at this many sizes spread over the ranges vote (by work); the first
+  // rules_votes are candidates too.
+  int64_t rules_vote_points = 16;
+  int rules_votes = 2;
   int serial_variants = 1;  // the best few parallel micro-kernels also run serially
   // The thread pool's round trip per parallel call (ms), which a serial copy does not pay;
   // unset: measured while tuning. (Tests with a model timer set one that fits their model.)
@@ -82,7 +86,7 @@ struct DynamicTuneOptions {
     runtime::MeasureOptions o;
     o.warmup = 1;
     o.min_repeats = 2;
-    o.min_time_ms = 20;
+    o.min_time_ms = 5;  // 20 cost the dense layer's tuning a third more, no better picks
     o.max_repeats = 50;
     return o;
   }();
@@ -98,8 +102,9 @@ struct DynamicTuneOptions {
 
 struct CandidateReport {
   schedule::KernelSchedule schedule;
-  std::string origin;  // "rules", "given", "construct@<sizes>", "mutation", "serial"
-  bool ok = false;     // built, verified and timed
+  // "rules", "rules-vote", "given", "construct@<sizes>", "mutation", "serial"
+  std::string origin;
+  bool ok = false;  // built, verified and timed
   std::string error;
   bool pruned = false;
   KernelTimeModel model;  // fitted throughput and overhead
@@ -124,6 +129,13 @@ DynamicTuneResult tune_dynamic(const DynamicWorkload& workload,
 
 // Representative instances: `n` points evenly spread towards the largest, which is always one.
 std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n);
+// The rules' schedules at `points` sizes spread over the ranges (sample_points), each size voting
+// with its work (the product of its sizes) for its own; the `votes` with the most, most first.
+// The rules fit their tiles to each size (a 3072x768 dense layer takes 8x48 register tiles at
+// 1024 rows and 6x64 ones at 724, 7% faster at 819 rows), and construct mode's predict-only
+// candidates at the representatives leave the rules out.
+std::vector<schedule::KernelSchedule> rules_by_vote(const DynamicWorkload& w, int64_t points,
+                                                    int votes);
 // Where a candidate with geometry `g` is checked against the reference: the smallest instance,
 // and the sample point of least work at which every dynamic spatial axis holds two whole cache
 // tiles and a cut one, cut inside a register tile too (the first tile, the step between tiles
