@@ -45,9 +45,7 @@ struct CostModelConstants {
   double prune_slowdown = 1.5;
   // Instances the wave weight is fitted on (distinct wave ratios pad(tiles, threads) / tiles),
   // each with at least this share of the largest instance's work: on the smallest instances a
-  // call's fixed costs and noise outweigh its partial wave (fitted there, k came out 0 on every
-  // try on 2 cores, where 96 rows of a 3072x768 dense layer in 3 tiles took 0.64 of 192 rows'
-  // time in 6: k near 0.8).
+  // call's fixed costs and noise outweigh its partial wave.
   int wave_fit_points = 3;
   double wave_fit_min_work = 0.25;
   // ...on a micro-kernel whose wave ratios over the sample points span at least this much:
@@ -58,9 +56,8 @@ struct CostModelConstants {
   // prediction there is timed by that one call: it loses there whatever the exact figure.
   double probe_slowdown = 2.0;
   // After pruning, the micro-kernels predicted fastest at the largest instance, this many, are
-  // timed there too. The calibration point sits at a quarter of the work, and two micro-kernels
-  // that tie there can part by 10% at the largest, where the most time is spent (a 3072x768
-  // dense layer: X packed in 512-deep panels against the rules' unpacked X).
+  // timed there too: the calibration point sits at a quarter of the work, and micro-kernels that
+  // tie there can part at the largest, where the most time is spent.
   int largest_contenders = 2;
   // Serial copies are tried only where the thread pool's round trip per call is at least this
   // share of the best predicted time at some sample point. The round trip is what a serial copy
@@ -110,10 +107,8 @@ InstanceShape instance_shape(const MicroKernelGeometry& g,
 double wave_factor(const InstanceShape& s, double wave_k);
 
 // One micro-kernel's fitted numbers: a line, and the timed samples it was fitted to. A
-// micro-kernel's throughput changes with the size (a 9x48 tile packing 512-deep panels of X ties
-// the rules' tile at 256 rows of a 3072x768 dense layer and runs 10% slower at 1024; a 96x256
-// tile spread over 3 tiles at 64 rows runs 25% below its line), so predictions follow the
-// samples where there are two or more.
+// micro-kernel's throughput changes with the size (cache behaviour, tiles per thread), so
+// predictions follow the samples where there are two or more.
 struct KernelTimeModel {
   double throughput = 0;   // points per ms on full waves (> 0), the line's
   double overhead_ms = 0;  // per call (>= 0), the line's

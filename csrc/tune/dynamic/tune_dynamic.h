@@ -86,7 +86,7 @@ struct DynamicTuneOptions {
     runtime::MeasureOptions o;
     o.warmup = 1;
     o.min_repeats = 2;
-    o.min_time_ms = 5;  // 20 cost the dense layer's tuning a third more, no better picks
+    o.min_time_ms = 5;  // enough for a median; the candidates' timings are most of the tuning
     o.max_repeats = 50;
     return o;
   }();
@@ -131,9 +131,8 @@ DynamicTuneResult tune_dynamic(const DynamicWorkload& workload,
 std::vector<SizePoint> representative_points(const DynamicWorkload& w, int n);
 // The rules' schedules at `points` sizes spread over the ranges (sample_points), each size voting
 // with its work (the product of its sizes) for its own; the `votes` with the most, most first.
-// The rules fit their tiles to each size (a 3072x768 dense layer takes 8x48 register tiles at
-// 1024 rows and 6x64 ones at 724, 7% faster at 819 rows), and construct mode's predict-only
-// candidates at the representatives leave the rules out.
+// The rules fit their tiles to each size, and construct mode's predict-only candidates at the
+// representatives leave the rules out.
 std::vector<schedule::KernelSchedule> rules_by_vote(const DynamicWorkload& w, int64_t points,
                                                     int votes);
 // Where a candidate with geometry `g` is checked against the reference: the smallest instance,
