@@ -153,8 +153,10 @@ void bind_dynamic(py::module_& m) {
       [](const std::vector<PyTensor>& outputs, const std::vector<PyTensor>& inputs,
          const std::string& name, db::RecordsDB* records, int64_t max_points, int representatives,
          uint64_t seed, std::optional<int> top_k, std::optional<int> mutate_top,
-         std::optional<int> serial_variants, const std::vector<int>& constant_inputs) {
+         std::optional<int> serial_variants, const std::vector<int>& constant_inputs,
+         const std::vector<schedule::KernelSchedule>& candidates) {
         tune::dynamic::DynamicTuneOptions opts;
+        opts.candidates = candidates;
         opts.records = records;
         opts.max_points = max_points;
         opts.representatives = representatives;
@@ -176,6 +178,7 @@ void bind_dynamic(py::module_& m) {
       py::arg("records") = nullptr, py::arg("max_points") = 256, py::arg("representatives") = 2,
       py::arg("seed") = 0, py::arg("top_k") = py::none(), py::arg("mutate_top") = py::none(),
       py::arg("serial_variants") = py::none(), py::arg("constant_inputs") = std::vector<int>{},
+      py::arg("candidates") = std::vector<schedule::KernelSchedule>{},
       "DietCode tuning of the kernel outputs <- inputs over the ranges of its size variables. "
       "top_k, mutate_top, serial_variants: construct mode's candidates per representative, "
       "how many of them get tile mutations, how many also run serially (None: the defaults). "

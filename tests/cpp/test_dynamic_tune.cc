@@ -178,6 +178,38 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
   }
 }
 
+// With few sample points, most sizes lie between two; the dispatcher still runs each size on the
+// selected kernel predicted fastest there (sizes between samples can fall on another side of a
+// register tile's edge than both neighbours).
+TEST(DynamicTune, EverySizeOfOneAxisRunsTheSelectedKernelPredictedFastestThere) {
+  testing::DynamicDense d(3, 1, 120);
+  const DynamicWorkload w = d.workload();
+  DynamicTuneOptions o = fast_options();
+  o.max_points = 6;
+  o.selection.loss_bound = o.selection.point_loss_bound = 0;  // each sample's best is kept
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    return model_ms(w, k, p);
+  };
+  o.pool_call_ms = kSlowPoolCallMs;
+  const DynamicTuneResult r = tune_dynamic(w, o);
+  ASSERT_TRUE(r.kernel);
+  ASSERT_EQ(r.points.size(), 6u);
+  ASSERT_GE(r.kernel->num_kernels(), 2u) << "one kernel cannot show the dispatch between samples";
+  const double k = r.selection.wave_k;
+  int between_samples = 0;
+  for (int64_t t = 1; t <= 120; ++t) {
+    double best = std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < r.kernel->num_kernels(); ++j) {
+      best = std::min(best, model_ms(w, r.kernel->kernel(j), {t}, k));
+    }
+    const int got = r.kernel->dispatch(&t);
+    ASSERT_GE(got, 0);
+    EXPECT_LE(model_ms(w, r.kernel->kernel(got), {t}, k), best * (1 + 1e-9)) << "T = " << t;
+    between_samples += std::find(r.points.begin(), r.points.end(), SizePoint{t}) == r.points.end();
+  }
+  EXPECT_EQ(between_samples, 114);
+}
+
 TEST(DynamicTune, TheRulesOfTheSizesThatHoldTheMostWorkAreCandidates) {
   testing::DynamicDense d(1, 1, 200, 64, 768);
   const DynamicWorkload w = d.workload({1});

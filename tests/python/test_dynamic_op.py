@@ -83,3 +83,30 @@ def test_mistakes_are_clear_errors():
     add = op("C[i] = A[i] + B[i]", name="dyn_add_disagree", dynamic={"i": (1, 8)})
     with pytest.raises(ValueError, match="different values"):
         add(torch.randn(3), torch.randn(4))
+
+
+def test_given_candidates_are_tried_beside_construct_modes():
+    """_C.dynamic.tune(candidates=...): a schedule from elsewhere (here the rules' schedule of
+    one size) is built, verified and timed with the others, and reported as "given"."""
+    import json
+
+    import tessera
+
+    def dense(rows):
+        x = tessera.placeholder("X", [rows, 32])
+        w = tessera.placeholder("W", [48, 32])
+        return tessera.te_ops.dense(x, w), x, w
+
+    y8, x8, w8 = dense(8)
+    given = tessera.Kernel([y8], [x8, w8], name="given_dense_8").report.schedule
+    y, x, w = dense(tessera.size_var("S", 1, 24))
+    dyn = _C.dynamic.tune([y], [x, w], name="given_dense", candidates=[given])
+    reports = json.loads(dyn.report)["candidate_reports"]
+    ours = [r for r in reports if r["origin"] == "given"]
+    assert len(ours) == 1 and ours[0]["ok"], ours
+    main = lambda s: s["stages"][-1]  # noqa: E731
+    assert main(ours[0]["schedule"])["tile_outer"] == main(json.loads(given.dump()))["tile_outer"]
+    a, b = torch.randn(13, 32), torch.randn(48, 32)
+    out = torch.empty(13, 48)
+    dyn.run([a.data_ptr(), b.data_ptr(), out.data_ptr()], [13])
+    close(out, a @ b.T)

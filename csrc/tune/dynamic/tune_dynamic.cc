@@ -567,11 +567,39 @@ class DynamicTuner {
   // Predicted time of candidate `c` at every sample point with wave weight `k`.
   std::vector<double> predictions(const Candidate& c, double k) const {
     std::vector<double> row;
-    for (const SizePoint& p : res_->points) {
-      const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
-      row.push_back(std::max(kEmptyInstanceMs, predict_ms(s, c.report.model, k)));
-    }
+    for (const SizePoint& p : res_->points) row.push_back(prediction(c, p, k));
     return row;
+  }
+  double prediction(const Candidate& c, const SizePoint& p, double k) const {
+    const InstanceShape s = instance_shape(c.geometry, w_.size_map(p), threads_);
+    return std::max(kEmptyInstanceMs, predict_ms(s, c.report.model, k));
+  }
+
+  // The points the dispatcher is built from, with the selected kernel of each. One axis whose
+  // range fits a direct table: every size, each labelled with the selected kernel predicted
+  // fastest there (a size between two sample points can sit on the other side of a register
+  // tile's edge than both, e.g. 8 rows between samples at 5 and 9 for tiles of 8 and 9 rows).
+  // Else the sample points with the selection's own assignment.
+  std::pair<std::vector<SizePoint>, std::vector<int>> dispatch_points(
+      const std::vector<size_t>& selected, const Selection& sel) const {
+    if (w_.num_axes() != 1 || w_.ranges()[0].count() > o_.dispatch.max_direct_entries) {
+      return {res_->points, sel.assignment};
+    }
+    std::vector<SizePoint> points;
+    std::vector<int> labels;
+    for (int64_t v = w_.ranges()[0].lo; v <= w_.ranges()[0].hi; ++v) {
+      points.push_back({v});
+      double best = std::numeric_limits<double>::infinity();
+      labels.push_back(0);
+      for (size_t k = 0; k < selected.size(); ++k) {  // ties: the lower index, as the selection
+        const double ms = prediction(cands_[selected[k]], points.back(), wave_k_);
+        if (ms < best) {
+          best = ms;
+          labels.back() = static_cast<int>(k);
+        }
+      }
+    }
+    return {points, labels};
   }
 
   // Predicted times (default wave weight) of the verified, unpruned candidates at every sample
@@ -739,11 +767,14 @@ class DynamicTuner {
 
     DynamicSelection& ds = res_->selection;
     std::vector<std::shared_ptr<const BuiltKernel>> kernels;
+    std::vector<size_t> selected;  // candidates
     for (int k : sel.kernels) {
+      selected.push_back(alive[k]);
       ds.schedules.push_back(cands_[alive[k]].report.schedule);
       kernels.push_back(cands_[alive[k]].kernel);
     }
-    ds.dispatcher = Dispatcher::build(res_->points, sel.assignment, w_.ranges(), o_.dispatch);
+    const auto [points, labels] = dispatch_points(selected, sel);
+    ds.dispatcher = Dispatcher::build(points, labels, w_.ranges(), o_.dispatch);
     ds.candidates = static_cast<int>(cands_.size());
     ds.pruned = static_cast<int>(std::count_if(cands_.begin(), cands_.end(),
                                                [](const Candidate& c) { return c.report.pruned; }));
