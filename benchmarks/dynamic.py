@@ -2,7 +2,8 @@
 
     python benchmarks/dynamic.py [--tmax 128] [--step 1] [--rows 16] [--k 768] [--n 2304]
                                  [--json out.json]
-    python benchmarks/dynamic.py --case ranges [--rounds 5] [--json out.json]
+    python benchmarks/dynamic.py --case ranges [--rounds 5] [--tune search --trials 64]
+                                 [--json out.json]
     python benchmarks/dynamic.py --case bert [--tmax 128] [--layers 4] [--hidden 256]
                                  [--time-step 1] [--rounds 5] [--threads N] [--json out.json]
     python benchmarks/dynamic.py --case padding [--at 60] [--tmax 128] [--rows 16] [--k 768]
@@ -25,10 +26,12 @@ F.conv2d) over many sizes, side by side, every output checked first: the dense l
 "dense" | "dense_I_H" | "conv", "vs_per_shape_geomean", "vs_per_shape_min", "vs_torch_geomean",
 "kernels", "tuning_ratio", "tuning_ratio_all_samples", "dispatch_us", "tune_phase_s", "bars"},
 with "vs_torch" (torch time / DietCode time) per size of "torch_sizes":
-"tuning_ratio" divides by the mean per-shape tuning over the samples where construct mode tuned
-(at 1 row a dense layer has too little work to tune and compiles in about 0.01 s), "..._all_samples"
-by the mean over all samples. --top-k, --mutate-top and --serial-variants set DietCode's
-candidate counts (tuning time against kernel quality).
+"tuning_ratio" divides by the mean per-shape tuning over the samples where the per-shape tuner
+tuned (at 1 row a dense layer has too little work to tune and compiles in about 0.01 s),
+"..._all_samples" by the mean over all samples. --top-k, --mutate-top and --serial-variants set
+DietCode's candidate counts (tuning time against kernel quality). --tune search (--trials N):
+the per-shape baseline is search mode with N measurements per size, and DietCode's candidates
+include search mode's choice (N measurements) on the largest instance.
 
 --case bert: a BERT encoder (transformers BertModel, random weights, eval, no grad) compiled
 with dynamic=True by Tessera and by Inductor, called with every sequence length 1..tmax in
@@ -89,9 +92,11 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=4, help="bert: encoder layers")
     p.add_argument("--hidden", type=int, default=256, help="bert: hidden size (64 per head)")
     p.add_argument("--time-step", type=int, default=1, help="bert: time every n-th length")
-    p.add_argument("--tune", default="default",
-                   help="bert: Tessera's tuning mode (construct/search: DietCode tunes the "
-                        "matmul partitions over the lengths)")
+    p.add_argument("--tune", choices=["default", "construct", "search"], default=None,
+                   help="bert: Tessera's tuning mode (default: default; construct/search: "
+                        "DietCode tunes the matmul partitions over the lengths); ranges: the "
+                        "per-shape baseline's (default: construct; with search, DietCode's "
+                        "candidates also include search mode's choice on the largest instance)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0,
                    help="bert: torch.set_num_threads (Tessera's pool follows); 0: torch's default")
@@ -112,7 +117,11 @@ def main() -> None:
                         "packed once by DietCode and per-shape kernels alike")
     p.add_argument("--serial-variants", type=int, default=None,
                    help="ranges: how many micro-kernels also run serially (default: 2)")
+    p.add_argument("--trials", type=int, default=64,
+                   help="ranges --tune search: search mode's measurements, per-shape and "
+                        "DietCode's alike")
     args = p.parse_args()
+    args.tune = args.tune or ("default" if args.case == "bert" else "construct")
     if args.case == "bert":
         return bert(args)
     if args.case == "padding":
@@ -204,24 +213,29 @@ def _conv_builder(channels: int = 256, hw: int = 14):
 
 
 def _mean_tuning_s(tune_s, tuned) -> float:
-    """One per-shape tuning: the mean compile time over the samples where construct mode tuned.
-    A size with too little work to tune (1 row of a dense layer) compiles in about 0.01 s
+    """One per-shape tuning: the mean compile time over the samples where the per-shape tuner
+    tuned. A size with too little work to tune (1 row of a dense layer) compiles in about 0.01 s
     without tuning, which is not a tuning, and would lower the mean by a sample's share."""
     times = [t for t, was_tuned in zip(tune_s, tuned) if was_tuned] or tune_s
     return sum(times) / len(times)
 
 
 def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) -> dict:
-    """DietCode over [lo, hi] against per-shape construct tuning at `samples` and against torch
+    """DietCode over [lo, hi] against per-shape tuning (--tune) at `samples` and against torch
     at `torch_sizes`, side by side (paired rounds); every output checked against torch. The
     weight (input 1) is constant: both Tessera sides read it packed once (unless
     --plain-weights), as a layer's weight runs."""
     var = tessera.size_var("S", lo, hi)
     y, ins, _ = build(var)
     weights = [] if args.plain_weights else [1]
+    search_trials = args.trials if args.tune == "search" else 0
+    # Every tuning here is one of the comparison: none may find the process's tuning budget
+    # (tuning_policy().process_tune_budget_s) spent by the ones before it.
+    _C.reset_compile_counters()
     t0 = time.perf_counter()
     dyn = _C.dynamic.tune([y], ins, name=label, top_k=args.top_k, mutate_top=args.mutate_top,
-                          serial_variants=args.serial_variants, constant_inputs=weights)
+                          serial_variants=args.serial_variants, constant_inputs=weights,
+                          search_trials=search_trials)
     dyn_s = time.perf_counter() - t0
     dispatch_ns = dyn.dispatch_ns([[s] for s in range(lo, hi + 1)])
     torch.manual_seed(args.seed)
@@ -241,8 +255,10 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
     per_shape, tune_s, tuned = [], [], []
     for size in samples:
         ys, xs, fn, data, want, out, (ptrs, _kept) = tensors(size)
+        _C.reset_compile_counters()
         t0 = time.perf_counter()
-        k = tessera.Kernel([ys], xs, name=f"{label}_{size}", tune="construct", weights=weights)
+        k = tessera.Kernel([ys], xs, name=f"{label}_{size}", tune=args.tune, weights=weights,
+                           trials=search_trials, progress=False)
         tune_s.append(time.perf_counter() - t0)
         tuned.append(k.report.trials > 0)  # False: too little work to tune, only compiled
         dyn.run(ptrs, [size])
@@ -261,7 +277,8 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
                                   reference=lambda: fn(*data), rounds=max(3, args.rounds // 2),
                                   min_time_ms=10.0)
         vs_torch.append(1.0 / r["dietcode"])
-    rec = {"case": label, "range": [lo, hi], "samples": list(samples), "weights": weights,
+    rec = {"case": label, "tune": args.tune, "search_trials": search_trials, "range": [lo, hi],
+           "samples": list(samples), "weights": weights,
            "vs_per_shape_geomean": _geomean(per_shape), "vs_per_shape_min": min(per_shape),
            "vs_per_shape": per_shape, "vs_torch_geomean": _geomean(vs_torch),
            "vs_torch_min": min(vs_torch), "vs_torch": vs_torch, "torch_sizes": list(torch_sizes),

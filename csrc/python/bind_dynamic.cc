@@ -61,6 +61,7 @@ struct PyDynamicKernel {
     j["from_records"] = util::Json(report.from_records);
     j["tune_s"] = util::Json(report.tune_s);
     j["timings"] = util::Json(report.timings);
+    j["search_measured"] = util::Json(report.search_measured);  // search mode's, largest instance
     util::Json phases = util::Json::object();
     for (const auto& [name, s] : report.phase_s) phases[name] = util::Json(s);
     j["phase_s"] = phases;
@@ -154,9 +155,10 @@ void bind_dynamic(py::module_& m) {
          const std::string& name, db::RecordsDB* records, int64_t max_points, int representatives,
          uint64_t seed, std::optional<int> top_k, std::optional<int> mutate_top,
          std::optional<int> serial_variants, const std::vector<int>& constant_inputs,
-         const std::vector<schedule::KernelSchedule>& candidates) {
+         const std::vector<schedule::KernelSchedule>& candidates, int search_trials) {
         tune::dynamic::DynamicTuneOptions opts;
         opts.candidates = candidates;
+        opts.search_trials = search_trials;
         opts.records = records;
         opts.max_points = max_points;
         opts.representatives = representatives;
@@ -178,7 +180,7 @@ void bind_dynamic(py::module_& m) {
       py::arg("records") = nullptr, py::arg("max_points") = 256, py::arg("representatives") = 2,
       py::arg("seed") = 0, py::arg("top_k") = py::none(), py::arg("mutate_top") = py::none(),
       py::arg("serial_variants") = py::none(), py::arg("constant_inputs") = std::vector<int>{},
-      py::arg("candidates") = std::vector<schedule::KernelSchedule>{},
+      py::arg("candidates") = std::vector<schedule::KernelSchedule>{}, py::arg("search_trials") = 0,
       "DietCode tuning of the kernel outputs <- inputs over the ranges of its size variables. "
       "top_k, mutate_top, serial_variants: construct mode's candidates per representative, "
       "how many of them get tile mutations, how many also run serially (None: the defaults). "

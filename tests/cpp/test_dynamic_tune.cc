@@ -210,6 +210,29 @@ TEST(DynamicTune, EverySizeOfOneAxisRunsTheSelectedKernelPredictedFastestThere) 
   EXPECT_EQ(between_samples, 114);
 }
 
+// Under search mode (search_trials), search tunes the largest instance and its choice is one of
+// the candidates DietCode builds, verifies and times; without it no search runs.
+TEST(DynamicTune, SearchModesChoiceOnTheLargestInstanceIsACandidate) {
+  testing::DynamicDense d(1, 1, 200, 64, 768);
+  const DynamicWorkload w = d.workload({1});
+  DynamicTuneOptions o = fast_options();
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    return model_ms(w, k, p);
+  };
+  EXPECT_FALSE(tune_dynamic(w, o).searched);
+  o.search_trials = 8;
+  const DynamicTuneResult r = tune_dynamic(w, o);
+  ASSERT_TRUE(r.searched);
+  EXPECT_EQ(r.search_measured, 8);
+  schedule::KernelSchedule searched = *r.searched;
+  for (schedule::StageAnnotation& st : searched.stages) st.edge = *o.edge;  // as candidates run
+  int found = 0;
+  for (const CandidateReport& c : r.candidates) {
+    found += c.ok && c.schedule.stages_text() == searched.stages_text();
+  }
+  EXPECT_EQ(found, 1);
+}
+
 TEST(DynamicTune, TheRulesOfTheSizesThatHoldTheMostWorkAreCandidates) {
   testing::DynamicDense d(1, 1, 200, 64, 768);
   const DynamicWorkload w = d.workload({1});
@@ -349,6 +372,9 @@ TEST(DynamicTune, ASecondProcessTakesTheSelectionFromRecords) {
   // Another range is another workload: no record for it.
   testing::DynamicDense wider(4, 1, 80);
   EXPECT_FALSE(load_selection(records, wider.workload()).has_value());
+  // A deeper tuning (search mode's candidates) is not answered by this selection.
+  EXPECT_TRUE(load_selection(records, w2).has_value());
+  EXPECT_FALSE(load_selection(records, w2, /*search_trials=*/64).has_value());
 }
 
 // A constant weight: candidates are built, checked and timed reading it packed, the selected

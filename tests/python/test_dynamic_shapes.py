@@ -212,6 +212,36 @@ def test_anchor_partitions_are_tuned_by_dietcode_over_the_range():
     assert _jit() == jit
 
 
+def test_under_search_mode_dietcode_searches_the_largest_instance(monkeypatch):
+    """tune="search": DietCode's candidates include search mode's choice on the largest instance
+    (with the option's trials), and the kernel still serves every size."""
+    import json
+
+    from tessera import _C
+    reports = []
+    tune = _C.dynamic.tune
+
+    def recording_tune(*args, **kwargs):
+        kernel = tune(*args, **kwargs)
+        reports.append(json.loads(kernel.report))
+        return kernel
+
+    monkeypatch.setattr(_C.dynamic, "tune", recording_tune)
+    torch.manual_seed(0)
+    # 256 rows x 128 x 256: enough work at the largest size for search to tune it.
+    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.GELU()).eval()
+    fn = torch.compile(model, backend="tessera",
+                       options=_options(anchor_measure=False, tune="search", trials=4,
+                                        progress=False, dynamic_ranges={"*": (2, 256)}))
+    x = torch.randn(40, 128)
+    torch._dynamo.mark_dynamic(x, 0)
+    with torch.no_grad():
+        for n in (40, 2, 17, 256):
+            xn = torch.randn(n, 128)
+            torch.testing.assert_close(fn(xn), model(xn), rtol=1e-4, atol=1e-4)
+    assert [r["search_measured"] for r in reports] == [4]
+
+
 def test_dietcode_reads_weights_packed_once_and_again_after_a_change():
     """With weights prepacked (inference), DietCode's micro-kernels read the weight from its
     packed argument: packed on the first call, not again for other sizes, packed again when

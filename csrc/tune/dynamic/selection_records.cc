@@ -18,18 +18,19 @@ Json translated(Json j, const Translate& translate) {
 
 }  // namespace
 
-db::WorkloadKey selection_key(const DynamicWorkload& workload) {
+db::WorkloadKey selection_key(const DynamicWorkload& workload, int search_trials) {
   // Constant inputs change what wins (a micro-kernel that packs a weight pays it once, not per
   // call), so a selection made with other ones is not reused.
-  std::string constants;
-  for (int i : workload.constant_inputs()) constants += ":const" + std::to_string(i);
+  std::string suffix;
+  for (int i : workload.constant_inputs()) suffix += ":const" + std::to_string(i);
+  if (search_trials > 0) suffix += ":search" + std::to_string(search_trials);
   return db::make_workload_key(workload.outputs(), workload.inputs(),
-                               db::host_target() + kTargetSuffix + constants);
+                               db::host_target() + kTargetSuffix + suffix);
 }
 
 bool store_selection(db::RecordsDB& records, const DynamicWorkload& workload,
-                     const DynamicSelection& selection) {
-  const db::WorkloadKey key = selection_key(workload);
+                     const DynamicSelection& selection, int search_trials) {
+  const db::WorkloadKey key = selection_key(workload, search_trials);
   const Json j = translated(
       selection.to_json(), [&](const std::string& s) { return db::schedule_to_canonical(key, s); });
   // make_record leaves text that is not one schedule as it is: the selection was made canonical
@@ -39,8 +40,8 @@ bool store_selection(db::RecordsDB& records, const DynamicWorkload& workload,
 }
 
 std::optional<DynamicSelection> load_selection(db::RecordsDB& records,
-                                               const DynamicWorkload& workload) {
-  const db::WorkloadKey key = selection_key(workload);
+                                               const DynamicWorkload& workload, int search_trials) {
+  const db::WorkloadKey key = selection_key(workload, search_trials);
   db::RecordFilter filter;
   filter.workload_hash = key.hash_hex();
   filter.shapes = key.shapes;

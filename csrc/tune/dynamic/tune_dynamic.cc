@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "compiler/compile.h"
 #include "runtime/ndarray.h"
 #include "runtime/parallel.h"
 #include "runtime/verify.h"
@@ -235,8 +236,34 @@ class CandidatePool {
   std::vector<CandidateReport> reports_;
 };
 
+// Search mode's tuning of the largest instance, the weights read prepacked as they will run.
+compiler::CompileReport search_largest(const DynamicWorkload& w, const DynamicTuneOptions& o) {
+  const DagCopy inst = w.instantiate(w.largest());
+  compiler::CompileRequest req;
+  req.name = w.name() + "_search";
+  req.tune = compiler::TuneMode::kSearch;
+  req.trials = o.search_trials;
+  req.seed = o.construct.seed;
+  req.records = o.records;
+  req.constant_inputs = w.constant_inputs();
+  return compiler::compile(inst.outputs, inst.inputs, req).report;
+}
+
+// The `n` fastest verified candidates a tuner measured, fastest first.
+std::vector<KernelSchedule> fastest_measured(const compiler::CompileReport& r, int n) {
+  std::vector<const compiler::CandidateReport*> ok;
+  for (const compiler::CandidateReport& c : r.candidates) {
+    if (c.ok && c.median_ms > 0) ok.push_back(&c);
+  }
+  std::stable_sort(ok.begin(), ok.end(),
+                   [](const auto* a, const auto* b) { return a->median_ms < b->median_ms; });
+  std::vector<KernelSchedule> out;
+  for (size_t i = 0; i < ok.size() && static_cast<int>(i) < n; ++i) out.push_back(ok[i]->schedule);
+  return out;
+}
+
 void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
-                       const KernelSchedule& rules, CandidatePool* pool) {
+                       const KernelSchedule& rules, CandidatePool* pool, DynamicTuneResult* res) {
   pool->add(rules, "rules");
   for (const KernelSchedule& s : o.candidates) pool->add(s, "given");
   if (!o.construct_candidates) return;
@@ -254,6 +281,17 @@ void gather_candidates(const DynamicWorkload& w, const DynamicTuneOptions& o,
       if (c.measured && !c.result.ok) continue;
       pool->add(c.schedule, "construct@" + point_text(rep));
       if (ranked++ < o.mutate_top) best_ranked.push_back(c.schedule);
+    }
+  }
+  if (o.search_trials > 0) {
+    const compiler::CompileReport searched = search_largest(w, o);
+    res->searched = searched.schedule;
+    res->search_measured = searched.trials;
+    const std::string origin = "search@" + point_text(w.largest());
+    pool->add(searched.schedule, origin);
+    best_ranked.push_back(searched.schedule);
+    for (const KernelSchedule& s : fastest_measured(searched, o.search_top - 1)) {
+      pool->add(s, origin);
     }
   }
   const auto at = w.size_map(w.largest());
@@ -408,7 +446,7 @@ class DynamicTuner {
       t = now;
     };
     CandidatePool pool(o_.edge);
-    gather_candidates(w_, o_, rules_schedule(), &pool);
+    gather_candidates(w_, o_, rules_schedule(), &pool, res_);
     phase("candidates");
     add_candidates(std::move(pool.reports()), /*with_fallback=*/true);
     phase("build_time");
@@ -876,7 +914,7 @@ DynamicTuneResult tune_dynamic(const DynamicWorkload& w, const DynamicTuneOption
   const auto start = std::chrono::steady_clock::now();
   DynamicTuneResult res;
   if (o.records) {
-    if (std::optional<DynamicSelection> stored = load_selection(*o.records, w)) {
+    if (std::optional<DynamicSelection> stored = load_selection(*o.records, w, o.search_trials)) {
       res.selection = *stored;
       res.kernel = DynamicKernel::build(w, res.selection);
       res.from_records = true;
@@ -884,7 +922,7 @@ DynamicTuneResult tune_dynamic(const DynamicWorkload& w, const DynamicTuneOption
     }
   }
   DynamicTuner(w, o, &res).run();
-  if (o.records) store_selection(*o.records, w, res.selection);
+  if (o.records) store_selection(*o.records, w, res.selection, o.search_trials);
   res.tune_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return res;
 }

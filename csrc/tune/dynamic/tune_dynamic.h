@@ -3,8 +3,9 @@
 //
 //   records hit?  -> build the stored selection, no tuning
 //   candidates    construct mode (Gensor, predict-only: its model ranks, we measure) on a few
-//                 representative instances (default: the largest, as the paper's M0), plus the
-//                 paper's cache-tile mutations [T/2, 2T] on the dynamic axes of the best few
+//                 representative instances (default: the largest, as the paper's M0), search
+//                 mode's choice on the largest when asked (search_trials), plus the paper's
+//                 cache-tile mutations [T/2, 2T] on the dynamic axes of the best few
 //   compile       every candidate ONCE over the symbolic sizes, the fallback (the rules'
 //                 schedule over unbounded sizes) beside them; verify each candidate against the
 //                 fallback at the smallest size and where its tiles and edges all run
@@ -63,6 +64,14 @@ struct DynamicTuneOptions {
   // measured 1.27x per-shape tuning at 1 row instead of 0.10x.
   int representatives = 2;
   int mutate_top = 1;  // construct mode's best few get their cache tiles halved/doubled
+  // Search mode's measurements on the largest instance (0: no search). Its choice joins the
+  // candidates (origin "search@<sizes>") and gets the cache-tile mutations, so a user who asks
+  // for deep tuning gets it on the sizes that hold the most work.
+  int search_trials = 0;
+  // Of search's measured candidates, this many fastest join too (its choice among them): they
+  // were timed at the largest size only, and one that loses there by a little can win on fewer
+  // rows or a smaller batch.
+  int search_top = 4;
   // The rules' schedules at this many sizes spread over the ranges vote (by work); the first
   // rules_votes are candidates too.
   int64_t rules_vote_points = 16;
@@ -104,7 +113,7 @@ struct DynamicTuneOptions {
 
 struct CandidateReport {
   schedule::KernelSchedule schedule;
-  // "rules", "rules-vote", "given", "construct@<sizes>", "mutation", "serial"
+  // "rules", "rules-vote", "given", "construct@<sizes>", "search@<sizes>", "mutation", "serial"
   std::string origin;
   bool ok = false;  // built, verified and timed
   std::string error;
@@ -117,8 +126,12 @@ struct DynamicTuneResult {
   DynamicSelection selection;
   bool from_records = false;
   std::vector<CandidateReport> candidates;  // empty when from records
-  std::vector<SizePoint> points;            // the sample points selected over
-  std::vector<int> assignment;              // per point: selected kernel
+  // Search mode's choice on the largest instance (search_trials > 0); a candidate, under the
+  // origin of an equal schedule proposed before it when there was one.
+  std::optional<schedule::KernelSchedule> searched;
+  int search_measured = 0;        // the candidates that search measured
+  std::vector<SizePoint> points;  // the sample points selected over
+  std::vector<int> assignment;    // per point: selected kernel
   double tune_s = 0;
   int timings = 0;  // timer calls
   // Wall time of each phase, in order: "candidates" (construct's walks and the mutations),

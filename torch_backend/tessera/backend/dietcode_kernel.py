@@ -91,23 +91,28 @@ def _largest_instance(size_ranges, names) -> int:
     return product
 
 
-def compile_dietcode(spec: Any, records: Optional[Any]) -> Any:
+def compile_dietcode(spec: Any, records: Optional[Any], mode: str = "construct",
+                     trials: int = 0) -> Any:
     """The kernel of a symbolic anchor spec: DietCode's selection over the size ranges, or the
     rules' kernel alone where the ranges are too wide to tune on or DietCode tuning fails
-    (logged)."""
+    (logged). Under search mode, search (`trials` measurements; 0: the tuning policy's) tunes
+    the largest instance and its choice joins DietCode's candidates."""
+    search_trials = (trials or _C.tuning_policy().search_trials) if mode == "search" else 0
     return compile_dynamic(spec.name, spec.te_outputs, spec.te_inputs, spec.size_ranges, records,
                            hint="options['dynamic_ranges']",
-                           constant_inputs=list(spec.constant_inputs))
+                           constant_inputs=list(spec.constant_inputs),
+                           search_trials=search_trials)
 
 
 def compile_dynamic(name: str, te_outputs, te_inputs, size_ranges, records: Optional[Any],
-                    hint: str, constant_inputs: Sequence[int] = ()) -> Any:
+                    hint: str, constant_inputs: Sequence[int] = (), search_trials: int = 0) -> Any:
     """DietCode's kernel for the DAG te_outputs <- te_inputs over its size variables' ranges
     (size_ranges: (name, lo, hi) of each), or the rules' kernel over the same DAG where the
     ranges are too wide to tune on or tuning fails (logged): either serves every size without
     compiling per size. `records`: an opened records database (its .db) or None. `hint` says in
     a message where narrower ranges are declared. `constant_inputs`: positions of weights, which
-    either kernel reads packed once (its prepacks)."""
+    either kernel reads packed once (its prepacks). `search_trials`: search mode's measurements
+    on the largest instance (0: no search)."""
     request = _C.CompileRequest(name=name, tune="default")
     request.constant_inputs = list(constant_inputs)
     rules = _C.compile(te_outputs, te_inputs, request)
@@ -119,7 +124,8 @@ def compile_dynamic(name: str, te_outputs, te_inputs, size_ranges, records: Opti
     try:
         dynamic = _C.dynamic.tune(te_outputs, te_inputs, name=name,
                                   records=records.db if records is not None else None,
-                                  constant_inputs=list(constant_inputs))
+                                  constant_inputs=list(constant_inputs),
+                                  search_trials=search_trials)
     except Exception as e:
         log_once(f"dietcode-failed:{name}:{type(e).__name__}",
                  f"tessera: {name}: DietCode tuning failed, the rules' schedule serves "

@@ -542,7 +542,7 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
     kernel = _cache.get(kernel_key)
     if kernel is None and dietcode_applies(spec, mode):
         records = records_mod.open_records(records_option)
-        kernel = compile_dietcode(spec, records)
+        kernel = compile_dietcode(spec, records, mode, trials)
         stats["dietcode"] += isinstance(kernel, DietCodeKernel)
         stats["compiled"] += 1
         stats["jit_ms"] += kernel.jit_ms + kernel.lower_ms
