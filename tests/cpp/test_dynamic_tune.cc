@@ -212,6 +212,41 @@ TEST(DynamicTune, EverySizeOfOneAxisRunsTheSelectedKernelPredictedFastestThere) 
 
 // Under search mode (search_trials), search tunes the largest instance and its choice is one of
 // the candidates DietCode builds, verifies and times; without it no search runs.
+// The same over two axes (rows = B x T): every point of a small box is dispatched by its own
+// prediction, not by the nearest sample point's label.
+TEST(DynamicTune, EveryPointOfASmallBoxRunsTheSelectedKernelPredictedFastestThere) {
+  PinThreads pin(2);
+  ir::Var b = ir::size_var("B", 1, 4), t = ir::size_var("T", 1, 40);
+  ir::Tensor x = ir::placeholder("X", {ir::mul(b, t), ir::int_imm(24)});
+  ir::Tensor w = ir::placeholder("W", {ir::int_imm(64), ir::int_imm(24)});
+  const DynamicWorkload wl = DynamicWorkload::create({ops::dense(x, w)}, {x, w}, "dense");
+  DynamicTuneOptions o = fast_options();
+  o.max_points = 16;                                          // a 4 x 4 grid of samples
+  o.selection.loss_bound = o.selection.point_loss_bound = 0;  // each sample's best is kept
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    return model_ms(wl, k, p);
+  };
+  o.pool_call_ms = kSlowPoolCallMs;
+  const DynamicTuneResult r = tune_dynamic(wl, o);
+  ASSERT_TRUE(r.kernel);
+  ASSERT_EQ(r.points.size(), 16u);
+  ASSERT_GE(r.kernel->num_kernels(), 2u) << "one kernel cannot show the dispatch between samples";
+  EXPECT_EQ(r.selection.dispatcher.axes(), 2u);
+  for (int64_t bv = 1; bv <= 4; ++bv) {
+    for (int64_t tv = 1; tv <= 40; ++tv) {
+      const SizePoint p{bv, tv};
+      double best = std::numeric_limits<double>::infinity();
+      for (size_t j = 0; j < r.kernel->num_kernels(); ++j) {
+        best = std::min(best, model_ms(wl, r.kernel->kernel(j), p, r.selection.wave_k));
+      }
+      const int got = r.kernel->dispatch(p.data());
+      ASSERT_GE(got, 0);
+      EXPECT_LE(model_ms(wl, r.kernel->kernel(got), p, r.selection.wave_k), best * (1 + 1e-9))
+          << "B = " << bv << ", T = " << tv;
+    }
+  }
+}
+
 TEST(DynamicTune, SearchModesChoiceOnTheLargestInstanceIsACandidate) {
   testing::DynamicDense d(1, 1, 200, 64, 768);
   const DynamicWorkload w = d.workload({1});

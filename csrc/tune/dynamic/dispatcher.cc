@@ -1,7 +1,6 @@
 #include "tune/dynamic/dispatcher.h"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 
 #include "util/check.h"
@@ -63,10 +62,11 @@ int IntervalTable::lookup_interval(int64_t v) const {
 
 namespace {
 
-double gini_weighted(const std::map<int, int>& counts, int n) {
+// n times the Gini impurity of a node with `counts` points per label (n of them in all).
+double gini_weighted(const std::vector<int>& counts, int n) {
   if (n == 0) return 0;
   double sum_sq = 0;
-  for (const auto& [label, c] : counts) sum_sq += static_cast<double>(c) * c;
+  for (int c : counts) sum_sq += static_cast<double>(c) * c;
   return n - sum_sq / n;  // n * (1 - sum (c/n)^2)
 }
 
@@ -95,39 +95,35 @@ int DecisionTree::grow(std::vector<size_t> idx, const std::vector<SizePoint>& po
                        const std::vector<int>& labels) {
   const int self = static_cast<int>(nodes_.size());
   nodes_.push_back(Node{});
-  std::map<int, int> counts;
-  for (size_t i : idx) ++counts[labels[i]];
-  const auto majority =
-      std::max_element(counts.begin(), counts.end(),
-                       [](const auto& a, const auto& b) { return a.second < b.second; });
-  nodes_[self].label = majority->first;
-  if (counts.size() == 1) return self;
+  int max_label = 0;
+  for (size_t i : idx) max_label = std::max(max_label, labels[i]);
+  std::vector<int> total(static_cast<size_t>(max_label) + 1, 0);
+  for (size_t i : idx) ++total[static_cast<size_t>(labels[i])];
+  // The most frequent label (the smallest of equals).
+  nodes_[self].label =
+      static_cast<int>(std::max_element(total.begin(), total.end()) - total.begin());
+  if (std::count_if(total.begin(), total.end(), [](int c) { return c > 0; }) == 1) return self;
 
+  // Per axis, one sweep over the points sorted by their value on it: the label counts left of
+  // each gap between neighbouring values give that threshold's score (O(n log n) per axis).
+  const int n = static_cast<int>(idx.size());
   int best_axis = -1;
   int64_t best_threshold = 0;
   double best_score = 0;
+  std::vector<int> left(total.size()), right(total.size());
   for (size_t a = 0; a < ranges_.size(); ++a) {
-    std::vector<int64_t> values;
-    for (size_t i : idx) values.push_back(points[i][a]);
-    std::sort(values.begin(), values.end());
-    values.erase(std::unique(values.begin(), values.end()), values.end());
-    for (size_t v = 1; v < values.size(); ++v) {
-      const int64_t threshold = upper_half_start(values[v - 1], values[v]);
-      std::map<int, int> left, right;
-      int nl = 0, nr = 0;
-      for (size_t i : idx) {
-        if (points[i][a] < threshold) {
-          ++left[labels[i]];
-          ++nl;
-        } else {
-          ++right[labels[i]];
-          ++nr;
-        }
-      }
-      const double score = gini_weighted(left, nl) + gini_weighted(right, nr);
+    std::vector<std::pair<int64_t, int>> sorted;  // (value on axis a, label)
+    for (size_t i : idx) sorted.push_back({points[i][a], labels[i]});
+    std::sort(sorted.begin(), sorted.end());
+    std::fill(left.begin(), left.end(), 0);
+    for (int j = 0; j + 1 < n; ++j) {
+      ++left[static_cast<size_t>(sorted[j].second)];
+      if (sorted[j + 1].first == sorted[j].first) continue;
+      for (size_t l = 0; l < total.size(); ++l) right[l] = total[l] - left[l];
+      const double score = gini_weighted(left, j + 1) + gini_weighted(right, n - j - 1);
       if (best_axis < 0 || score < best_score - 1e-12) {
         best_axis = static_cast<int>(a);
-        best_threshold = threshold;
+        best_threshold = upper_half_start(sorted[j].first, sorted[j + 1].first);
         best_score = score;
       }
     }
@@ -135,12 +131,12 @@ int DecisionTree::grow(std::vector<size_t> idx, const std::vector<SizePoint>& po
   TESSERA_CHECK(best_axis >= 0) << "decision tree: impure node with identical points";
   std::vector<size_t> lo, hi;
   for (size_t i : idx) (points[i][best_axis] < best_threshold ? lo : hi).push_back(i);
-  const int left = grow(std::move(lo), points, labels);
-  const int right = grow(std::move(hi), points, labels);
+  const int left_child = grow(std::move(lo), points, labels);
+  const int right_child = grow(std::move(hi), points, labels);
   nodes_[self].axis = best_axis;
   nodes_[self].threshold = best_threshold;
-  nodes_[self].left = left;
-  nodes_[self].right = right;
+  nodes_[self].left = left_child;
+  nodes_[self].right = right_child;
   return self;
 }
 

@@ -8,8 +8,9 @@
 //
 //   one axis     IntervalTable: a direct table (one load) when the range is short, else a binary
 //                search over the interval starts
-//   several      DecisionTree: axis-aligned threshold splits (CART with Gini impurity), grown
-//                until every leaf is pure, so every sample point gets exactly its label
+//   several      DecisionTree: axis-aligned threshold splits (CART with Gini impurity, one sorted
+//                sweep per axis and node), grown until every leaf is pure, so every sample point
+//                gets exactly its label
 //   none         the one kernel
 #include <cstdint>
 #include <vector>
@@ -24,6 +25,9 @@ inline constexpr int kFallback = -1;
 struct DispatchConstants {
   // One-axis ranges with at most this many sizes use a direct table (one load per dispatch).
   int64_t max_direct_entries = 4096;
+  // Ranges with at most this many size points in all are dispatched from every point's label,
+  // not the sample points' alone (the tuner labels each by its predictions).
+  int64_t max_labelled_points = 4096;
 };
 
 class IntervalTable {

@@ -613,24 +613,25 @@ class DynamicTuner {
     return std::max(kEmptyInstanceMs, predict_ms(s, c.report.model, k));
   }
 
-  // The points the dispatcher is built from, with the selected kernel of each. One axis whose
-  // range fits a direct table: every size, each labelled with the selected kernel predicted
-  // fastest there (a size between two sample points can sit on the other side of a register
-  // tile's edge than both, e.g. 8 rows between samples at 5 and 9 for tiles of 8 and 9 rows).
-  // Else the sample points with the selection's own assignment.
+  // The points the dispatcher is built from, with the selected kernel of each. Ranges whose box
+  // holds at most max_labelled_points: every point, each labelled with the selected kernel
+  // predicted fastest there (a size between two sample points can sit on the other side of a
+  // register tile's edge than both, e.g. 8 rows between samples at 5 and 9 for tiles of 8 and 9
+  // rows; with B x T rows, T = 7 between samples at 1 and 18). Else the sample points with the
+  // selection's own assignment.
   std::pair<std::vector<SizePoint>, std::vector<int>> dispatch_points(
       const std::vector<size_t>& selected, const Selection& sel) const {
-    if (w_.num_axes() != 1 || w_.ranges()[0].count() > o_.dispatch.max_direct_entries) {
-      return {res_->points, sel.assignment};
-    }
-    std::vector<SizePoint> points;
+    double box = 1;
+    for (const SizeRange& r : w_.ranges()) box *= static_cast<double>(r.count());
+    const int64_t most = o_.dispatch.max_labelled_points;
+    if (box > static_cast<double>(most)) return {res_->points, sel.assignment};
+    std::vector<SizePoint> points = sample_points(w_, most);  // every point of the box
     std::vector<int> labels;
-    for (int64_t v = w_.ranges()[0].lo; v <= w_.ranges()[0].hi; ++v) {
-      points.push_back({v});
+    for (const SizePoint& p : points) {
       double best = std::numeric_limits<double>::infinity();
       labels.push_back(0);
       for (size_t k = 0; k < selected.size(); ++k) {  // ties: the lower index, as the selection
-        const double ms = prediction(cands_[selected[k]], points.back(), wave_k_);
+        const double ms = prediction(cands_[selected[k]], p, wave_k_);
         if (ms < best) {
           best = ms;
           labels.back() = static_cast<int>(k);

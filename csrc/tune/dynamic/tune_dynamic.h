@@ -20,9 +20,10 @@
 //                 its default where no micro-kernel's wave ratios spread enough to tell k)
 //   predict       time = overhead + work x padding x wave / throughput at every sampled size
 //   select        top-k voting + greedy weighted set cover within the loss bounds
-//   dispatch      one axis: every size of a range that fits a direct table, labelled with the
-//                 selected kernel predicted fastest there; else a decision tree over the sample
-//                 points; the fallback kernel outside the ranges
+//   dispatch      interval table (one axis) / decision tree (several) over every size point
+//                 of ranges whose box is small enough (DispatchConstants), each labelled with the
+//                 selected kernel predicted fastest there, else over the sample points; the
+//                 fallback kernel outside the ranges
 //   store         the selection in the records database
 #include <functional>
 #include <memory>
