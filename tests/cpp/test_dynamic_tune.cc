@@ -178,40 +178,51 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
   }
 }
 
+// Tunes `w` on `max_points` sample points in the model with the loss bounds at 0 (each sample's
+// best kernel is kept, so several are selected), timing-free.
+DynamicTuneResult tune_keeping_each_samples_best(const DynamicWorkload& w, int64_t max_points) {
+  DynamicTuneOptions o = fast_options();
+  o.max_points = max_points;
+  o.selection.loss_bound = o.selection.point_loss_bound = 0;
+  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
+    return model_ms(w, k, p);
+  };
+  o.pool_call_ms = kSlowPoolCallMs;
+  return tune_dynamic(w, o);
+}
+
+// The kernel dispatched at `p` has the least model time of the selected kernels there.
+void expect_dispatches_the_fastest_selected(const DynamicTuneResult& r, const DynamicWorkload& w,
+                                            const SizePoint& p) {
+  const double k = r.selection.wave_k;
+  double best = std::numeric_limits<double>::infinity();
+  for (size_t j = 0; j < r.kernel->num_kernels(); ++j) {
+    best = std::min(best, model_ms(w, r.kernel->kernel(j), p, k));
+  }
+  const int got = r.kernel->dispatch(p.data());
+  ASSERT_GE(got, 0);
+  EXPECT_LE(model_ms(w, r.kernel->kernel(got), p, k), best * (1 + 1e-9))
+      << "at sizes " << ::testing::PrintToString(p);
+}
+
 // With few sample points, most sizes lie between two; the dispatcher still runs each size on the
 // selected kernel predicted fastest there (sizes between samples can fall on another side of a
 // register tile's edge than both neighbours).
 TEST(DynamicTune, EverySizeOfOneAxisRunsTheSelectedKernelPredictedFastestThere) {
   testing::DynamicDense d(3, 1, 120);
   const DynamicWorkload w = d.workload();
-  DynamicTuneOptions o = fast_options();
-  o.max_points = 6;
-  o.selection.loss_bound = o.selection.point_loss_bound = 0;  // each sample's best is kept
-  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
-    return model_ms(w, k, p);
-  };
-  o.pool_call_ms = kSlowPoolCallMs;
-  const DynamicTuneResult r = tune_dynamic(w, o);
+  const DynamicTuneResult r = tune_keeping_each_samples_best(w, 6);
   ASSERT_TRUE(r.kernel);
   ASSERT_EQ(r.points.size(), 6u);
   ASSERT_GE(r.kernel->num_kernels(), 2u) << "one kernel cannot show the dispatch between samples";
-  const double k = r.selection.wave_k;
   int between_samples = 0;
   for (int64_t t = 1; t <= 120; ++t) {
-    double best = std::numeric_limits<double>::infinity();
-    for (size_t j = 0; j < r.kernel->num_kernels(); ++j) {
-      best = std::min(best, model_ms(w, r.kernel->kernel(j), {t}, k));
-    }
-    const int got = r.kernel->dispatch(&t);
-    ASSERT_GE(got, 0);
-    EXPECT_LE(model_ms(w, r.kernel->kernel(got), {t}, k), best * (1 + 1e-9)) << "T = " << t;
+    expect_dispatches_the_fastest_selected(r, w, {t});
     between_samples += std::find(r.points.begin(), r.points.end(), SizePoint{t}) == r.points.end();
   }
   EXPECT_EQ(between_samples, 114);
 }
 
-// Under search mode (search_trials), search tunes the largest instance and its choice is one of
-// the candidates DietCode builds, verifies and times; without it no search runs.
 // The same over two axes (rows = B x T): every point of a small box is dispatched by its own
 // prediction, not by the nearest sample point's label.
 TEST(DynamicTune, EveryPointOfASmallBoxRunsTheSelectedKernelPredictedFastestThere) {
@@ -220,33 +231,18 @@ TEST(DynamicTune, EveryPointOfASmallBoxRunsTheSelectedKernelPredictedFastestTher
   ir::Tensor x = ir::placeholder("X", {ir::mul(b, t), ir::int_imm(24)});
   ir::Tensor w = ir::placeholder("W", {ir::int_imm(64), ir::int_imm(24)});
   const DynamicWorkload wl = DynamicWorkload::create({ops::dense(x, w)}, {x, w}, "dense");
-  DynamicTuneOptions o = fast_options();
-  o.max_points = 16;                                          // a 4 x 4 grid of samples
-  o.selection.loss_bound = o.selection.point_loss_bound = 0;  // each sample's best is kept
-  o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
-    return model_ms(wl, k, p);
-  };
-  o.pool_call_ms = kSlowPoolCallMs;
-  const DynamicTuneResult r = tune_dynamic(wl, o);
+  const DynamicTuneResult r = tune_keeping_each_samples_best(wl, 16);  // a 4 x 4 grid
   ASSERT_TRUE(r.kernel);
   ASSERT_EQ(r.points.size(), 16u);
   ASSERT_GE(r.kernel->num_kernels(), 2u) << "one kernel cannot show the dispatch between samples";
   EXPECT_EQ(r.selection.dispatcher.axes(), 2u);
   for (int64_t bv = 1; bv <= 4; ++bv) {
-    for (int64_t tv = 1; tv <= 40; ++tv) {
-      const SizePoint p{bv, tv};
-      double best = std::numeric_limits<double>::infinity();
-      for (size_t j = 0; j < r.kernel->num_kernels(); ++j) {
-        best = std::min(best, model_ms(wl, r.kernel->kernel(j), p, r.selection.wave_k));
-      }
-      const int got = r.kernel->dispatch(p.data());
-      ASSERT_GE(got, 0);
-      EXPECT_LE(model_ms(wl, r.kernel->kernel(got), p, r.selection.wave_k), best * (1 + 1e-9))
-          << "B = " << bv << ", T = " << tv;
-    }
+    for (int64_t tv = 1; tv <= 40; ++tv) expect_dispatches_the_fastest_selected(r, wl, {bv, tv});
   }
 }
 
+// Under search mode (search_trials), search tunes the largest instance and its choice is one of
+// the candidates DietCode builds, verifies and times; without it no search runs.
 TEST(DynamicTune, SearchModesChoiceOnTheLargestInstanceIsACandidate) {
   testing::DynamicDense d(1, 1, 200, 64, 768);
   const DynamicWorkload w = d.workload({1});
