@@ -273,6 +273,8 @@ def range_case(label: str, build, lo: int, hi: int, samples, torch_sizes, args) 
         dyn.run(ptrs, [size])
         torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-3)
         ref_out = torch.empty_like(want)
+        k(*data, out=[ref_out])  # the per-shape kernel is checked too
+        torch.testing.assert_close(ref_out, want, rtol=1e-4, atol=1e-3)
         r = paired_with_reference({"dietcode": lambda: dyn.run(ptrs, [size])},
                                   reference=lambda: k(*data, out=[ref_out]), rounds=args.rounds,
                                   min_time_ms=20.0)
@@ -364,6 +366,8 @@ def two_axes(args) -> None:
             ys, xs, ws = dense(m, args.k, args.n)
             _C.reset_compile_counters()
             k = tessera.Kernel([ys], [xs, ws], name=f"two_axes_{m}", tune="construct", weights=[1])
+            k(data, weight, out=[ref_out])  # the per-shape kernel is checked too
+            torch.testing.assert_close(ref_out, want, rtol=1e-4, atol=1e-3)
             r = paired_with_reference({"dietcode": lambda: dyn.run(ptrs, [b, t])},
                                       reference=lambda: k(data, weight, out=[ref_out]),
                                       rounds=args.rounds, min_time_ms=20.0)
