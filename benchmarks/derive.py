@@ -14,6 +14,9 @@ reference (torch where it has the operator, else Tessera's kernel of the origina
   derived    Tessera's kernel of the derived program (tuned with --tune), kept only where it
              beats the baseline (found); else the original stays (speedup 1.0)
 
+Both Tessera kernels read the case's weights (the conv kernels) as the backend runs them: as
+constant inputs, packed once where their schedules pack them (tessera.Kernel(weights=...)).
+
 Every kernel is checked against the reference first; max_rel_err is max |derived - reference| /
 max |reference|.
 
@@ -131,12 +134,14 @@ def bench_case(name: str, args) -> dict:
           f"{ablation['pruned_share']:.2f}) search={r['search_s']:.1f} s; compiled "
           f"original {r['original_ms']:.3f} ms, derived {r['derived_ms']:.3f} ms", flush=True)
     data = [torch.randn(*[int(d) for d in t.shape]) for t in inputs]
-    original = tessera.Kernel(r["original"], inputs, tune=args.tune, name=f"{name}_original")
+    original = tessera.Kernel(r["original"], inputs, tune=args.tune, name=f"{name}_original",
+                              weights=weights)
     want = torch_fn(*data) if torch_fn is not None else original(*data)
     fns = {"tessera_original": lambda: original(*data)}
     errs = {"tessera_original": rel_err(original(*data), want)}
     if r["found"]:
-        derived = tessera.Kernel(r["outputs"], inputs, tune=args.tune, name=f"{name}_derived")
+        derived = tessera.Kernel(r["outputs"], inputs, tune=args.tune, name=f"{name}_derived",
+                                 weights=weights)
         errs["derived"] = rel_err(derived(*data), want)
         fns["derived"] = lambda: derived(*data)
     reference = (lambda: torch_fn(*data)) if torch_fn is not None else fns.pop("tessera_original")

@@ -20,7 +20,10 @@ using runtime::NDArray;
 
 namespace {
 
-// select(0 <= i_d < n_d for the dims that may leave the shape, T[clamped], pad).
+// select(0 <= i_d < n_d for the dims that may leave the shape, T[i], pad). The read keeps its
+// index: every consumer of loop IR evaluates a select's branch only where it is taken (a masked
+// vector load, schedule/lower_access.h), whereas an index clamped into the shape would make a
+// vector read along a padded axis a gather.
 class ExplicitPadding : public ir::ExprMutator {
  public:
   Expr mutate(const Expr& e) override {
@@ -28,20 +31,16 @@ class ExplicitPadding : public ir::ExprMutator {
     if (m->kind != ir::ExprKind::kAccess || reads_in_bounds(m)) return m;
     const std::vector<int64_t> shape = const_shape(m->tensor);
     Expr cond = ir::bool_imm(true);
-    std::vector<Expr> clamped;
     for (size_t d = 0; d < shape.size(); ++d) {
       const Expr& i = m->operands[d];
       const ir::ConstIntBound b = index_bound(i);
       if (b.lo >= 0 && b.hi < shape[d] && b.lo != ir::kNoLowerBound && b.hi != ir::kNoUpperBound) {
-        clamped.push_back(i);
         continue;
       }
       cond = ir::logical_and(
           cond, ir::logical_and(ir::ge(i, ir::int_imm(0)), ir::lt(i, ir::int_imm(shape[d]))));
-      clamped.push_back(ir::max(ir::int_imm(0), ir::min(i, ir::int_imm(shape[d] - 1))));
     }
-    return ir::select(cond, ir::access(m->tensor, clamped),
-                      ir::make_const(m->dtype, m->tensor->pad_value));
+    return ir::select(cond, m, ir::make_const(m->dtype, m->tensor->pad_value));
   }
 };
 

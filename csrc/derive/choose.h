@@ -40,8 +40,8 @@ struct Choice {
   std::vector<DerivationCost> costs;  // per derivation
 };
 
-// Reads outside a tensor's shape made explicit (select of a clamped read, else the pad value),
-// so the program compiles to code that never leaves a buffer.
+// Reads outside a tensor's shape made explicit (a select of the read where it is inside, else the
+// pad value), so the program compiles to code that never leaves a buffer.
 State explicit_padding(const State& s);
 
 // Whether a matched operator runs as a predefined Tessera kernel (matmul, batch matmul, conv2d)

@@ -22,21 +22,32 @@ std::map<const ir::TensorNode*, runtime::NDArray> random_inputs(
   return in;
 }
 
-// A program compiled as it will be used (tuned by `tune`), with buffers to run it on.
+// A program compiled as it will be used (tuned by `tune`, the weights among its inputs read
+// prepacked where its schedule packs them, as the backend runs it), with buffers to run it on.
 struct Runnable {
   compiler::CompileResult compiled;
   std::vector<runtime::NDArray> outputs;
+  std::vector<runtime::NDArray> packed;  // prepacked copies of weights, made once here
   std::vector<void*> ptrs;
 
   Runnable(const std::vector<ir::Tensor>& outs, const std::vector<ir::Tensor>& inputs,
-           std::map<const ir::TensorNode*, runtime::NDArray>& values, compiler::TuneMode tune) {
+           std::map<const ir::TensorNode*, runtime::NDArray>& values, compiler::TuneMode tune,
+           const std::vector<int>& weights) {
     compiler::CompileRequest req;
     req.name = "derive_check";
     req.tune = tune;
+    req.constant_inputs = weights;
     compiled = compiler::compile(outs, inputs, req);
     for (const ir::Tensor& p : inputs) ptrs.push_back(values.at(p.get()).data());
     for (const ir::Tensor& o : outs) outputs.emplace_back(o->dtype, const_shape(o));
     for (runtime::NDArray& o : outputs) ptrs.push_back(o.data());
+    packed.reserve(compiled.kernel->prepacks().size());  // no reallocation: pointers are kept
+    for (const compiler::Prepack& p : compiled.kernel->prepacks()) {
+      const size_t i = static_cast<size_t>(p.input);
+      packed.emplace_back(inputs[i]->dtype, p.kernel->arg_shapes({})[1]);
+      p.kernel->run({ptrs[i], packed.back().data()}, {});
+      ptrs[i] = packed.back().data();
+    }
   }
   void run() { compiled.kernel->run(ptrs, {}); }
 };
@@ -110,8 +121,8 @@ DeriveReport derive_kernel(const std::vector<ir::Tensor>& outputs,
   // The choice estimated eOperators and timed operators alone: both programs are compiled as
   // they will be used and timed side by side (the one noise rule); the derived one must win.
   const State derived = explicit_padding(d.state);
-  Runnable before(plain.outputs, inputs, in, options.tune);
-  Runnable after(derived.outputs, inputs, in, options.tune);
+  Runnable before(plain.outputs, inputs, in, options.tune, options.weights);
+  Runnable after(derived.outputs, inputs, in, options.tune, options.weights);
   const runtime::PairedTiming t =
       runtime::time_paired([&] { before.run(); }, {[&] { after.run(); }});
   if (!t.reference_ok || !t.ok[0]) return rep;

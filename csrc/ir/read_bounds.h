@@ -2,7 +2,7 @@
 // Reads that leave their tensor's shape.
 //
 // Code generation reads memory at an index as it is: a read outside its tensor's shape gives the
-// tensor's pad_value only where a pass made that explicit (a select over a clamped read, as
+// tensor's pad_value only where a pass made that explicit (a select guarding the read, as
 // derive::explicit_padding and the layout passes write). EinNet-form expressions
 // (derive/expressions.h) rely on implicit zero padding, so compiling one as it stands would read
 // other memory. The compile call therefore rejects any read whose index is affine in the

@@ -3,9 +3,14 @@
 // chosen only when it beats the original.
 #include <gtest/gtest.h>
 
+#include "codegen/llvm/compile.h"
 #include "derive/choose.h"
 #include "derive_test_util.h"
+#include "loop/pipeline.h"
 #include "ops/reference.h"
+#include "schedule/lower.h"
+#include "schedule/stage_plan.h"
+#include "test_llvm_util.h"
 #include "util/check.h"
 
 namespace tessera {
@@ -31,6 +36,41 @@ TEST(DeriveChoose, ExplicitPaddingNeverReadsOutside) {
   const auto got = ops::run_reference(padded.outputs, in);
   EXPECT_LE(derivetest::max_rel_error(got, derive::evaluate_state(conv, in)), 1e-12);
   EXPECT_THROW(ops::run_reference(conv.outputs, in), tessera::Error);
+}
+
+// Explicit padding guards a read that may leave its shape by a select and keeps its index as it
+// is: the code generator masks a vector branch's loads by the condition, so a lane past the
+// border is a masked-off lane of a contiguous load. Clamping the index into the shape (as this
+// pass once did) made every vector read along a padded axis a gather.
+TEST(DeriveChoose, ExplicitPaddingReadsAlongAPaddedAxisAreMaskedVectorLoads) {
+  const State conv = derivetest::conv_state(1, 4, 6, 32, 4, 3, 1);
+  const State padded = derive::explicit_padding(conv);
+  const std::vector<Tensor> inputs = ir::collect_dag(padded.outputs).placeholders;
+  const schedule::StagePlan plan = schedule::plan_stages(padded.outputs, inputs);
+  ASSERT_EQ(plan.stages.size(), 1u);
+  // The image columns (padded by 1 at both ends) on the vector lanes.
+  schedule::KernelSchedule ks;
+  schedule::StageAnnotation& a = ks.stages.emplace_back();
+  a.op = plan.stages[0].op->name;
+  a.tile_outer = {1, 4, 6, 32};
+  a.tile_reg = {1, 1, 1, 16};
+  a.tile_reduce = {4, 3, 3};
+  a.vector_axis = 3;
+  a.vector_width = 16;
+  loop::LoweredFunc f = loop::prepare_for_cpu(schedule::lower(plan, ks, "padded_conv"));
+  codegen::CompileOptions opts;
+  opts.keep_asm = true;
+  auto k = codegen::compile_cpu(f, opts);
+  EXPECT_EQ(codegen::llvm_test::count_of(k->assembly(), "vgather"), 0u) << k->assembly();
+  EXPECT_GT(codegen::llvm_test::count_of(k->assembly(), "{z}"), 0u) << k->assembly();
+  // Border lanes read nothing outside X (the JIT's buffers are exact) and compute the conv.
+  auto in = derivetest::random_inputs(conv, 4);
+  std::vector<runtime::NDArray> out{runtime::NDArray(ir::DType::kFloat32, {1, 4, 6, 32})};
+  std::vector<void*> ptrs;
+  for (const Tensor& p : inputs) ptrs.push_back(in.at(p.get()).data());
+  ptrs.push_back(out[0].data());
+  codegen::llvm_test::call(*k, ptrs, {});
+  EXPECT_LE(derivetest::max_rel_error(out, derive::evaluate_state(conv, in)), kTolerance);
 }
 
 TEST(DeriveChoose, CompiledDerivationsComputeTheConv) {

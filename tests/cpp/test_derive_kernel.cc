@@ -18,6 +18,7 @@ TEST(DeriveKernel, ReturnsAProgramComputingTheConvolution) {
     if (inputs[i]->name == "K") weights.push_back(static_cast<int>(i));
   }
   DeriveOptions o;
+  o.weights = weights;  // read prepacked in the final check, as the backend runs them
   o.tune = compiler::TuneMode::kDefault;
   o.measure.min_time_ms = 1;
   const DeriveReport r = derive_kernel(conv.outputs, inputs, o);
