@@ -56,6 +56,15 @@ bool unit_stride(const Expr& e, const ir::Var& v) {
   return step->is_const_int() && step->int_value == 1;
 }
 
+// Does access `acc` depend on `v` only through its innermost index, one element per step?
+bool walks_innermost_only(const Expr& acc, const ir::Var& v) {
+  const size_t n = acc->operands.size();
+  for (size_t d = 0; d + 1 < n; ++d) {
+    if (ir::uses_var(acc->operands[d], v)) return false;
+  }
+  return n > 0 && unit_stride(acc->operands.back(), v);
+}
+
 }  // namespace
 
 bool reads_innermost_along(const ir::Expr& body, const ir::Var& v) {
@@ -88,7 +97,11 @@ AccessPattern analyze_access_pattern(const Stage& stage, const StagePlan& plan, 
     if (e->kind == ExprKind::kAccess) accesses.push_back(e);
   });
   if (!op.reduce_axes.empty()) {
-    ap.reduce_contiguous = reads_innermost_along(body, op.reduce_axes.back().var);
+    const ir::Var& k = op.reduce_axes.back().var;
+    ap.reduce_contiguous = reads_innermost_along(body, k);
+    for (const Expr& acc : accesses) {
+      if (ir::uses_var(acc, k) && !walks_innermost_only(acc, k)) ++ap.reduce_gathers;
+    }
   }
   if (n == 0) return ap;
   ap.vector_axis = vector_axis >= 0 ? vector_axis : n - 1;
@@ -225,9 +238,12 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
   for (int r = 0; r < m; ++r) work = saturating_mul(work, extent_of(op.reduce_axes[r].extent));
   ann.parallel = work >= 32 * 1024;
 
-  // Row reductions (softmax, norms, sums over the innermost dim): cross-lane.
+  // Row reductions (softmax, norms, sums over the innermost dim): cross-lane, unless some read
+  // would gather along the reduction (a band product reading B[k, m + w]: its rows run along w,
+  // which the vector fallback below puts on the lanes instead).
   const int64_t klast = m > 0 ? extent_of(op.reduce_axes[m - 1].extent) : 0;
-  if (m > 0 && ap.row_axis < 0 && ap.reduce_contiguous && klast >= target.vector_lanes) {
+  if (m > 0 && ap.row_axis < 0 && ap.reduce_contiguous && ap.reduce_gathers == 0 &&
+      klast >= target.vector_lanes) {
     ann.sketch = Sketch::kCrossLaneReduction;
     ann.vector_width = target.vector_lanes;
     ann.vector_axis = -1;

@@ -25,9 +25,12 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
 
 // How a stage's accesses relate to its axes; the sketch rules and later tuners read this.
 struct AccessPattern {
-  int vector_axis = -1;               // the candidate vector axis analysed
-  int row_axis = -1;                  // spatial axis along which vector-loaded operands are reused
-  bool reduce_contiguous = false;     // the last reduce axis is some input's innermost index
+  int vector_axis = -1;            // the candidate vector axis analysed
+  int row_axis = -1;               // spatial axis along which vector-loaded operands are reused
+  bool reduce_contiguous = false;  // the last reduce axis is some input's innermost index
+  // Reads that depend on the last reduce axis other than by walking their innermost dim with it:
+  // they become gathers when that axis is on the vector lanes (cross-lane reduction).
+  int reduce_gathers = 0;
   std::vector<std::string> packable;  // inputs indexed by the vector axis in one dim, with reuse
   // Reads that depend on the vector axis and are neither packable nor walk their innermost dim
   // with it: they become gathers in vector code.

@@ -103,6 +103,38 @@ TEST(VectorAxis, QueryKeyProductPacksTheKeyRows) {
   check_graph({{s}, {q, k}}, ks, /*use_jit=*/true, {1e-4, 1e-4});
 }
 
+// A band product (Longformer's G2BMM, as EinNet writes it): O[b, m, w] = sum_k A[b, m, k] *
+// B[b, k, m + w]. No spatial axis reuses a vector (m indexes both inputs), so no register block;
+// a cross-lane reduction would gather B down a column per lane. Along w, B's rows are contiguous
+// and A is broadcast: the rules vectorise w. Read as B[b, m + w, k] the product is a row
+// reduction over contiguous rows and stays cross-lane.
+TEST(VectorAxis, BandProductVectorisesTheBandNotAGatheredReduction) {
+  const int64_t batch = 2, rows = 40, band = 21, depth = 32;
+  Tensor a = placeholder("A", dims({batch, rows, depth}));
+  Tensor bt = placeholder("B", dims({batch, depth, rows + band - 1}));
+  auto band_product = [&](const Tensor& b, bool k_major) {
+    return ir::reduce(
+        "band", dims({batch, rows, band}), dims({depth}), ir::ReduceKind::kSum,
+        [&](const std::vector<ir::Var>& v, const std::vector<ir::Var>& r) {
+          const Expr col = v[1] + v[2];
+          return ir::access(a, {v[0], v[1], r[0]}) *
+                 (k_major ? ir::access(b, {v[0], r[0], col}) : ir::access(b, {v[0], col, r[0]}));
+        });
+  };
+  Tensor o = band_product(bt, true);
+  schedule::StageAnnotation ann = rule_annotation({o}, {a, bt}, o->name);
+  EXPECT_EQ(ann.sketch, schedule::Sketch::kMultiLevelTiling) << ann.to_json().dump();
+  EXPECT_EQ(ann.vector_axis, 2) << ann.to_json().dump();
+  schedule::KernelSchedule ks;
+  ks.stages.push_back(ann);
+  check_graph({{o}, {a, bt}}, ks, /*use_jit=*/true, {1e-4, 1e-4});
+
+  Tensor br = placeholder("B", dims({batch, rows + band - 1, depth}));
+  Tensor rowwise = band_product(br, false);
+  EXPECT_EQ(rule_annotation({rowwise}, {a, br}, rowwise->name).sketch,
+            schedule::Sketch::kCrossLaneReduction);
+}
+
 TEST(VectorAxis, PackingRunsInParallelOnlyWhenTheStageDoes) {
   // The copy into panels is a loop of its own: a serial stage must not dispatch it on the pool.
   Tensor q = placeholder("Q", dims({2, 64, 32})), k = placeholder("K", dims({2, 96, 32}));
