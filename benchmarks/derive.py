@@ -21,8 +21,9 @@ Every kernel is checked against the reference first; max_rel_err is max |derived
 max |reference|.
 
 Cases: conv3x3 [1,512,7,7] -> 512; convT [16,448,2,2] -> 256, kernel 4, stride 2, pad 1 (InfoGAN);
-g2bmm_d2 / g2bmm_d4 [8,10000,64], band 65, dilation 2 / 4 (Longformer attention); conv5x5
-[1,32,224,224] -> 32.
+g2bmm_d2 / g2bmm_d4 [8,10000,64], band 65, dilation 2 / 4 (Longformer attention), B row-major
+[8,10000,64]; conv5x5 [1,32,224,224] -> 32; g2bmm_kn_d2 / g2bmm_kn_d4 the same band products with
+B given [8,64,10000], as EinNet's Table 2 writes G2BMM (I1[b, k, m + D*(w - W)]).
 
 ResNet-18 (batch 1, --tune) compiled with options derive=True and without, timed side by side
 (--no-resnet: skip).
@@ -74,10 +75,12 @@ def conv_transpose():
             lambda a, b: F.conv_transpose2d(a, b, stride=2, padding=1))
 
 
-def g2bmm(dilation: int):
+def g2bmm(dilation: int, b_k_major: bool = False):
     def build():
-        a, b = tessera.placeholder("A", [8, 10000, 64]), tessera.placeholder("B", [8, 10000, 64])
-        return [E.g2bmm(a, b, 32, dilation)], [a, b], [], None  # no ATen operator
+        b_shape = [8, 64, 10000] if b_k_major else [8, 10000, 64]
+        a, b = tessera.placeholder("A", [8, 10000, 64]), tessera.placeholder("B", b_shape)
+        out = E.g2bmm(a, b, 32, dilation, b_k_major=b_k_major)
+        return [out], [a, b], [], None  # no ATen operator
     return build
 
 
@@ -88,7 +91,8 @@ def conv5x5():
 
 
 CASES = {"conv3x3": conv3x3, "convT": conv_transpose, "g2bmm_d2": g2bmm(2),
-         "g2bmm_d4": g2bmm(4), "conv5x5": conv5x5}
+         "g2bmm_d4": g2bmm(4), "conv5x5": conv5x5, "g2bmm_kn_d2": g2bmm(2, True),
+         "g2bmm_kn_d4": g2bmm(4, True)}
 SPEEDUP_CASES = ["conv3x3", "convT", "g2bmm_d2", "g2bmm_d4"]
 # Seconds the search without fingerprints may take (its count is a lower bound past it).
 ABLATION_TIME_LIMIT_S = 120.0

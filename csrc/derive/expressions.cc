@@ -49,14 +49,17 @@ ir::Tensor conv_transpose2d_expr(const ir::Tensor& x, const ir::Tensor& k, int64
       "conv_transpose2d");
 }
 
-ir::Tensor g2bmm_expr(const ir::Tensor& a, const ir::Tensor& b, int64_t half, int64_t dilation) {
+ir::Tensor g2bmm_expr(const ir::Tensor& a, const ir::Tensor& b, int64_t half, int64_t dilation,
+                      bool b_k_major) {
   const int64_t bt = a->shape[0]->int_value, m = a->shape[1]->int_value;
   const int64_t k = a->shape[2]->int_value;
   return ir::reduce(
       "g2bmm", int_dims({bt, m, 2 * half + 1}), int_dims({k}), ir::ReduceKind::kSum,
       [&](const std::vector<ir::Var>& v, const std::vector<ir::Var>& r) {
         ir::Expr row = v[1] + ir::int_imm(dilation) * (v[2] - ir::int_imm(half));
-        return ir::access(a, {v[0], v[1], r[0]}) * ir::access(b, {v[0], row, r[0]});
+        const ir::Expr b_read =
+            b_k_major ? ir::access(b, {v[0], r[0], row}) : ir::access(b, {v[0], row, r[0]});
+        return ir::access(a, {v[0], v[1], r[0]}) * b_read;
       },
       "g2bmm");
 }

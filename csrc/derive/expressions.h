@@ -21,7 +21,9 @@ ir::Tensor conv_transpose2d_expr(const ir::Tensor& x, const ir::Tensor& k, int64
                                  int64_t pad);
 
 // Longformer's dilated band product (G2BMM): O[b, m, w] = sum(k) A[b, m, k] *
-// B[b, m + dilation * (w - half), k] for w in [0, 2*half + 1).
-ir::Tensor g2bmm_expr(const ir::Tensor& a, const ir::Tensor& b, int64_t half, int64_t dilation);
+// B[b, m + dilation * (w - half), k] for w in [0, 2*half + 1). With b_k_major, B is given as
+// [b, k, n] and read B[b, k, m + dilation * (w - half)], as EinNet writes G2BMM (its Table 2).
+ir::Tensor g2bmm_expr(const ir::Tensor& a, const ir::Tensor& b, int64_t half, int64_t dilation,
+                      bool b_k_major = false);
 
 }  // namespace tessera::derive

@@ -29,10 +29,11 @@ void bind_derive(py::module_& m) {
       py::arg("x"), py::arg("k"), py::arg("stride") = 1, py::arg("pad") = 0);
   e.def(
       "g2bmm",
-      [](const PyTensor& a, const PyTensor& b, int64_t half, int64_t dilation) {
-        return PyTensor{derive::g2bmm_expr(a.tensor, b.tensor, half, dilation)};
+      [](const PyTensor& a, const PyTensor& b, int64_t half, int64_t dilation, bool b_k_major) {
+        return PyTensor{derive::g2bmm_expr(a.tensor, b.tensor, half, dilation, b_k_major)};
       },
-      py::arg("a"), py::arg("b"), py::arg("half"), py::arg("dilation") = 1);
+      py::arg("a"), py::arg("b"), py::arg("half"), py::arg("dilation") = 1,
+      py::arg("b_k_major") = false);
   m.def(
       "derive_search",
       [](const std::vector<PyTensor>& outputs, int depth, bool fingerprints, double time_limit_s,

@@ -176,6 +176,29 @@ TEST_P(DeriveG2bmm, FullSizeLongformer) {
   report(dilation == 2 ? "g2bmm d2" : "g2bmm d4", r, seconds);
 }
 
+// EinNet's own G2BMM reads its second operand k-major, I1[b, k, m + D*(w - W)]: the same band
+// product as the row-major form over the transposed operand.
+TEST_P(DeriveG2bmm, KMajorOperandComputesTheSameBand) {
+  const int64_t dilation = GetParam();
+  Tensor a = ir::placeholder("A", dims({2, 12, 16}));
+  Tensor b_rows = ir::placeholder("B", dims({2, 12, 16}));
+  Tensor b_cols = ir::placeholder("BT", dims({2, 16, 12}));
+  const State rows{{derivetest::g2bmm(a, b_rows, 3, dilation)}, {}};
+  const State cols{{derive::g2bmm_expr(a, b_cols, 3, dilation, /*b_k_major=*/true)}, {}};
+  auto in = derivetest::random_inputs(rows, 7);
+  runtime::NDArray bt(ir::DType::kFloat32, {2, 16, 12});
+  const runtime::NDArray& bv = in.at(b_rows.get());
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t n = 0; n < 12; ++n) {
+      for (int64_t k = 0; k < 16; ++k) bt.set(bt.flat_index({i, k, n}), bv.at({i, n, k}));
+    }
+  }
+  in.emplace(b_cols.get(), bt);
+  EXPECT_LE(
+      derivetest::max_rel_error(derive::evaluate_state(cols, in), derive::evaluate_state(rows, in)),
+      1e-12);
+}
+
 INSTANTIATE_TEST_SUITE_P(Derive, DeriveG2bmm, ::testing::Values(2, 4));
 
 }  // namespace

@@ -260,7 +260,9 @@ TEST(WorkerRunner, TimesTheFinalRaceInLongerRoundsForEveryCandidate) {
     for (size_t i = 0; i < schedules.size(); ++i) {
       ASSERT_TRUE(searched[i].ok && raced[i].ok) << searched[i].error << raced[i].error;
       // The first survivor is every round's reference: it runs beside each candidate.
-      if (i > 0) EXPECT_EQ(raced[i].rounds, kFinalRaceRounds) << "candidate " << i;
+      if (i > 0) {
+        EXPECT_EQ(raced[i].rounds, kFinalRaceRounds) << "candidate " << i;
+      }
       short_in_search += searched[i].rounds < m.rounds + m.final_rounds;
     }
     EXPECT_GT(short_in_search, 0) << "every candidate of a search round was a finalist";
