@@ -19,20 +19,46 @@ size_t node_begin(const AstNode& n) {
 
 namespace {
 
-// One index position: tensor `tensor` read at dim `dim` with expression `index`.
+// One index position: tensor `tensor` read at dim `dim` with expression `index`, under the
+// conditions `guards` (of the where(...) calls whose chosen branch holds the read).
 struct IndexUse {
   const AstNode* access;
   int dim;
   const AstNode* index;
+  std::vector<const AstNode*> guards;
 };
 
-void collect_index_uses(const AstNode& n, std::vector<IndexUse>* out) {
+void collect_index_uses(const AstNode& n, std::vector<IndexUse>* out,
+                        std::vector<const AstNode*>* guards) {
   if (n.kind == AstKind::kAccess) {
     for (size_t d = 0; d < n.args.size(); ++d)
-      out->push_back({&n, static_cast<int>(d), n.args[d].get()});
+      out->push_back({&n, static_cast<int>(d), n.args[d].get(), *guards});
     return;  // indices hold no accesses (checked by the analysis)
   }
-  for (const AstPtr& a : n.args) collect_index_uses(*a, out);
+  if (n.kind == AstKind::kCall && n.name == "where" && n.args.size() == 3) {
+    collect_index_uses(*n.args[0], out, guards);
+    guards->push_back(n.args[0].get());
+    collect_index_uses(*n.args[1], out, guards);
+    guards->pop_back();
+    collect_index_uses(*n.args[2], out, guards);
+    return;
+  }
+  for (const AstPtr& a : n.args) collect_index_uses(*a, out, guards);
+}
+
+void collect_index_uses(const AstNode& n, std::vector<IndexUse>* out) {
+  std::vector<const AstNode*> guards;
+  collect_index_uses(n, out, &guards);
+}
+
+// The comparisons a condition asserts: its operands joined by `and`, recursively.
+void conjuncts(const AstNode& cond, std::vector<const AstNode*>* out) {
+  if (cond.kind == AstKind::kBinary && cond.op == AstOp::kAnd) {
+    conjuncts(*cond.args[0], out);
+    conjuncts(*cond.args[1], out);
+  } else if (cond.kind == AstKind::kBinary && is_comparison(cond.op)) {
+    out->push_back(&cond);
+  }
 }
 
 // Affine view of an index expression: sum(coef * iterator) + constant.
@@ -91,6 +117,18 @@ Affine affine_of(const AstNode& n) {
   }
   a.ok = false;
   return a;
+}
+
+// Whether two affine forms have the same iterator terms (they differ by a constant at most).
+bool same_terms(const Affine& a, const Affine& b) {
+  auto covered = [](const Affine& x, const Affine& y) {
+    for (const auto& [name, c] : x.coefs) {
+      auto it = y.coefs.find(name);
+      if (c != (it == y.coefs.end() ? 0 : it->second)) return false;
+    }
+    return true;
+  };
+  return covered(a, b) && covered(b, a);
 }
 
 struct Interval {
@@ -399,6 +437,51 @@ class ShapeInference {
     }
   }
 
+  // Whether comparison `c` asserts index >= 0 (`lower`) or index < size (else) for the affine
+  // index `ia`: one side of `c` is the index up to a constant (i > 0 bounds i - 1 from below),
+  // the other a constant.
+  bool asserts_bound(const AstNode& c, const Affine& ia, bool lower, int64_t size) const {
+    for (int side = 0; side < 2; ++side) {
+      const Affine la = affine_of(*c.args[side]);
+      std::optional<Interval> k = interval(*c.args[1 - side]);
+      if (!la.ok || !same_terms(la, ia) || !k || k->lo != k->hi) continue;
+      // lhs op k with index = lhs + delta: index op k + delta.
+      int64_t delta = 0, v = 0;
+      if (__builtin_sub_overflow(ia.constant, la.constant, &delta) ||
+          __builtin_add_overflow(k->lo, delta, &v)) {
+        continue;
+      }
+      AstOp op = c.op;  // as `index op v`: flipped when the index is on the right
+      if (side == 1) {
+        op = op == AstOp::kLT   ? AstOp::kGT
+             : op == AstOp::kLE ? AstOp::kGE
+             : op == AstOp::kGT ? AstOp::kLT
+             : op == AstOp::kGE ? AstOp::kLE
+                                : op;
+      }
+      if (lower && ((op == AstOp::kGE && v >= 0) || (op == AstOp::kGT && v >= -1))) return true;
+      if (!lower && ((op == AstOp::kLT && v <= size) || (op == AstOp::kLE && v < size))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Whether the read's enclosing where(...) conditions keep `u`'s index within [0, size) where
+  // the read is taken: a comparison of that index with a constant for each end it can pass.
+  // (Code generation reads a where's branch only where its condition holds.)
+  bool guarded(const IndexUse& u, const Interval& r, int64_t size) const {
+    std::vector<const AstNode*> cs;
+    for (const AstNode* g : u.guards) conjuncts(*g, &cs);
+    const Affine ia = affine_of(*u.index);
+    if (!ia.ok) return false;
+    auto bounded = [&](bool lower) {
+      return std::any_of(cs.begin(), cs.end(),
+                         [&](const AstNode* c) { return asserts_bound(*c, ia, lower, size); });
+    };
+    return (r.lo >= 0 || bounded(true)) && (r.hi < size || bounded(false));
+  }
+
   void check_bounds(const std::vector<IndexUse>& uses) const {
     for (const IndexUse& u : uses) {
       const Expr& dim = out_.shapes.at(u.access->name)[u.dim];
@@ -407,14 +490,14 @@ class ShapeInference {
       if (!r) continue;
       int64_t size = dim->int_value;
       if (r->lo >= 0 && r->hi < size) continue;
+      if (guarded(u, *r, size)) continue;
       std::string msg = "this index of " + u.access->name + " ranges over [" +
                         std::to_string(r->lo) + ", " + std::to_string(r->hi) + "] but " +
-                        dim_text(u) + " has size " + std::to_string(size);
-      if (r->lo < 0) {
-        msg +=
-            "; reads must stay in bounds even under where(...): clamp the index, e.g. "
-            "max(i - 1, 0)";
-      }
+                        dim_text(u) + " has size " + std::to_string(size) +
+                        "; read it under a where(...) whose condition keeps this index in [0, " +
+                        std::to_string(size) +
+                        ") (e.g. where(i > 0, X[i - 1], 0.0)), or clamp "
+                        "the index";
       fail(node_begin(*u.index), msg);
     }
   }

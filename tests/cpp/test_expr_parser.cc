@@ -322,7 +322,14 @@ TEST(ExprErrors, ShapeAndTypeErrorColumns) {
                      "cannot infer the extent of iterator k");
   expect_build_error("C[i] = A[i] + A[i + 1]", {{"A", {5}}}, 17,
                      "ranges over [1, 5] but dim 0 of A has size 5");
-  expect_build_error("C[i] = where(i > 0, A[i - 1], 0.0)", {{"A", {5}}}, 23, "clamp the index");
+  // A read that can leave its tensor needs a where(...) whose condition bounds that index.
+  expect_build_error("C[i] = where(i >= 0, A[i - 1], 0.0)", {{"A", {5}}}, 24,
+                     "read it under a where(...) whose condition keeps this index in [0, 5)");
+  expect_build_error("C[i] = where(i - 1 < 5, A[i - 1], 0.0)", {{"A", {5}}}, 27,
+                     "ranges over [-1, 4] but dim 0 of A has size 5");
+  expect_build_error("C[i] = where(i < 1, 0.0, A[i - 1])", {{"A", {5}}}, 28, "or clamp the index");
+  expect_build_error("C[i] = where(i > 0 or i > 2, A[i - 1], 0.0)", {{"A", {5}}}, 32,
+                     "or clamp the index");
   expect_build_error("O[y] = sum(r) I[y + r] * W[r]", {{"I", {2}}, {"W", {3}}}, 3,
                      "iterator y gets extent 0");
   expect_build_error("C[i] = (A[i] > 0) * A[i]", {{"A", {4}}}, 19,
@@ -571,6 +578,38 @@ TEST(ExprToTe, ClampedShiftAndModularIndices) {
                             return m.inputs[0].at({ix[0] / 2, ix[1] % 3});
                           }),
                  "div/mod indices");
+}
+
+// A read guarded by its where's condition may leave its tensor where the condition is false:
+// the generated code reads a where's branch only where the condition holds (masked vector lanes).
+TEST(ExprToTe, GuardedReadsLeaveTheirTensorOnlyWhereTheGuardIsFalse) {
+  frontend::ExtentHints n7;
+  n7.iterators["i"] = 7;
+  Built s = build_and_check("Y[i] = where(i > 0, X[i - 1], 0.0)", {{"X", {7}}}, n7);
+  expect_matches(
+      s.reference,
+      tabulate({7}, [&](const Dims& ix) { return ix[0] > 0 ? s.inputs[0].at({ix[0] - 1}) : 0.0; }),
+      "guarded shift");
+  // A "same" 1-D convolution along rows, zero outside: both ends guarded on the index itself.
+  frontend::ExtentHints h;
+  h.iterators["i"] = 19;
+  h.iterators["k"] = 3;
+  Built c = build_and_check(
+      "Y[i, j] = sum(k) where(i + k - 1 >= 0 and i + k - 1 < 19, X[i + k - 1, j], 0.0) * W[k]",
+      {{"X", {19, 33}}, {"W", {3}}}, h);
+  expect_matches(c.reference,
+                 tabulate({19, 33},
+                          [&](const Dims& ix) {
+                            double acc = 0;
+                            for (int64_t k = 0; k < 3; ++k) {
+                              const int64_t r = ix[0] + k - 1;
+                              if (r >= 0 && r < 19) {
+                                acc += c.inputs[0].at({r, ix[1]}) * c.inputs[1].at({k});
+                              }
+                            }
+                            return acc;
+                          }),
+                 "guarded same convolution");
 }
 
 TEST(ExprToTe, NestedReductionsAndScalars) {

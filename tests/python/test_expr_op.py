@@ -101,6 +101,27 @@ def test_functions_where_and_iterators():
     close(shift(x1), torch.cat([torch.zeros(1), x1[:-1]]))
 
 
+def test_reads_guarded_by_where_may_leave_their_tensor():
+    # Zero padding written as EinNet writes it: the reads outside X happen only where the
+    # guard is false, so they are never made (a clamp would turn them into gathers).
+    same = op("Y[i, j] = sum(k) where(i + k - 2 >= 0 and i + k - 2 < 40, "
+              "X[i + k - 2, j], 0.0) * W[k]", shapes={"i": 40, "k": 5})
+    x, w = torch.randn(40, 37), torch.randn(5)
+    want = F.conv1d(x.t().reshape(37, 1, 40), w.reshape(1, 1, 5), padding=2).reshape(37, 40).t()
+    close(same(x, w), want.contiguous())
+    # A dilated band (Longformer's G2BMM with B given [b, k, n]): zero outside B's rows.
+    g2bmm = op("O[b, m, w] = sum(k) where(m + 2 * w - 6 >= 0 and m + 2 * w - 6 < 50, "
+               "A[b, m, k] * B[b, k, m + 2 * w - 6], 0.0)", shapes={"w": 7})
+    a, b = torch.randn(2, 50, 24), torch.randn(2, 24, 50)
+    padded = F.pad(b, (6, 6))
+    want = torch.stack([(a * padded[:, :, 2 * w: 2 * w + 50].transpose(1, 2)).sum(-1)
+                        for w in range(7)], -1)
+    close(g2bmm(a, b), want)
+    # Each end the index can pass needs its own bound in the condition.
+    with pytest.raises(ExpressionError, match="keeps this index in"):
+        op("Y[i] = where(i + 1 >= 0, X[i + 1], 0.0)", shapes={"i": 8})(torch.randn(8))
+
+
 def test_dtypes():
     x64 = torch.randn(4, 6, dtype=torch.float64)
     rowsum = op("S[i] = sum(j) X[i, j]")

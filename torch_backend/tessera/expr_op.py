@@ -23,8 +23,10 @@ Language summary:
 - Reductions ``sum(k) body``, ``max(k) body``, ``min(k, l) body``: like a sigma in mathematics
   the body is the product that follows, so ``sum(k) A[i, k] * B[k, j] + b[j]`` adds ``b`` once.
 - Indices are integer expressions of iterators and integer constants (``+ - * // %``,
-  max/min). Every read must be in bounds for every iterator value, also under ``where``:
-  clamp shifted indices, e.g. ``where(i > 0, X[max(i - 1, 0)], 0.0)``.
+  max/min). Every read must be in bounds for every iterator value, unless it is read under a
+  ``where`` whose condition compares that index with constants to keep it inside the tensor:
+  ``where(i > 0, X[i - 1], 0.0)`` (zero padding; the read happens only where the condition
+  holds, as masked vector loads). Otherwise clamp the index, e.g. ``X[max(i - 1, 0)]``.
 
 Extents of iterators come from the input shapes at call time: an iterator used as a plain index
 takes that dim's size (all such uses must agree); one used only in affine index arithmetic takes
