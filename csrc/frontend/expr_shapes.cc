@@ -119,6 +119,24 @@ Affine affine_of(const AstNode& n) {
   return a;
 }
 
+// Whether an expression is integer arithmetic on integer literals and iterators (a float literal
+// compared with an index would be truncated by the interval and affine views).
+bool integer_valued(const AstNode& n) {
+  switch (n.kind) {
+    case AstKind::kNumber:
+      return n.is_integer;
+    case AstKind::kIter:
+      return true;
+    case AstKind::kUnary:
+    case AstKind::kBinary:
+      if (n.op == AstOp::kDiv) return false;
+      return std::all_of(n.args.begin(), n.args.end(),
+                         [](const AstPtr& a) { return integer_valued(*a); });
+    default:
+      return false;
+  }
+}
+
 // Whether two affine forms have the same iterator terms (they differ by a constant at most).
 bool same_terms(const Affine& a, const Affine& b) {
   auto covered = [](const Affine& x, const Affine& y) {
@@ -441,6 +459,7 @@ class ShapeInference {
   // index `ia`: one side of `c` is the index up to a constant (i > 0 bounds i - 1 from below),
   // the other a constant.
   bool asserts_bound(const AstNode& c, const Affine& ia, bool lower, int64_t size) const {
+    if (!integer_valued(*c.args[0]) || !integer_valued(*c.args[1])) return false;
     for (int side = 0; side < 2; ++side) {
       const Affine la = affine_of(*c.args[side]);
       std::optional<Interval> k = interval(*c.args[1 - side]);

@@ -330,6 +330,11 @@ TEST(ExprErrors, ShapeAndTypeErrorColumns) {
   expect_build_error("C[i] = where(i < 1, 0.0, A[i - 1])", {{"A", {5}}}, 28, "or clamp the index");
   expect_build_error("C[i] = where(i > 0 or i > 2, A[i - 1], 0.0)", {{"A", {5}}}, 32,
                      "or clamp the index");
+  // i + 1 < 5.5 lets the index reach 5: only integer comparisons bound an index.
+  frontend::ExtentHints i5;
+  i5.iterators["i"] = 5;
+  expect_build_error("C[i] = where(i + 1 < 5.5, A[i + 1], 0.0)", {{"A", {5}}}, 29,
+                     "or clamp the index", i5);
   expect_build_error("O[y] = sum(r) I[y + r] * W[r]", {{"I", {2}}, {"W", {3}}}, 3,
                      "iterator y gets extent 0");
   expect_build_error("C[i] = (A[i] > 0) * A[i]", {{"A", {4}}}, 19,
@@ -558,17 +563,22 @@ TEST(ExprToTe, ElementwiseFunctionsWhereAndIterators) {
                  "more functions");
 }
 
-TEST(ExprToTe, ClampedShiftAndModularIndices) {
-  // A clamped index does not determine its iterator's extent: it is given.
+// `src` computes Y[i] = X[i - 1] for 0 < i < 7 and 0 at i = 0 (X of 7 elements, i given 7).
+void expect_zero_filled_shift(const std::string& src, const std::string& what) {
   frontend::ExtentHints n7;
   n7.iterators["i"] = 7;
-  expect_build_error("Y[i] = where(i > 0, X[max(i - 1, 0)], 0.0)", {{"X", {7}}}, 14,
-                     "cannot infer the extent of iterator i");
-  Built s = build_and_check("Y[i] = where(i > 0, X[max(i - 1, 0)], 0.0)", {{"X", {7}}}, n7);
+  Built s = build_and_check(src, {{"X", {7}}}, n7);
   expect_matches(
       s.reference,
       tabulate({7}, [&](const Dims& ix) { return ix[0] > 0 ? s.inputs[0].at({ix[0] - 1}) : 0.0; }),
-      "shift");
+      what);
+}
+
+TEST(ExprToTe, ClampedShiftAndModularIndices) {
+  // A clamped index does not determine its iterator's extent: it is given.
+  expect_build_error("Y[i] = where(i > 0, X[max(i - 1, 0)], 0.0)", {{"X", {7}}}, 14,
+                     "cannot infer the extent of iterator i");
+  expect_zero_filled_shift("Y[i] = where(i > 0, X[max(i - 1, 0)], 0.0)", "clamped shift");
   frontend::ExtentHints h;
   h.tensors["Y"] = {6, 6};
   Built m = build_and_check("Y[i, j] = X[i // 2, j % 3]", {{"X", {3, 3}}}, h);
@@ -583,13 +593,7 @@ TEST(ExprToTe, ClampedShiftAndModularIndices) {
 // A read guarded by its where's condition may leave its tensor where the condition is false:
 // the generated code reads a where's branch only where the condition holds (masked vector lanes).
 TEST(ExprToTe, GuardedReadsLeaveTheirTensorOnlyWhereTheGuardIsFalse) {
-  frontend::ExtentHints n7;
-  n7.iterators["i"] = 7;
-  Built s = build_and_check("Y[i] = where(i > 0, X[i - 1], 0.0)", {{"X", {7}}}, n7);
-  expect_matches(
-      s.reference,
-      tabulate({7}, [&](const Dims& ix) { return ix[0] > 0 ? s.inputs[0].at({ix[0] - 1}) : 0.0; }),
-      "guarded shift");
+  expect_zero_filled_shift("Y[i] = where(i > 0, X[i - 1], 0.0)", "guarded shift");
   // A "same" 1-D convolution along rows, zero outside: both ends guarded on the index itself.
   frontend::ExtentHints h;
   h.iterators["i"] = 19;
