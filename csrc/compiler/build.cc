@@ -18,6 +18,18 @@ void BuiltKernel::run(const std::vector<void*>& buffers, const std::vector<int64
   kernel_->run(buffers, sizes);
 }
 
+std::vector<runtime::NDArray> BuiltKernel::pack_prepacked(std::vector<void*>* buffers) const {
+  std::vector<runtime::NDArray> packed;
+  packed.reserve(prepacks_.size());
+  for (const Prepack& p : prepacks_) {
+    const size_t i = static_cast<size_t>(p.input);
+    packed.emplace_back(plan_.inputs[i]->dtype, p.kernel->arg_shapes({})[1]);
+    p.kernel->run({(*buffers)[i], packed.back().data()}, {});
+    (*buffers)[i] = packed.back().data();
+  }
+  return packed;
+}
+
 BuiltKernel build_cpu(const schedule::StagePlan& plan, const schedule::KernelSchedule& schedule,
                       const std::string& name, const codegen::CompileOptions& codegen,
                       const std::vector<std::string>& prepacked) {

@@ -12,6 +12,7 @@
 #include "ir/tensor.h"
 #include "loop/stmt.h"
 #include "runtime/kernel.h"
+#include "runtime/ndarray.h"
 #include "schedule/annotation.h"
 #include "schedule/default_schedule.h"
 #include "schedule/stage_plan.h"
@@ -50,6 +51,10 @@ class BuiltKernel {
   const std::shared_ptr<const runtime::Kernel>& kernel() const { return kernel_; }
   // Inputs read packed, in input order, each with the kernel that packs it (empty: none).
   const std::vector<Prepack>& prepacks() const { return prepacks_; }
+  // Packs each prepacked input from its plain data at (*buffers)[input] into a new array and
+  // points (*buffers)[input] at that copy (buffers: the run ABI). The arrays returned must
+  // outlive every run over `buffers`.
+  std::vector<runtime::NDArray> pack_prepacked(std::vector<void*>* buffers) const;
 
  private:
   friend BuiltKernel build_cpu(const schedule::StagePlan&, const schedule::KernelSchedule&,

@@ -41,13 +41,7 @@ struct Runnable {
     for (const ir::Tensor& p : inputs) ptrs.push_back(values.at(p.get()).data());
     for (const ir::Tensor& o : outs) outputs.emplace_back(o->dtype, const_shape(o));
     for (runtime::NDArray& o : outputs) ptrs.push_back(o.data());
-    packed.reserve(compiled.kernel->prepacks().size());  // no reallocation: pointers are kept
-    for (const compiler::Prepack& p : compiled.kernel->prepacks()) {
-      const size_t i = static_cast<size_t>(p.input);
-      packed.emplace_back(inputs[i]->dtype, p.kernel->arg_shapes({})[1]);
-      p.kernel->run({ptrs[i], packed.back().data()}, {});
-      ptrs[i] = packed.back().data();
-    }
+    packed = compiled.kernel->pack_prepacked(&ptrs);
   }
   void run() { compiled.kernel->run(ptrs, {}); }
 };

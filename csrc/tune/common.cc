@@ -211,14 +211,7 @@ std::shared_ptr<const KernelArgs> CandidateMeasurer::args_for(
   auto args = std::make_shared<KernelArgs>();
   for (runtime::NDArray& a : inputs_) args->ptrs.push_back(a.data());
   for (runtime::NDArray& a : outputs) args->ptrs.push_back(a.data());
-  // Every packed copy is allocated before any pointer to one is taken (no reallocation after).
-  args->packed.reserve(k.prepacks().size());
-  for (const compiler::Prepack& p : k.prepacks()) {
-    const size_t i = static_cast<size_t>(p.input);
-    args->packed.emplace_back(inputs_[i].dtype, p.kernel->arg_shapes({})[1]);
-    p.kernel->run({inputs_[i].data(), args->packed.back().data()}, {});
-    args->ptrs[i] = args->packed.back().data();
-  }
+  args->packed = k.pack_prepacked(&args->ptrs);
   return args;
 }
 
