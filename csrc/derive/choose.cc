@@ -56,11 +56,13 @@ State explicit_padding(const State& s) {
 
 std::vector<NDArray> run_compiled(const State& s,
                                   const std::map<const ir::TensorNode*, NDArray>& inputs,
-                                  double* time_ms, const runtime::MeasureOptions& options) {
+                                  double* time_ms, const runtime::MeasureOptions& options,
+                                  compiler::TuneMode tune) {
   const State padded = explicit_padding(s);
   const std::vector<Tensor> params = ir::collect_dag(padded.outputs).placeholders;
   compiler::CompileRequest req;
   req.name = "derived";
+  req.tune = tune;
   const compiler::CompileResult r = compiler::compile(padded.outputs, params, req);
   std::vector<NDArray> outs;
   for (const Tensor& o : padded.outputs) outs.emplace_back(o->dtype, const_shape(o));
@@ -87,8 +89,32 @@ std::vector<Expr> expr_dims(const std::vector<int64_t>& d) {
   return out;
 }
 
+// Reads of the scope's compute inputs retargeted to placeholders of their shapes.
+class ReadPlaceholders : public ir::ExprMutator {
+ public:
+  Expr mutate(const Expr& e) override {
+    Expr m = mutate_children(e);
+    if (m->kind != ir::ExprKind::kAccess || m->tensor->is_placeholder()) return m;
+    Tensor& p = placeholders_[m->tensor.get()];
+    if (!p) p = ir::placeholder(m->tensor->name, m->tensor->shape, m->tensor->dtype);
+    return ir::access(p, m->operands);
+  }
+
+ private:
+  std::map<const ir::TensorNode*, Tensor> placeholders_;
+};
+
+// The scope alone, its compute inputs given as placeholders (G2BMM's kernel is Tessera's
+// kernel of the scope itself).
+Tensor standalone(const Tensor& scope) {
+  const ir::ComputeOpNode& op = *scope->op;
+  return make_scope(scope->name, op.axes, op.reduce_axes, op.reduce,
+                    ReadPlaceholders().mutate(op.body), scope->op->tag, scope->pad_value);
+}
+
 // The matched operator as Tessera builds it, over fresh placeholders.
 State operator_program(const OperatorMatch& m) {
+  if (m.kind == OperatorKind::kG2bmm) return State{{standalone(m.scope)}, {}};
   if (m.kind == OperatorKind::kConv2d) {
     Tensor x = ir::placeholder("X", expr_dims(m.conv.x_shape));
     Tensor w = ir::placeholder("W", expr_dims(m.conv.w_shape));
@@ -111,7 +137,8 @@ State operator_program(const OperatorMatch& m) {
 
 bool has_predefined_kernel(OperatorKind k) { return k != OperatorKind::kElementwise; }
 
-double time_operator(const OperatorMatch& m, const runtime::MeasureOptions& options) {
+double time_operator(const OperatorMatch& m, const runtime::MeasureOptions& options,
+                     compiler::TuneMode tune) {
   const State s = operator_program(m);
   std::map<const ir::TensorNode*, NDArray> in;
   uint64_t seed = 1;
@@ -119,7 +146,7 @@ double time_operator(const OperatorMatch& m, const runtime::MeasureOptions& opti
     in.emplace(p.get(), NDArray::random(p->dtype, const_shape(p), seed++));
   }
   double ms = -1;
-  run_compiled(s, in, &ms, options);
+  run_compiled(s, in, &ms, options, tune);
   return ms;
 }
 
@@ -146,6 +173,8 @@ double layout_ms(const OperatorMatch& m, const DeriveContext& ctx, double bandwi
 // Operators of one kind and shape share a timing.
 std::string operator_key(const OperatorMatch& m) {
   std::ostringstream os;
+  // A G2BMM is its scope's own kernel: one timing per scope.
+  if (m.kind == OperatorKind::kG2bmm) os << m.scope.get() << " ";
   os << operator_kind_name(m.kind) << " " << m.B << "x" << m.M << "x" << m.N << "x" << m.K;
   if (m.kind == OperatorKind::kConv2d) {
     for (const auto* v : {&m.stride, &m.padding, &m.dilation}) {
@@ -189,7 +218,11 @@ Choice choose_by_measurement(const State& original, const SearchResult& result,
       }
       const OperatorMatch& m = *c.match;
       const std::string key = operator_key(m);
-      if (!timed.count(key)) timed[key] = time_operator(m, config.measure);
+      // Predefined kernels run with the rules' schedules; a G2BMM is a derived scope's own
+      // kernel, which runs as the program will be compiled.
+      const compiler::TuneMode tune =
+          m.kind == OperatorKind::kG2bmm ? config.tune : compiler::TuneMode::kDefault;
+      if (!timed.count(key)) timed[key] = time_operator(m, config.measure, tune);
       cost.operator_ms += timed[key];
       cost.eoperator_ms += layout_ms(m, ctx, bw);
     }

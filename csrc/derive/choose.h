@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "derive/search.h"
 #include "runtime/measure.h"
 
@@ -23,6 +24,9 @@ struct ChoiceConfig {
   uint64_t seed = 1;             // random inputs of the numeric check
   double tolerance = 1e-4;       // max |derived - original| / max |original|
   size_t max_verifications = 8;  // derived programs compiled and checked at most
+  // How G2BMM operators (derived scopes compiled by Tessera) are tuned for their timing: as the
+  // chosen program will be compiled (DeriveOptions::tune).
+  compiler::TuneMode tune = compiler::TuneMode::kDefault;
 };
 
 struct DerivationCost {
@@ -44,22 +48,25 @@ struct Choice {
 // pad value), so the program compiles to code that never leaves a buffer.
 State explicit_padding(const State& s);
 
-// Whether a matched operator runs as a predefined Tessera kernel (matmul, batch matmul, conv2d)
-// and is timed; elementwise scopes are costed like eOperators.
+// Whether a matched operator runs as a predefined Tessera kernel (matmul, batch matmul, conv2d,
+// and G2BMM: the scope's own kernel) and is timed; elementwise scopes are costed like eOperators.
 bool has_predefined_kernel(OperatorKind k);
 // Median time of the matched operator as a Tessera kernel (ops::matmul, ops::batch_matmul or
-// ops::conv2d over fresh inputs of the matched shapes).
-double time_operator(const OperatorMatch& m, const runtime::MeasureOptions& options);
+// ops::conv2d over fresh inputs of the matched shapes; a G2BMM scope compiled alone, its compute
+// inputs given).
+double time_operator(const OperatorMatch& m, const runtime::MeasureOptions& options,
+                     compiler::TuneMode tune = compiler::TuneMode::kDefault);
 // Bytes read and written by a scope at the given bandwidth.
 double estimate_eoperator_ms(const ir::Tensor& scope, double bandwidth_gbs);
 
 Choice choose_by_measurement(const State& original, const SearchResult& result,
                              const DeriveContext& ctx, const ChoiceConfig& config = {});
 
-// Compiles the state's program into one Tessera kernel (with explicit padding), runs it on
-// `inputs` and returns its outputs; with `time_ms`, also its median time.
+// Compiles the state's program into one Tessera kernel (with explicit padding, tuned by `tune`),
+// runs it on `inputs` and returns its outputs; with `time_ms`, also its median time.
 std::vector<runtime::NDArray> run_compiled(
     const State& s, const std::map<const ir::TensorNode*, runtime::NDArray>& inputs,
-    double* time_ms = nullptr, const runtime::MeasureOptions& options = {});
+    double* time_ms = nullptr, const runtime::MeasureOptions& options = {},
+    compiler::TuneMode tune = compiler::TuneMode::kDefault);
 
 }  // namespace tessera::derive

@@ -107,6 +107,7 @@ DeriveReport derive_kernel(const std::vector<ir::Tensor>& outputs,
   if (result.derivations.empty()) return rep;
   ChoiceConfig choice_config;
   choice_config.measure = options.measure;
+  choice_config.tune = options.tune;
   const Choice choice = choose_by_measurement(original, result, ctx, choice_config);
   rep.original_ms = choice.original_ms;
   if (choice.chosen < 0) return rep;

@@ -7,6 +7,7 @@
 #include "derive/config.h"
 #include "derive/index_analysis.h"
 #include "ir/functor.h"
+#include "ir/linear_form.h"
 
 namespace tessera::derive {
 
@@ -25,13 +26,16 @@ const char* operator_kind_name(OperatorKind k) {
       return "batch_matmul";
     case OperatorKind::kConv2d:
       return "conv2d";
+    case OperatorKind::kG2bmm:
+      return "g2bmm";
   }
   return "?";
 }
 
 const std::vector<OperatorKind>& table_operators() {
   static const std::vector<OperatorKind> kAll = {OperatorKind::kElementwise, OperatorKind::kMatmul,
-                                                 OperatorKind::kBatchMatmul, OperatorKind::kConv2d};
+                                                 OperatorKind::kBatchMatmul, OperatorKind::kConv2d,
+                                                 OperatorKind::kG2bmm};
   return kAll;
 }
 
@@ -436,6 +440,86 @@ MatchOutcome match_conv(const State& s, const Tensor& scope) {
   return y.distance < x.distance ? y : x;
 }
 
+// w's coefficient in `index` when w appears only in a term c * w of its linear form (the other
+// terms may be div, mod or products of other variables); 0 when w does not appear.
+std::optional<int64_t> band_coefficient(const Expr& index, const ir::Var& w) {
+  const ir::LinearForm f = ir::to_linear(index);
+  if (f.invalid) return std::nullopt;
+  int64_t coef = 0;
+  for (const ir::LinearTerm& t : f.terms) {
+    const bool just_w = t.atoms.size() == 1 && t.atoms[0].same_as(w);
+    if (just_w) {
+      coef = t.coef;
+      continue;
+    }
+    for (const Expr& atom : t.atoms) {
+      if (ir::uses_var(atom, w)) return std::nullopt;
+    }
+  }
+  return coef;
+}
+
+bool reads_var(const Expr& access, const ir::Var& v) {
+  for (const Expr& i : access->operands) {
+    if (ir::uses_var(i, v)) return true;
+  }
+  return false;
+}
+
+// G2BMM with `i0` as I0 and `i1` as I1 (see matching.h): the band iterator and the distance.
+MatchOutcome match_g2bmm_mapping(const Tensor& scope, const Expr& i0, const Expr& i1) {
+  MatchOutcome best;
+  best.distance = DeriveConstants::kNoMatchDistance;
+  const ir::ComputeOpNode& op = *scope->op;
+  bool shared_sum = false;  // k: a summation iterator both operands read
+  for (const IterVar& r : op.reduce_axes)
+    shared_sum |= reads_var(i0, r.var) && reads_var(i1, r.var);
+  if (!shared_sum) return best;
+  for (const IterVar& w : op.axes) {
+    if (const_extent(w) < 2 || reads_var(i0, w.var)) continue;
+    int dim = -1;
+    for (size_t d = 0; d < i1->operands.size(); ++d) {
+      if (!ir::uses_var(i1->operands[d], w.var)) continue;
+      dim = dim < 0 ? static_cast<int>(d) : -2;
+    }
+    if (dim < 0) continue;  // w not read by I1, or read in two dimensions
+    const Expr& index = i1->operands[static_cast<size_t>(dim)];
+    const std::optional<int64_t> coef = band_coefficient(index, w.var);
+    if (!coef || *coef == 0) continue;
+    bool row = false;  // the band moves with a traversal iterator of I0 (m)
+    for (const IterVar& m : op.axes) {
+      row |= !m.var.same_as(w.var) && ir::uses_var(index, m.var) && reads_var(i0, m.var);
+    }
+    if (!row) continue;
+    OperatorMatch m;
+    m.kind = OperatorKind::kG2bmm;
+    m.scope = scope;
+    m.a.tensor = i0->tensor;
+    m.a.access = i0;
+    m.b.tensor = i1->tensor;
+    m.b.access = i1;
+    m.band_dim = dim;
+    m.band = w;
+    m.band_dilation = *coef;
+    m.mismatched = std::abs(*coef) == 1 ? 0 : 1;
+    if (m.mismatched < best.distance) {
+      best.distance = m.mismatched;
+      best.match = m;
+    }
+  }
+  return best;
+}
+
+MatchOutcome match_g2bmm(const Tensor& scope) {
+  MatchOutcome none;
+  none.distance = DeriveConstants::kNoMatchDistance;
+  auto reads = product_reads(scope);
+  if (!reads || !has_const_extents(scope)) return none;
+  MatchOutcome x = match_g2bmm_mapping(scope, reads->first, reads->second);
+  MatchOutcome y = match_g2bmm_mapping(scope, reads->second, reads->first);
+  return y.distance < x.distance ? y : x;
+}
+
 MatchOutcome match_elementwise(const Tensor& scope) {
   MatchOutcome res;
   const ir::ComputeOpNode& op = *scope->op;
@@ -471,6 +555,8 @@ MatchOutcome match_operator(const State& s, const Tensor& scope, OperatorKind ki
       return match_contraction(s, scope, kind, ctx);
     case OperatorKind::kConv2d:
       return match_conv(s, scope);
+    case OperatorKind::kG2bmm:
+      return match_g2bmm(scope);
   }
   return {};
 }

@@ -16,7 +16,7 @@
 
 namespace tessera::derive {
 
-enum class OperatorKind { kElementwise, kMatmul, kBatchMatmul, kConv2d };
+enum class OperatorKind { kElementwise, kMatmul, kBatchMatmul, kConv2d, kG2bmm };
 const char* operator_kind_name(OperatorKind k);
 // The predefined operators the search derives towards, in the table's order.
 const std::vector<OperatorKind>& table_operators();
@@ -66,9 +66,22 @@ struct OperatorMatch {
   // K[f, c, r, s] exactly.
   std::vector<int64_t> stride, padding, dilation;
   ConvRoles conv;
+  // G2BMM: the band's read (I1), its band dimension, the band offset iterator w, and the
+  // dilation (w's coefficient in the band index).
+  int band_dim = -1;
+  ir::IterVar band;
+  int64_t band_dilation = 0;
   // Iterators whose group the operator does not have (mismatches, EinNet's distance).
   int mismatched = 0;
 };
+
+// G2BMM (Table 2's banded batch matmul, Longformer attention): sum_k I0[.., m, k] * I1[.., band,
+// k] where a traversal iterator w (the band offset) indexes I1 and the output but not I0, in one
+// dimension of I1 whose index is (an expression of other iterators, among them a traversal
+// iterator that I0 reads too: the row m) + D * w. I1 may be laid out in any way otherwise; the
+// operator is Tessera's kernel of the scope itself, fast along a unit-stride band, so the
+// distance is 0 for D = +-1 and 1 for a dilated band. Reads of I1 outside its shape are the
+// band's edges, which the kernel masks: they add no distance.
 
 // Matches `scope` against `kind`. The result describes the best tensor mapping found;
 // `distance` is 0 when the scope is the operator up to operand layouts (which layout

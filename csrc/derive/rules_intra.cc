@@ -5,7 +5,7 @@ namespace tessera::derive {
 std::vector<State> intra_successors(const State& s) {
   std::vector<State> out;
   for (auto* rule : {&summation_splittings, &variable_substitutions, &traversal_mergings,
-                     &boundary_relaxings, &boundary_tightenings}) {
+                     &boundary_relaxings, &boundary_tightenings, &dilated_read_layouts}) {
     std::vector<State> next = rule(s);
     for (State& n : next) out.push_back(std::move(n));
   }

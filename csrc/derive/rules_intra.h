@@ -1,5 +1,6 @@
 #pragma once
-// EinNet's five intra-expression derivation rules (paper 4.1) on derivation states.
+// EinNet's five intra-expression derivation rules (paper 4.1) on derivation states, and the
+// layout separation its Longformer derivation needs.
 //
 // Every rule has an explicit form, which checks legality and rewrites one scope (nullopt when
 // the application is illegal), and an enumerator, which returns every legal application in a
@@ -73,7 +74,21 @@ std::optional<State> tighten_boundary(const State& s, const ir::Tensor& scope, b
 // Candidates: per iterator, the tightest range whose removed end points are provably 0.
 std::vector<State> boundary_tightenings(const State& s);
 
-// Every successor of `s` under the five rules.
+// Layout separation of a dilated read (the eOperator side of variable substitution): a read
+// T[.., m + D*u + c, ..] whose index is one traversal iterator m with coefficient 1 plus
+// traversal terms sharing the factor D >= 2 reads rows D apart, so its vectors along u stride
+// by D. Writing m + c = D*((m + r) // D + c // D) + (m + r) % D (r = c mod D), a layout eOperator
+// L[.., p, n, ..] = T[.., D*(n + lo) + p, ..] (tag "relayout", p in [0, D), n over the box
+// [lo, hi] of the quotient q = u + c // D + (m + r) // D) regroups T's rows by residue, and the
+// read becomes L[.., (m + r) % D, q - lo]: unit-stride in u. L covers the read's whole box, so
+// the read stays inside L, and L holds T's pad value where T would be read outside: always
+// legal. `dim` is the index dimension of `read` (a read in `scope`'s body) to separate.
+std::optional<State> separate_dilated_read(const State& s, const ir::Tensor& scope,
+                                           const ir::Expr& read, int dim);
+// Candidates: every dilated index dimension of every distinct read.
+std::vector<State> dilated_read_layouts(const State& s);
+
+// Every successor of `s` under the five rules and layout separation.
 std::vector<State> intra_successors(const State& s);
 
 }  // namespace tessera::derive

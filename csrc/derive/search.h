@@ -16,8 +16,8 @@ namespace tessera::derive {
 
 struct SearchConfig {
   // MaxDepth of the explorative stage. With converging derivation, conv -> matmul +
-  // offset-reduce, transposed conv -> matmul + gather and G2BMM -> dense batch matmul are
-  // reached from depth 1; 2 adds the alternatives one more rule opens at a small cost, while
+  // offset-reduce, transposed conv -> matmul + gather and G2BMM -> dense batch matmul and
+  // dilated G2BMM -> dilation-1 G2BMM are reached from depth 1; 2 adds the alternatives one more rule opens at a small cost, while
   // the states kept grow about 5x per level beyond. Conv5x5 -> conv3x3 needs 5 (its five
   // opening rules reduce no distance); ask for it when the target kernel pays for it.
   int explorative_depth = 2;
@@ -25,7 +25,7 @@ struct SearchConfig {
   bool use_fingerprints = true;
   bool converge = true;  // false: explorative derivation only (matches found on the way)
   std::vector<OperatorKind> targets = {OperatorKind::kMatmul, OperatorKind::kBatchMatmul,
-                                       OperatorKind::kConv2d};
+                                       OperatorKind::kConv2d, OperatorKind::kG2bmm};
   size_t max_states = 200000;  // budget on kept states over both stages
   double time_limit_s = 60.0;
 };

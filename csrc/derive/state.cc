@@ -167,7 +167,11 @@ Tensor shift_iterator(const Tensor& scope, bool reduce_axis, int axis, int64_t e
   target = fresh_iter(old.var->name, extent);
   vmap[old.var.get()] = target.var - ir::int_imm(shift);
   return make_scope(name.empty() ? scope->name : name, axes, red, op.reduce,
-                    substitute_body(op.body, vmap), "derived", scope->pad_value);
+                    substitute_body(op.body, vmap), rebuilt_tag(scope), scope->pad_value);
+}
+
+std::string rebuilt_tag(const Tensor& scope) {
+  return scope->op->tag == "relayout" ? "relayout" : "derived";
 }
 
 ir::IterVar fresh_iter(const std::string& name, int64_t extent) {

@@ -77,6 +77,10 @@ bool has_const_extents(const ir::Tensor& scope);
 ir::Tensor shift_iterator(const ir::Tensor& scope, bool reduce_axis, int axis, int64_t extent,
                           int64_t shift, const std::string& name = "");
 
+// The tag of a rebuilt copy of `scope` ("derived"): a regrouping copy stays "relayout", which
+// the scheduler materialises for the reduction reading it (rules_intra.h).
+std::string rebuilt_tag(const ir::Tensor& scope);
+
 // Fresh iterator with the given constant extent (bounds [0, extent-1] for the simplifier).
 ir::IterVar fresh_iter(const std::string& name, int64_t extent);
 // Constant extent of an iterator; -1 when symbolic.

@@ -11,7 +11,7 @@
 
 namespace tessera::schedule {
 
-// Where an injective "pad" op read by a reduction is computed.
+// Where an injective "pad" op (or a derived "relayout" copy) read by a reduction is computed.
 enum class PadPlacement {
   kMaterialize,  // a padded copy in a kernel temporary, written by its own stage (the rules')
   kInline,       // inlined into the reduction: a select around every load of the inner loop

@@ -49,6 +49,12 @@ class AccessReplacer : public ir::ExprMutator {
 
 bool is_reduction(const Tensor& t) { return !t->is_placeholder() && !t->op->reduce_axes.empty(); }
 
+// A copy of an operand made for a reduction to read: padded ("pad": ops' zero padding) or
+// regrouped ("relayout": a derived layout eOperator, derive/rules_intra.h).
+bool is_operand_copy(const ir::TensorNode& t) {
+  return t.op->tag == "pad" || t.op->tag == "relayout";
+}
+
 // Does the op's own body call exp, log, tanh, erf, sigmoid or pow (tens of instructions each)?
 bool calls_transcendental(const Tensor& t) {
   bool found = false;
@@ -289,7 +295,7 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     // Long or branching elementwise chains (x = x * x, thirty times) would inline into
     // expressions too deep or too large to simplify and emit: such a tensor is materialised.
     keep = keep || size.depth > kMaxInlinedDepth || size.nodes > kMaxInlinedNodes;
-    if (!keep && t->op->tag == "pad") {
+    if (!keep && is_operand_copy(*t)) {
       bool feeds_reduction = false;
       for (const Tensor& c : consumers[t.get()]) feeds_reduction |= is_reduction(c);
       if (feeds_reduction) {

@@ -38,9 +38,10 @@ struct StagePlan {
 constexpr int64_t kMaxInlinedDepth = 96;
 constexpr int64_t kMaxInlinedNodes = 4096;
 
-// Rules: outputs and reductions are materialised; injective ops with the "pad" tag that feed a
-// reduction are materialised when choices.pad is kMaterialize (the default: a padded copy saves
-// a select per load of the inner loop); other injective ops are inlined. With choices.epilogue
+// Rules: outputs and reductions are materialised; injective ops with the "pad" or "relayout"
+// tag that feed a reduction are materialised when choices.pad is kMaterialize (the default: a
+// padded copy saves a select per load of the inner loop, a regrouped one gives unit-stride
+// reads); other injective ops are inlined. With choices.epilogue
 // kFused (the default), a non-output reduction whose single consumer is an output elementwise
 // op reading it at identical indices (or through unit dims: an [M, N] matmul read by its
 // [1, M, N] view's bias add) becomes that op's epilogue; with kSeparate every
