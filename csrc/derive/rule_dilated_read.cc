@@ -98,32 +98,30 @@ std::optional<State> separate_dilated_read(const State& s, const Tensor& scope, 
   if (b.lo == ir::kNoLowerBound || b.hi == ir::kNoUpperBound) return std::nullopt;
   const Tensor& src = read->tensor;
   const std::vector<int64_t> shape = const_shape(src);
-  // L[.., p, n, ..] = T[.., D * (n + lo) + p, ..] over p in [0, D), n in [0, hi - lo].
+  // L[others.., p, n] = T[.., D * (n + lo) + p, ..] over p in [0, D), n in [0, hi - lo]: the
+  // regrouped dims innermost, so that the band is unit-stride in memory whatever T's layout.
+  const IterVar p = fresh_iter("p", dil->dilation);
+  const IterVar n = fresh_iter("n", b.hi - b.lo + 1);
   std::vector<IterVar> axes;
   std::vector<Expr> at;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (static_cast<int>(i) != dim) {
-      axes.push_back(fresh_iter("i" + std::to_string(i), shape[i]));
-      at.push_back(axes.back().var);
+    if (static_cast<int>(i) == dim) {
+      at.push_back(d * (n.var + ir::int_imm(b.lo)) + p.var);
       continue;
     }
-    const IterVar p = fresh_iter("p", dil->dilation);
-    const IterVar n = fresh_iter("n", b.hi - b.lo + 1);
-    axes.push_back(p);
-    axes.push_back(n);
-    at.push_back(d * (n.var + ir::int_imm(b.lo)) + p.var);
+    axes.push_back(fresh_iter("i" + std::to_string(i), shape[i]));
+    at.push_back(axes.back().var);
   }
+  axes.push_back(p);
+  axes.push_back(n);
   const Tensor layout = make_scope(src->name + "_by_residue", axes, {}, ir::ReduceKind::kNone,
                                    ir::access(src, at), "relayout", src->pad_value);
   std::vector<Expr> idx;
   for (size_t i = 0; i < read->operands.size(); ++i) {
-    if (static_cast<int>(i) != dim) {
-      idx.push_back(read->operands[i]);
-      continue;
-    }
-    idx.push_back(ir::simplify(ir::floormod(shifted, d)));
-    idx.push_back(ir::simplify(quotient - ir::int_imm(b.lo)));
+    if (static_cast<int>(i) != dim) idx.push_back(read->operands[i]);
   }
+  idx.push_back(ir::simplify(ir::floormod(shifted, d)));
+  idx.push_back(ir::simplify(quotient - ir::int_imm(b.lo)));
   ir::VarMap vmap;
   std::vector<IterVar> x = fresh_copies(op.axes, &vmap);
   std::vector<IterVar> red = fresh_copies(op.reduce_axes, &vmap);

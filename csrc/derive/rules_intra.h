@@ -78,9 +78,10 @@ std::vector<State> boundary_tightenings(const State& s);
 // T[.., m + D*u + c, ..] whose index is one traversal iterator m with coefficient 1 plus
 // traversal terms sharing the factor D >= 2 reads rows D apart, so its vectors along u stride
 // by D. Writing m + c = D*((m + r) // D + c // D) + (m + r) % D (r = c mod D), a layout eOperator
-// L[.., p, n, ..] = T[.., D*(n + lo) + p, ..] (tag "relayout", p in [0, D), n over the box
-// [lo, hi] of the quotient q = u + c // D + (m + r) // D) regroups T's rows by residue, and the
-// read becomes L[.., (m + r) % D, q - lo]: unit-stride in u. L covers the read's whole box, so
+// L[others.., p, n] = T[.., D*(n + lo) + p, ..] (tag "relayout", p in [0, D), n over the box
+// [lo, hi] of the quotient q = u + c // D + (m + r) // D, T's other dims first in their order)
+// regroups T's rows by residue, and the read becomes L[others.., (m + r) % D, q - lo]:
+// unit-stride in u, in memory too. L covers the read's whole box, so
 // the read stays inside L, and L holds T's pad value where T would be read outside: always
 // legal. `dim` is the index dimension of `read` (a read in `scope`'s body) to separate.
 std::optional<State> separate_dilated_read(const State& s, const ir::Tensor& scope,

@@ -62,12 +62,13 @@ TEST_P(DeriveDilatedRead, RegroupsRowsByResidueAndKeepsValues) {
   const Tensor layout = producer_named(*next, "B_by_residue");
   ASSERT_NE(layout, nullptr) << derive::to_string(*next);
   EXPECT_EQ(layout->op->tag, "relayout");
-  // B's band dim becomes (residue, quotient); the quotient covers the read's box: rows
-  // m // D + w - 3 for m in [0, 16), w in [0, 7).
+  // B's band dim becomes (residue, quotient), innermost whatever B's layout; the quotient
+  // covers the read's box: rows m // D + w - 3 for m in [0, 16), w in [0, 7).
   const std::vector<int64_t> shape = derive::const_shape(layout);
   ASSERT_EQ(shape.size(), 4u);
-  EXPECT_EQ(shape[static_cast<size_t>(band_dim)], dilation);
-  EXPECT_EQ(shape[static_cast<size_t>(band_dim) + 1], (15 / dilation) + 6 + 1);
+  EXPECT_EQ(std::vector<int64_t>(shape.begin(), shape.begin() + 2), (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(shape[2], dilation);
+  EXPECT_EQ(shape[3], (15 / dilation) + 6 + 1);
   // The new read never leaves the layout, and the band is unit-stride: distance 0.
   const Expr r = read_of(*next, "B_by_residue");
   EXPECT_TRUE(derive::reads_in_bounds(r)) << derive::to_string(*next);

@@ -45,7 +45,10 @@ void check_construct(const Graph& g, const std::string& what) {
     Task task = Task::create(g.outputs, g.inputs, "t");
     ConstructResult r = construct(task, fast_options(mode));
     ASSERT_FALSE(r.candidates.empty());
-    EXPECT_LE(r.candidates.size(), 3u);  // top-2 and the rules' default schedule
+    // The top 2, their local-padded variants where the vector axis has edge tiles, the top
+    // one and its variant with the rules' annotations for the other stages, and the rules'
+    // default schedule.
+    EXPECT_LE(r.candidates.size(), 7u);
     EXPECT_FALSE(r.fell_back_to_default) << r.to_json().dump();
     EXPECT_TRUE(r.schedule.tuner == std::string("construct:") + construct_mode_name(mode) ||
                 r.schedule.tuner == "default")
@@ -67,6 +70,34 @@ void check_construct(const Graph& g, const std::string& what) {
     // records database stores, against the reference interpreter.
     testing::check_graph(g, schedule::KernelSchedule::parse(r.schedule.dump()), /*use_jit=*/true);
   }
+}
+
+TEST(GensorConstruct, LocalPaddedVariantCoversACutVectorAxis) {
+  // A band of 65 along the vector axis: 4 full vectors and an edge tile of 1 lane under kSplit.
+  Tensor a = ir::placeholder("A", dims({256, 32})), b = ir::placeholder("B", dims({32, 65}));
+  schedule::StagePlan plan = schedule::plan_stages({ops::matmul(a, b)}, {a, b});
+  const schedule::Target target;  // 16 lanes, 32 vector registers
+  StageSpace sp = make_stage_space(plan, 0, target);
+  AnalyticModel model(synthetic_hw(), ModelOptions{});
+  schedule::StageAnnotation cut = sp.base;
+  ASSERT_EQ(cut.vector_axis, 1);
+  cut.tile_reg = {4, 32};
+  cut.tile_outer = {64, 64};
+  cut.edge = schedule::EdgeMode::kSplit;
+  const auto v = local_padded_variant(sp, model, cut);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->edge, schedule::EdgeMode::kLocalPad);
+  EXPECT_EQ(v->tile_reg, (std::vector<int64_t>{4, 80}));  // 4 x 5 vectors fit the file
+  for (int x = 0; x < 2; ++x) EXPECT_EQ(v->tile_outer[x] % v->tile_reg[x], 0) << x;
+  // A local-padded tile is one already; a register tile dividing the axis has no edge tiles.
+  EXPECT_FALSE(local_padded_variant(sp, model, v.value()).has_value());
+  schedule::StageAnnotation five = cut;
+  five.tile_reg = {4, 65};
+  EXPECT_FALSE(local_padded_variant(sp, model, five).has_value());
+  // The variant computes the matmul.
+  schedule::KernelSchedule ks = schedule::default_schedule(plan, target);
+  ks.stages[0] = *v;
+  testing::check_graph({{plan.outputs}, {a, b}}, ks, /*use_jit=*/true);
 }
 
 TEST(GensorConstruct, Matmul) {

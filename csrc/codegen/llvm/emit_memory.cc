@@ -103,6 +103,14 @@ llvm::BasicBlock* Emitter::begin_any_lane_guard(llvm::BasicBlock** merge) {
   return pre;
 }
 
+bool Emitter::vector_in_stack_buffer(const ir::Buffer& buf, llvm::Value* first,
+                                     int64_t lanes) const {
+  auto it = fn_->stack_elems.find(buf.get());
+  auto* c = llvm::dyn_cast<llvm::ConstantInt>(first);
+  return it != fn_->stack_elems.end() && c != nullptr && c->getSExtValue() >= 0 &&
+         c->getSExtValue() + lanes <= it->second;
+}
+
 VVal Emitter::emit_load(const Expr& e) {
   const ir::Buffer& buf = e->buffer;
   TESSERA_CHECK(buf != nullptr && e->operands.size() == 1) << "malformed Load";
@@ -138,9 +146,14 @@ VVal Emitter::emit_load(const Expr& e) {
   llvm::Value* v = nullptr;
   if (stride && *stride == 1) {
     Expr first = lane0_index(idx);
-    llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));
+    llvm::Value* first_index = index_i64(emit_uniform(first), first->dtype);
+    llvm::Value* addr = address(st, base, first_index);
     llvm::Value* vptr = b_.CreateBitCast(addr, vt->getPointerTo());
-    if (vec_->mask) {
+    if (vec_->mask && vector_in_stack_buffer(buf, first_index, vec_->lanes)) {
+      llvm::Value* whole = b_.CreateAlignedLoad(vt, vptr, align);
+      tag_access(whole, buf);
+      v = b_.CreateSelect(vec_->mask, whole, zero);  // a masked load's value, off lanes 0
+    } else if (vec_->mask) {
       v = b_.CreateMaskedLoad(vt, vptr, align, vec_->mask, zero);
     } else {
       v = b_.CreateAlignedLoad(vt, vptr, align);
@@ -285,9 +298,14 @@ void Emitter::emit_store(const Stmt& s) {
   auto stride = loop::lane_stride(idx, vec_->var, vec_->varying_defs);
   if (stride && *stride == 1) {
     Expr first = lane0_index(idx);
-    llvm::Value* addr = address(st, base, index_i64(emit_uniform(first), first->dtype));
+    llvm::Value* first_index = index_i64(emit_uniform(first), first->dtype);
+    llvm::Value* addr = address(st, base, first_index);
     llvm::Value* vptr = b_.CreateBitCast(addr, vt->getPointerTo());
-    if (vec_->mask) {
+    if (vec_->mask && vector_in_stack_buffer(buf, first_index, vec_->lanes)) {
+      llvm::Value* old = b_.CreateAlignedLoad(vt, vptr, align);
+      tag_access(old, buf);
+      tag_access(b_.CreateAlignedStore(b_.CreateSelect(vec_->mask, data, old), vptr, align), buf);
+    } else if (vec_->mask) {
       tag_access(b_.CreateMaskedStore(data, vptr, align, vec_->mask), buf);
     } else {
       tag_access(b_.CreateAlignedStore(data, vptr, align), buf);

@@ -407,7 +407,15 @@ void Emitter::emit_allocate(const Stmt& s) {
       slot->setAlignment(llvm::Align(64));
     }
     fn_->bufs[buf.get()] = b_.CreateConstInBoundsGEP2_64(array_type, slot, 0, 0);
+    auto old_elems = fn_->stack_elems.find(buf.get());
+    const int64_t shadowed_elems = old_elems == fn_->stack_elems.end() ? -1 : old_elems->second;
+    fn_->stack_elems[buf.get()] = static_cast<int64_t>(n);
     emit_stmt(s->body);
+    if (shadowed_elems >= 0) {
+      fn_->stack_elems[buf.get()] = shadowed_elems;
+    } else {
+      fn_->stack_elems.erase(buf.get());
+    }
   } else {
     // kHeap (or a stack/register buffer of symbolic size): 64-byte aligned heap memory for the
     // duration of the body.

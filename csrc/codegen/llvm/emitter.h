@@ -51,8 +51,10 @@ struct FnState {
   llvm::BasicBlock* alloca_block = nullptr;        // the entry block: every alloca goes there
   std::unordered_map<const ExprNode*, VVal> vars;  // variable bindings
   std::unordered_map<const ir::BufferNode*, llvm::Value*> bufs;  // typed element pointers
-  std::unordered_set<const ExprNode*> nonneg_vars;               // known to be >= 0
-  std::unordered_set<const ExprNode*> data_vars;  // let variables holding values read from memory
+  // Elements of the buffers allocated on this function's stack (register tiles, kStack).
+  std::unordered_map<const ir::BufferNode*, int64_t> stack_elems;
+  std::unordered_set<const ExprNode*> nonneg_vars;  // known to be >= 0
+  std::unordered_set<const ExprNode*> data_vars;    // let variables holding values read from memory
   // Pure values already computed, per control-flow region: a region's values dominate the code
   // emitted inside it, and are forgotten when it ends (loop bodies, branches).
   std::vector<std::unordered_map<VnKey, llvm::Value*, VnKeyHash>> vn_scopes{1};
@@ -144,6 +146,11 @@ class Emitter {
   llvm::Value* to_storage(llvm::Value* v, DType t);
   Expr lane0_index(const Expr& index);
   llvm::Value* all_lanes_mask();
+  // Whether a unit-stride vector at element index `first` of `buf` lies wholly inside a stack
+  // buffer of this function: then its masked-off lanes are private scratch memory, and a masked
+  // access can be a load and a select (off lanes 0, as a masked load gives them), or a load, a
+  // select and a store, which SROA promotes to registers, unlike masked intrinsics.
+  bool vector_in_stack_buffer(const ir::Buffer& buf, llvm::Value* first, int64_t lanes) const;
   // Lanes 0, s, 2s, ... of the elements from `first` on (a load with lane stride s,
   // 2 <= s <= lanes): s contiguous vector loads, masked to the elements the (active) lanes
   // read, and shuffles; see emit_memory.cc.

@@ -137,6 +137,28 @@ std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
   return out;
 }
 
+std::optional<schedule::StageAnnotation> local_padded_variant(
+    const StageSpace& sp, const AnalyticModel& model, const schedule::StageAnnotation& ann) {
+  // kSplit runs an edge tile of a few lanes as separate code, not unrolled, its accumulators in
+  // memory; local padding runs it as a full tile with the lanes past the end masked, and a
+  // register tile over the whole rounded-up extent leaves no edge loop at all. The model does
+  // not price edge code, so the variant is measured.
+  const int v = ann.vector_axis;
+  if (sp.cross_lane() || v < 0 || v >= sp.num_spatial || ann.edge != schedule::EdgeMode::kSplit ||
+      sp.extents[v] % ann.tile_reg[v] == 0) {
+    return std::nullopt;
+  }
+  schedule::StageAnnotation padded = ann;
+  padded.edge = schedule::EdgeMode::kLocalPad;
+  std::vector<int64_t> whole = ann.tile_reg;
+  whole[v] = round_up(sp.extents[v], ann.vector_width);
+  for (int a = 0; a < sp.num_spatial && !model.register_tile_fits(sp, whole); ++a) {
+    if (a != v) whole[a] = 1;  // fewer rows to make room for the longer vector run
+  }
+  if (!model.register_tile_fits(sp, whole)) return padded;
+  return with_register_tile(sp, padded, whole);
+}
+
 const char* construct_mode_name(ConstructMode m) {
   return m == ConstructMode::kGensor ? "gensor" : "roller";
 }
@@ -317,6 +339,34 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
     }
     cand.schedule = task.as_run(std::move(cand.schedule));
     res.candidates.push_back(std::move(cand));
+  }
+  // Local padding of every ranked candidate with edge tiles along its vector axis.
+  const StageSpace main_space = make_stage_space(task.plan, res.main_stage, task.target);
+  const size_t main_index = static_cast<size_t>(res.main_stage);
+  const size_t ranked_candidates = res.candidates.size();
+  std::vector<size_t> top = {0};  // the top-ranked candidate and its local-padded variant
+  for (size_t c = 0; c < ranked_candidates; ++c) {
+    auto v = local_padded_variant(main_space, model, res.candidates[c].schedule.stages[main_index]);
+    if (!v) continue;
+    if (c == 0) top.push_back(res.candidates.size());
+    ConstructCandidate cand = res.candidates[c];
+    cand.schedule.stages[main_index] = std::move(*v);
+    res.candidates.push_back(std::move(cand));
+  }
+  // The other stages take their best-ranked annotations, which the model can misjudge where it
+  // matters (a transposing copy: the rules block it, default_schedule.cc): the top candidates
+  // are measured with the rules' annotations there too.
+  if (nstages > 1 && !res.candidates.empty()) {
+    const schedule::KernelSchedule rules = task.default_schedule();
+    for (size_t c : top) {
+      ConstructCandidate cand = res.candidates[c];
+      for (size_t i = 0; i < cand.schedule.stages.size(); ++i) {
+        if (i != main_index) cand.schedule.stages[i] = rules.stages[i];
+      }
+      if (cand.schedule.stages_text() != res.candidates[c].schedule.stages_text()) {
+        res.candidates.push_back(std::move(cand));
+      }
+    }
   }
   if (options.include_default && !options.predict_only) {
     ConstructCandidate cand;

@@ -112,6 +112,14 @@ std::vector<schedule::StageAnnotation> with_grown_register_tiles(
 // the extent); empty when `ann` already covers the reduction. rank_stage adds these.
 std::vector<schedule::StageAnnotation> streamed_variants(const StageSpace& sp,
                                                          const schedule::StageAnnotation& ann);
+// For `ann` whose register tile does not divide the vector axis (kSplit edge tiles of a few
+// lanes): `ann` with local padding (EdgeMode::kLocalPad) and its register tile over the whole
+// vector axis rounded up to the vector width (rows dropped to 1 where that would not fit the
+// register file; without the longer run when even that does not fit); nullopt otherwise.
+// construct() measures these for every ranked candidate.
+std::optional<schedule::StageAnnotation> local_padded_variant(const StageSpace& sp,
+                                                              const AnalyticModel& model,
+                                                              const schedule::StageAnnotation& ann);
 // Indices (ascending) of up to k entries of `ranked` to measure: best-ranked first, at most
 // `per_cache_tile` sharing one cache tiling (tile_outer, tile_reduce) and at most half of k
 // sharing one register tile, unless too few remain.
