@@ -23,7 +23,9 @@ max |reference|.
 Cases: conv3x3 [1,512,7,7] -> 512; convT [16,448,2,2] -> 256, kernel 4, stride 2, pad 1 (InfoGAN);
 g2bmm_d2 / g2bmm_d4 [8,10000,64], band 65, dilation 2 / 4 (Longformer attention), B row-major
 [8,10000,64]; conv5x5 [1,32,224,224] -> 32; g2bmm_kn_d2 / g2bmm_kn_d4 the same band products with
-B given [8,64,10000], as EinNet's Table 2 writes G2BMM (I1[b, k, m + D*(w - W)]).
+B given [8,64,10000], as EinNet's Table 2 writes G2BMM (I1[b, k, m + D*(w - W)]). The G2BMM cases
+are tessera.op expressions, the band's rows guarded by where(...); the others are EinNet-form
+definitions (_C.derive_expr).
 
 ResNet-18 (batch 1, --tune) compiled with options derive=True and without, timed side by side
 (--no-resnet: skip).
@@ -76,11 +78,18 @@ def conv_transpose():
 
 
 def g2bmm(dilation: int, b_k_major: bool = False):
+    """G2BMM as a user writes it in tessera.op's language: the band's rows guarded by where(...)
+    (which _C.derive reads as EinNet's implicit padding)."""
     def build():
-        b_shape = [8, 64, 10000] if b_k_major else [8, 10000, 64]
-        a, b = tessera.placeholder("A", [8, 10000, 64]), tessera.placeholder("B", b_shape)
-        out = E.g2bmm(a, b, 32, dilation, b_k_major=b_k_major)
-        return [out], [a, b], [], None  # no ATen operator
+        n, k, half = 10000, 64, 32
+        row = f"m + {dilation} * w - {dilation * half}"
+        b_read = f"B[b, k, {row}]" if b_k_major else f"B[b, {row}, k]"
+        source = (f"O[b, m, w] = sum(k) where({row} >= 0 and {row} < {n}, "
+                  f"A[b, m, k] * {b_read}, 0.0)")
+        shapes = {"A": [8, n, k], "B": [8, k, n] if b_k_major else [8, n, k]}
+        outputs, inputs = _C.expression_to_te(source, shapes, {"A": "float32", "B": "float32"},
+                                              {"w": 2 * half + 1})
+        return list(outputs), list(inputs), [], None  # no ATen operator
     return build
 
 

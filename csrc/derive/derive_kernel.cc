@@ -3,6 +3,7 @@
 #include "compiler/compile.h"
 #include "derive/choose.h"
 #include "derive/config.h"
+#include "derive/implicit_padding.h"
 #include "derive/search.h"
 #include "ir/eval.h"
 #include "runtime/paired_timing.h"
@@ -86,7 +87,10 @@ SearchResult within_memory(SearchResult result, const std::vector<ir::Tensor>& o
 DeriveReport derive_kernel(const std::vector<ir::Tensor>& outputs,
                            const std::vector<ir::Tensor>& inputs, const DeriveOptions& options) {
   DeriveReport rep;
-  const State original{outputs, {}};
+  // Guards that only keep reads inside their tensors (tessera.op's where(...)) are EinNet's
+  // implicit padding: the rules and the matching table see the expression without them.
+  const State given{outputs, {}};
+  const State original = implicit_padding(given);
   DeriveContext ctx;
   for (int i : options.weights) ctx.weights.insert(inputs.at(static_cast<size_t>(i)).get());
   SearchConfig search;
@@ -101,7 +105,7 @@ DeriveReport derive_kernel(const std::vector<ir::Tensor>& outputs,
   rep.pruned_share = result.stats.explorative_pruned_share();
   rep.search_s = result.stats.seconds;
 
-  const State plain = explicit_padding(original);
+  const State plain = explicit_padding(given);
   rep.outputs = rep.original = plain.outputs;
   auto in = random_inputs(inputs);
   if (result.derivations.empty()) return rep;

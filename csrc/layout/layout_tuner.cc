@@ -55,6 +55,7 @@ tune::Task task_for(const Relaid& r, const LayoutTuneOptions& o) {
 LoopRun tune_loops(const tune::Task& task, int measurements, uint64_t seed) {
   tune::gensor::ConstructOptions opts = tune::gensor::policy_construct_options(seed);
   opts.include_default = true;
+  opts.measure_variants = false;  // `measurements` is the budget
   opts.top_k = std::max(1, measurements - 1);
   const tune::gensor::ConstructResult r = tune::gensor::construct(task, opts);
   LoopRun run;

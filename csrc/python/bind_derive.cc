@@ -4,6 +4,7 @@
 
 #include "derive/derive_kernel.h"
 #include "derive/expressions.h"
+#include "derive/implicit_padding.h"
 #include "derive/search.h"
 #include "python/bindings.h"
 
@@ -48,7 +49,8 @@ void bind_derive(py::module_& m) {
         derive::SearchResult r;
         {
           py::gil_scoped_release release;
-          r = derive::optimize_program(derive::State{unwrap(outputs), {}}, ctx, cfg);
+          r = derive::optimize_program(derive::implicit_padding(derive::State{unwrap(outputs), {}}),
+                                       ctx, cfg);
         }
         py::dict d;
         d["derivations"] = r.derivations.size();
@@ -65,7 +67,8 @@ void bind_derive(py::module_& m) {
       py::arg("outputs"), py::arg("depth") = 2, py::arg("fingerprints") = true,
       py::arg("time_limit_s") = 60.0, py::arg("max_states") = 200000,
       py::arg("weights") = std::vector<PyTensor>{},
-      "EinNet's search alone (Algorithm 1 over `outputs` in EinNet form), without choice or "
+      "EinNet's search alone (Algorithm 1 over `outputs` in EinNet form, read guards dropped "
+      "as _C.derive drops them), without choice or "
       "measurement: the counts of states kept, successors generated and pruned, derivations "
       "found. With fingerprints=False every successor is kept: the ablation of EinNet's "
       "Figure 19 (budget_hit: the count is a lower bound).");

@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "codegen/llvm/compile.h"
 #include "const_dims.h"
 #include "dynamic_check.h"
 #include "e2e_harness.h"
+#include "loop/pipeline.h"
 #include "loop/printer.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
@@ -249,6 +251,30 @@ TEST(LocalPadding, LoopStructureOfEachMode) {
   // kGuard: one tile body, predicated inside the inner reduce loop.
   EXPECT_EQ(count(guard, "allocate acc"), 1) << guard;
   EXPECT_NE(inner_loop(guard).find("if "), std::string::npos) << guard;
+}
+
+TEST(LocalPadding, ACutVectorAxisKeepsItsAccumulatorsInRegisters) {
+  // N = 40 in one register tile of 3 vectors of 16: the last vector's 8 lanes past the end are
+  // masked. The masked accumulator accesses are plain loads, selects and stores to the tile's
+  // stack slot, which LLVM promotes to registers (masked intrinsics would pin it in memory).
+  ir::Tensor x = ir::placeholder("X", dims({16, 24})), w = ir::placeholder("W", dims({24, 40}));
+  const testing::Graph g({ops::matmul(x, w)}, {x, w});
+  StageAnnotation a;
+  a.op = g.outputs[0]->name;
+  a.tile_outer = {8, 48};
+  a.tile_reg = {4, 48};
+  a.tile_reduce = {24};
+  a.vector_axis = 1;
+  a.vector_width = 16;
+  a.edge = EdgeMode::kLocalPad;
+  KernelSchedule s;
+  s.stages = {a};
+  const schedule::StagePlan plan = schedule::plan_stages(g.outputs, g.inputs, s.plan);
+  codegen::CompileOptions opts;
+  opts.keep_ir = true;
+  auto k = codegen::compile_cpu(loop::prepare_for_cpu(schedule::lower(plan, s, "cut")), opts);
+  EXPECT_EQ(k->llvm_ir().find("= alloca ["), std::string::npos) << k->llvm_ir();
+  testing::check_graph(g, s, /*use_jit=*/true);
 }
 
 }  // namespace

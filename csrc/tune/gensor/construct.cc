@@ -269,6 +269,38 @@ util::Json ConstructResult::to_json() const {
   return j;
 }
 
+// Local padding of every ranked candidate with edge tiles along its vector axis, and the top
+// candidate (and its local-padded variant) with the rules' annotations for the other stages.
+void add_measured_variants(const Task& task, const AnalyticModel& model, int main_stage,
+                           std::vector<ConstructCandidate>* candidates) {
+  std::vector<ConstructCandidate>& cands = *candidates;
+  if (cands.empty()) return;
+  const StageSpace main_space = make_stage_space(task.plan, main_stage, task.target);
+  const size_t main = static_cast<size_t>(main_stage);
+  std::vector<size_t> top = {0};
+  for (size_t c = 0, ranked = cands.size(); c < ranked; ++c) {
+    auto v = local_padded_variant(main_space, model, cands[c].schedule.stages[main]);
+    if (!v) continue;
+    if (c == 0) top.push_back(cands.size());
+    ConstructCandidate cand = cands[c];
+    cand.schedule.stages[main] = std::move(*v);
+    cands.push_back(std::move(cand));
+  }
+  // The other stages take their best-ranked annotations, which the model can misjudge where it
+  // matters (a transposing copy, which the rules block: default_schedule.cc).
+  if (task.plan.stages.size() < 2) return;
+  const schedule::KernelSchedule rules = task.default_schedule();
+  for (size_t c : top) {
+    ConstructCandidate cand = cands[c];
+    for (size_t i = 0; i < cand.schedule.stages.size(); ++i) {
+      if (i != main) cand.schedule.stages[i] = rules.stages[i];
+    }
+    if (cand.schedule.stages_text() != cands[c].schedule.stages_text()) {
+      cands.push_back(std::move(cand));
+    }
+  }
+}
+
 ConstructResult construct(const Task& task, const ConstructOptions& options) {
   // Machine description first: a cold probe is a one-time cost per machine, not per task.
   cost::MemoryHierarchy hw = options.hardware ? *options.hardware : cost::host_memory_hierarchy();
@@ -340,33 +372,8 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
     cand.schedule = task.as_run(std::move(cand.schedule));
     res.candidates.push_back(std::move(cand));
   }
-  // Local padding of every ranked candidate with edge tiles along its vector axis.
-  const StageSpace main_space = make_stage_space(task.plan, res.main_stage, task.target);
-  const size_t main_index = static_cast<size_t>(res.main_stage);
-  const size_t ranked_candidates = res.candidates.size();
-  std::vector<size_t> top = {0};  // the top-ranked candidate and its local-padded variant
-  for (size_t c = 0; c < ranked_candidates; ++c) {
-    auto v = local_padded_variant(main_space, model, res.candidates[c].schedule.stages[main_index]);
-    if (!v) continue;
-    if (c == 0) top.push_back(res.candidates.size());
-    ConstructCandidate cand = res.candidates[c];
-    cand.schedule.stages[main_index] = std::move(*v);
-    res.candidates.push_back(std::move(cand));
-  }
-  // The other stages take their best-ranked annotations, which the model can misjudge where it
-  // matters (a transposing copy: the rules block it, default_schedule.cc): the top candidates
-  // are measured with the rules' annotations there too.
-  if (nstages > 1 && !res.candidates.empty()) {
-    const schedule::KernelSchedule rules = task.default_schedule();
-    for (size_t c : top) {
-      ConstructCandidate cand = res.candidates[c];
-      for (size_t i = 0; i < cand.schedule.stages.size(); ++i) {
-        if (i != main_index) cand.schedule.stages[i] = rules.stages[i];
-      }
-      if (cand.schedule.stages_text() != res.candidates[c].schedule.stages_text()) {
-        res.candidates.push_back(std::move(cand));
-      }
-    }
+  if (options.measure_variants && !options.predict_only) {
+    add_measured_variants(task, model, res.main_stage, &res.candidates);
   }
   if (options.include_default && !options.predict_only) {
     ConstructCandidate cand;

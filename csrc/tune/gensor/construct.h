@@ -42,6 +42,11 @@ struct ConstructOptions {
   // kernel slower than the untuned one (the analytic model misranks some shapes; measuring one
   // more candidate is cheap insurance).
   bool include_default = true;
+  // Also measure, beyond top_k, the ranked candidates' local-padded variants and the top one
+  // with the rules' annotations for the other stages (the model prices neither edge code nor
+  // every stage well). Never in predict-only mode; off where a caller counts its measurements
+  // against a budget (ALT's layout stage).
+  bool measure_variants = true;
   MeasureConfig measure;
   // Machine description; host_memory_hierarchy() (probed once, cached on disk) when empty.
   std::optional<cost::MemoryHierarchy> hardware;
