@@ -459,13 +459,6 @@ std::optional<int64_t> band_coefficient(const Expr& index, const ir::Var& w) {
   return coef;
 }
 
-bool reads_var(const Expr& access, const ir::Var& v) {
-  for (const Expr& i : access->operands) {
-    if (ir::uses_var(i, v)) return true;
-  }
-  return false;
-}
-
 // G2BMM with `i0` as I0 and `i1` as I1 (see matching.h): the band iterator and the distance.
 MatchOutcome match_g2bmm_mapping(const Tensor& scope, const Expr& i0, const Expr& i1) {
   MatchOutcome best;
@@ -473,10 +466,10 @@ MatchOutcome match_g2bmm_mapping(const Tensor& scope, const Expr& i0, const Expr
   const ir::ComputeOpNode& op = *scope->op;
   bool shared_sum = false;  // k: a summation iterator both operands read
   for (const IterVar& r : op.reduce_axes)
-    shared_sum |= reads_var(i0, r.var) && reads_var(i1, r.var);
+    shared_sum |= ir::uses_var(i0, r.var) && ir::uses_var(i1, r.var);
   if (!shared_sum) return best;
   for (const IterVar& w : op.axes) {
-    if (const_extent(w) < 2 || reads_var(i0, w.var)) continue;
+    if (const_extent(w) < 2 || ir::uses_var(i0, w.var)) continue;
     int dim = -1;
     for (size_t d = 0; d < i1->operands.size(); ++d) {
       if (!ir::uses_var(i1->operands[d], w.var)) continue;
@@ -488,7 +481,7 @@ MatchOutcome match_g2bmm_mapping(const Tensor& scope, const Expr& i0, const Expr
     if (!coef || *coef == 0) continue;
     bool row = false;  // the band moves with a traversal iterator of I0 (m)
     for (const IterVar& m : op.axes) {
-      row |= !m.var.same_as(w.var) && ir::uses_var(index, m.var) && reads_var(i0, m.var);
+      row |= !m.var.same_as(w.var) && ir::uses_var(index, m.var) && ir::uses_var(i0, m.var);
     }
     if (!row) continue;
     OperatorMatch m;
@@ -499,7 +492,6 @@ MatchOutcome match_g2bmm_mapping(const Tensor& scope, const Expr& i0, const Expr
     m.b.tensor = i1->tensor;
     m.b.access = i1;
     m.band_dim = dim;
-    m.band = w;
     m.band_dilation = *coef;
     m.mismatched = std::abs(*coef) == 1 ? 0 : 1;
     if (m.mismatched < best.distance) {

@@ -66,10 +66,9 @@ struct OperatorMatch {
   // K[f, c, r, s] exactly.
   std::vector<int64_t> stride, padding, dilation;
   ConvRoles conv;
-  // G2BMM: the band's read (I1), its band dimension, the band offset iterator w, and the
-  // dilation (w's coefficient in the band index).
+  // G2BMM: the dimension of I1 (`b`) the band runs along, and the dilation (the coefficient of
+  // the band offset iterator w in its index).
   int band_dim = -1;
-  ir::IterVar band;
   int64_t band_dilation = 0;
   // Iterators whose group the operator does not have (mismatches, EinNet's distance).
   int mismatched = 0;

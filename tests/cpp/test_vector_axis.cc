@@ -135,6 +135,34 @@ TEST(VectorAxis, BandProductVectorisesTheBandNotAGatheredReduction) {
             schedule::Sketch::kCrossLaneReduction);
 }
 
+TEST(VectorAxis, TransposingCopiesAreBlockedAlongBothAxes) {
+  // T[b, k, n] = B[b, n, k]: the lanes run along n, gathering from B's rows; k walks B's
+  // innermost dim, so 64 x 64 blocks keep the rows a run gathers in cache while k steps.
+  Tensor b = placeholder("B", dims({2, 200, 96}));
+  Tensor t = ir::compute("T", dims({2, 96, 200}), [&](const std::vector<ir::Var>& v) {
+    return ir::access(b, {v[0], v[2], v[1]});
+  });
+  const schedule::StageAnnotation ann = rule_annotation({t}, {b}, "T");
+  EXPECT_EQ(ann.vector_axis, 2) << ann.to_json().dump();
+  EXPECT_EQ(ann.tile_outer[1], 64) << ann.to_json().dump();
+  EXPECT_EQ(ann.tile_outer[2], 64) << ann.to_json().dump();
+  EXPECT_EQ(ann.s1_order, (std::vector<int>{0, 2, 1})) << ann.to_json().dump();
+  schedule::KernelSchedule ks;
+  ks.stages.push_back(ann);
+  check_graph({{t}, {b}}, ks, /*use_jit=*/true);
+  // The axis walking B's innermost dim may be any: P[k, b, n] = B[b, n, k] puts k first.
+  Tensor p = ir::compute("P", dims({96, 2, 200}), [&](const std::vector<ir::Var>& v) {
+    return ir::access(b, {v[1], v[2], v[0]});
+  });
+  EXPECT_EQ(rule_annotation({p}, {b}, "P").s1_order, (std::vector<int>{1, 2, 0}));
+  // A permutation that keeps the innermost dim reads along its lanes: not blocked.
+  Tensor c = placeholder("C", dims({2, 96, 200}));
+  Tensor same = ir::compute("S", dims({96, 2, 200}), [&](const std::vector<ir::Var>& v) {
+    return ir::access(c, {v[1], v[0], v[2]});
+  });
+  EXPECT_TRUE(rule_annotation({same}, {c}, "S").s1_order.empty());
+}
+
 TEST(VectorAxis, PackingRunsInParallelOnlyWhenTheStageDoes) {
   // The copy into panels is a loop of its own: a serial stage must not dispatch it on the pool.
   Tensor q = placeholder("Q", dims({2, 64, 32})), k = placeholder("K", dims({2, 96, 32}));

@@ -275,16 +275,24 @@ void add_measured_variants(const Task& task, const AnalyticModel& model, int mai
                            std::vector<ConstructCandidate>* candidates) {
   std::vector<ConstructCandidate>& cands = *candidates;
   if (cands.empty()) return;
+  // Appends `cand` unless a candidate with its stages is there already; true when appended.
+  auto add = [&cands](ConstructCandidate cand) {
+    const std::string text = cand.schedule.stages_text();
+    for (const ConstructCandidate& c : cands) {
+      if (c.schedule.stages_text() == text) return false;
+    }
+    cands.push_back(std::move(cand));
+    return true;
+  };
   const StageSpace main_space = make_stage_space(task.plan, main_stage, task.target);
   const size_t main = static_cast<size_t>(main_stage);
   std::vector<size_t> top = {0};
   for (size_t c = 0, ranked = cands.size(); c < ranked; ++c) {
     auto v = local_padded_variant(main_space, model, cands[c].schedule.stages[main]);
     if (!v) continue;
-    if (c == 0) top.push_back(cands.size());
     ConstructCandidate cand = cands[c];
     cand.schedule.stages[main] = std::move(*v);
-    cands.push_back(std::move(cand));
+    if (add(std::move(cand)) && c == 0) top.push_back(cands.size() - 1);
   }
   // The other stages take their best-ranked annotations, which the model can misjudge where it
   // matters (a transposing copy, which the rules block: default_schedule.cc).
@@ -295,9 +303,7 @@ void add_measured_variants(const Task& task, const AnalyticModel& model, int mai
     for (size_t i = 0; i < cand.schedule.stages.size(); ++i) {
       if (i != main) cand.schedule.stages[i] = rules.stages[i];
     }
-    if (cand.schedule.stages_text() != cands[c].schedule.stages_text()) {
-      cands.push_back(std::move(cand));
-    }
+    add(std::move(cand));
   }
 }
 
