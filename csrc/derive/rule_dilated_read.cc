@@ -6,6 +6,7 @@
 
 #include "derive/index_analysis.h"
 #include "derive/rules_intra.h"
+#include "ir/eval.h"
 #include "ir/linear_form.h"
 #include "ir/printer.h"
 
@@ -55,9 +56,8 @@ std::optional<DilatedIndex> dilated_index(const ir::ComputeOpNode& op, const Exp
     if (iv.var.get() == out.unit.get() && const_extent(iv) < 2 * g) return std::nullopt;
   }
   out.dilation = g;
-  const int64_t q = aff->constant >= 0 ? aff->constant / g : -((-aff->constant + g - 1) / g);
-  out.residue = aff->constant - q * g;
-  Expr rest = ir::int_imm(q);
+  out.residue = ir::floormod_int(aff->constant, g);
+  Expr rest = ir::int_imm(ir::floordiv_int(aff->constant, g));
   for (const auto& [v, c] : aff->terms) {
     if (v.get() != out.unit.get()) rest = rest + ir::int_imm(c / g) * v;
   }
