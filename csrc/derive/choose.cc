@@ -10,6 +10,7 @@
 #include "derive/index_analysis.h"
 #include "ops/conv.h"
 #include "ops/linalg.h"
+#include "schedule/stage_plan.h"
 #include "util/check.h"
 
 namespace tessera::derive {
@@ -198,6 +199,15 @@ double max_rel_error(const std::vector<NDArray>& got, const std::vector<NDArray>
   return scale > 0 ? diff / scale : diff;
 }
 
+// A scope that only reshapes a reduction (S[.., m, ..] = S'[.., m // D, m % D, ..]) costs
+// nothing: the stage plan writes the reduction through its buffer (stage_plan.h).
+bool is_reshape_of_reduction(const Tensor& scope) {
+  const Expr& body = scope->op->body;
+  return body->kind == ir::ExprKind::kAccess && !body->tensor->is_placeholder() &&
+         body->tensor->op->reduce != ir::ReduceKind::kNone &&
+         schedule::reshape_groups(scope, body, body->tensor).has_value();
+}
+
 }  // namespace
 
 Choice choose_by_measurement(const State& original, const SearchResult& result,
@@ -211,7 +221,7 @@ Choice choose_by_measurement(const State& original, const SearchResult& result,
   for (const Derivation& d : result.derivations) {
     DerivationCost cost;
     for (const ScopeChoice& c : d.choices) {
-      if (c.role == ScopeRole::kCompileTime) continue;
+      if (c.role == ScopeRole::kCompileTime || is_reshape_of_reduction(c.scope)) continue;
       if (c.role == ScopeRole::kEOperator || !c.match || !has_predefined_kernel(c.match->kind)) {
         cost.eoperator_ms += estimate_eoperator_ms(c.scope, bw);
         continue;

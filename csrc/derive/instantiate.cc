@@ -56,6 +56,14 @@ bool is_weight_only(const Tensor& t, const DeriveContext& ctx) {
   return true;
 }
 
+namespace {
+
+int layout_operands(const OperatorMatch& m) {
+  return int{m.a.needs_layout} + int{m.b.needs_layout} + int{m.out.needs_layout};
+}
+
+}  // namespace
+
 std::vector<ScopeChoice> instantiate(const State& s, const DeriveContext& ctx) {
   std::vector<ScopeChoice> out;
   for (const Tensor& scope : scopes(s)) {
@@ -65,13 +73,18 @@ std::vector<ScopeChoice> instantiate(const State& s, const DeriveContext& ctx) {
     if (is_weight_only(scope, ctx)) {
       c.role = ScopeRole::kCompileTime;
     } else if (c.cost.intensity() >= DeriveConstants::kEOperatorIntensity) {
+      // Of the operators the scope matches exactly, the first in the table's order that reads
+      // the fewest operands through layout eOperators (a band product is a batch matmul only
+      // through an im2col-sized copy of its band operand, and a G2BMM as it stands).
+      int fewest_layouts = 4;
       for (OperatorKind k : table_operators()) {
         MatchOutcome mo = match_operator(s, scope, k, ctx);
-        if (mo.match && mo.distance == 0) {
-          c.role = ScopeRole::kOperator;
-          c.match = mo.match;
-          break;
-        }
+        if (!mo.match || mo.distance != 0) continue;
+        const int layouts = layout_operands(*mo.match);
+        if (layouts >= fewest_layouts) continue;
+        fewest_layouts = layouts;
+        c.role = ScopeRole::kOperator;
+        c.match = mo.match;
       }
     }
     out.push_back(c);

@@ -78,10 +78,50 @@ class ReplaceRead : public ir::ExprMutator {
   Expr from_, to_;
 };
 
+// The scope rewritten to `body` (over its own iterators) with its unit iterator m regrouped:
+// S'[.., q, p, ..] = body at m = D*q + p, and S[.., m, ..] = S'[.., m // D, m % D, ..] in its
+// place. `vmap` already maps the summation iterators to their copies `red`.
+std::optional<State> with_rows_regrouped(const State& s, const Tensor& scope, const Expr& body,
+                                         const DilatedIndex& dil, const std::vector<IterVar>& red,
+                                         ir::VarMap vmap, const std::string& rule) {
+  const ir::ComputeOpNode& op = *scope->op;
+  const Expr d = ir::int_imm(dil.dilation);
+  std::vector<IterVar> split_axes;
+  for (const IterVar& iv : op.axes) {
+    if (iv.var.get() != dil.unit.get()) {
+      split_axes.push_back(fresh_copies({iv}, &vmap)[0]);
+      continue;
+    }
+    const int64_t extent = const_extent(iv);
+    if (extent % dil.dilation != 0) return std::nullopt;
+    const IterVar q = fresh_iter(iv.var->name + "_q", extent / dil.dilation);
+    const IterVar r = fresh_iter(iv.var->name + "_r", dil.dilation);
+    vmap[iv.var.get()] = d * q.var + r.var;
+    split_axes.push_back(q);
+    split_axes.push_back(r);
+  }
+  const Tensor rows = make_scope(scope->name + "_by_residue", split_axes, red, op.reduce,
+                                 substitute_body(body, vmap), "derived", scope->pad_value);
+  ir::VarMap unused;
+  const std::vector<IterVar> x = fresh_copies(op.axes, &unused);
+  std::vector<Expr> at;
+  for (size_t a = 0; a < x.size(); ++a) {
+    if (op.axes[a].var.get() != dil.unit.get()) {
+      at.push_back(x[a].var);
+      continue;
+    }
+    at.push_back(ir::floordiv(x[a].var, d));
+    at.push_back(ir::floormod(x[a].var, d));
+  }
+  const Tensor reshaped = make_scope(scope->name, x, {}, ir::ReduceKind::kNone,
+                                     ir::access(rows, at), "derived", scope->pad_value);
+  return replace_scope(s, scope, {reshaped, {}}, rule);
+}
+
 }  // namespace
 
 std::optional<State> separate_dilated_read(const State& s, const Tensor& scope, const Expr& read,
-                                           int dim) {
+                                           int dim, bool split_unit) {
   if (scope->is_placeholder() || !has_const_extents(scope)) return std::nullopt;
   const ir::ComputeOpNode& op = *scope->op;
   if (read->kind != ir::ExprKind::kAccess || dim < 0 ||
@@ -122,17 +162,19 @@ std::optional<State> separate_dilated_read(const State& s, const Tensor& scope, 
   }
   idx.push_back(ir::simplify(ir::floormod(shifted, d)));
   idx.push_back(ir::simplify(quotient - ir::int_imm(b.lo)));
-  ir::VarMap vmap;
-  std::vector<IterVar> x = fresh_copies(op.axes, &vmap);
-  std::vector<IterVar> red = fresh_copies(op.reduce_axes, &vmap);
-  const Expr body =
-      substitute_body(ReplaceRead(read, ir::access(layout, idx)).mutate(op.body), vmap);
-  const Tensor rewritten =
-      make_scope(scope->name, x, red, op.reduce, body, "derived", scope->pad_value);
+  const Expr body = ReplaceRead(read, ir::access(layout, idx)).mutate(op.body);
   std::ostringstream rule;
   rule << "separate_dilated_read(" << scope->name << ": " << src->name << " dim " << dim
-       << " by residue mod " << dil->dilation << ")";
-  return replace_scope(s, scope, {rewritten, {}}, rule.str());
+       << " by residue mod " << dil->dilation << (split_unit ? ", rows regrouped" : "") << ")";
+  ir::VarMap vmap;
+  std::vector<IterVar> red = fresh_copies(op.reduce_axes, &vmap);
+  if (!split_unit) {
+    std::vector<IterVar> x = fresh_copies(op.axes, &vmap);
+    const Tensor rewritten = make_scope(scope->name, x, red, op.reduce, substitute_body(body, vmap),
+                                        "derived", scope->pad_value);
+    return replace_scope(s, scope, {rewritten, {}}, rule.str());
+  }
+  return with_rows_regrouped(s, scope, body, *dil, red, vmap, rule.str());
 }
 
 std::vector<State> dilated_read_layouts(const State& s) {
@@ -145,8 +187,10 @@ std::vector<State> dilated_read_layouts(const State& s) {
       if (dup) continue;
       seen.push_back(a);
       for (size_t dim = 0; dim < a->operands.size(); ++dim) {
-        if (auto next = separate_dilated_read(s, scope, a, static_cast<int>(dim))) {
-          out.push_back(std::move(*next));
+        for (bool split_unit : {false, true}) {
+          if (auto next = separate_dilated_read(s, scope, a, static_cast<int>(dim), split_unit)) {
+            out.push_back(std::move(*next));
+          }
         }
       }
     }

@@ -84,9 +84,15 @@ std::vector<State> boundary_tightenings(const State& s);
 // unit-stride in u, in memory too. L covers the read's whole box, so
 // the read stays inside L, and L holds T's pad value where T would be read outside: always
 // legal. `dim` is the index dimension of `read` (a read in `scope`'s body) to separate.
+// With `split_unit`, the scope's iterator m itself is regrouped too (its extent a multiple of
+// D): the rewritten scope S' iterates (q, p) in m's place with m = D*q + p, so that its loops can
+// walk one residue's rows in order (the rows of L one tile reads stay few), and the scope
+// becomes the reshape S[.., m, ..] = S'[.., m // D, m % D, ..] of it (no copy: stage planning
+// writes S' through S's buffer, stage_plan.h).
 std::optional<State> separate_dilated_read(const State& s, const ir::Tensor& scope,
-                                           const ir::Expr& read, int dim);
-// Candidates: every dilated index dimension of every distinct read.
+                                           const ir::Expr& read, int dim, bool split_unit = false);
+// Candidates: every dilated index dimension of every distinct read, with and without
+// split_unit.
 std::vector<State> dilated_read_layouts(const State& s);
 
 // Every successor of `s` under the five rules and layout separation.

@@ -9,6 +9,7 @@
 #include "loop/outline_parallel.h"
 #include "loop/printer.h"
 #include "loop/simplify_stmt.h"
+#include "loop/transpose_tiles.h"
 #include "loop/unroll.h"
 
 namespace tessera::loop {
@@ -40,6 +41,8 @@ LoweredFunc run_loop_passes(LoweredFunc f) {
 }
 
 LoweredFunc prepare_for_cpu(LoweredFunc f) {
+  f.body = transpose_register_tiles(f.body);
+  dump("transpose_register_tiles", f);
   f.body = legalize_vectorized_loops(f.body, &f.notes);
   dump("legalize_vectorized_loops", f);
   f.body = unroll_loops(f.body, &f.notes);

@@ -13,8 +13,8 @@ namespace tessera::loop {
 // simplify_stmt, then guard_integer_division.
 LoweredFunc run_loop_passes(LoweredFunc f);
 
-// legalize_vectorized_loops, unroll_loops, outline_parallel_loops: the form the CPU code
-// generator translates as it stands. Sets f.cpu_ready.
+// transpose_register_tiles, legalize_vectorized_loops, unroll_loops, outline_parallel_loops:
+// the form the CPU code generator translates as it stands. Sets f.cpu_ready.
 LoweredFunc prepare_for_cpu(LoweredFunc f);
 
 }  // namespace tessera::loop

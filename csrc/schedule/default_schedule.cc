@@ -228,32 +228,57 @@ namespace {
 
 // A transposing copy (an injective stage gathering along its vector axis from an input whose
 // innermost dim another axis walks, a row-major [n, k] written as [k, n]): both axes are cut
-// into kTransposeBlock tiles, that axis innermost, so the lines one run of gathers touches are
-// read again from L1 at its next steps instead of from L2 after the whole row.
+// into kTransposeBlock tiles, that axis innermost, so the lines one tile touches are read again
+// from L1 at its next steps instead of from L2 after the whole row. Where both axes hold a
+// whole vector, the register tile is one vector along each: lanes x lanes elements, which the
+// CPU code generator transposes in registers (loop/transpose_tiles.h) instead of gathering.
+// The axis of a transposing copy's stage that walks its input's innermost dim (not the vector
+// axis of `ann`), or -1 when the stage is not one.
+int transposed_axis(const Stage& stage, const StagePlan& plan, const AccessPattern& ap,
+                    const StageAnnotation& ann) {
+  const ir::ComputeOpNode& op = *stage.op->op;
+  const int v = ann.vector_axis;
+  if (ap.gathers == 0 || v < 0) return -1;
+  const Expr body = inline_body(stage.op, plan.inlined);
+  for (int a = static_cast<int>(op.axes.size()) - 1; a >= 0; --a) {
+    if (a != v && extent_of(op.axes[a].extent) > 1 && reads_innermost_along(body, op.axes[a].var)) {
+      return a;
+    }
+  }
+  return -1;
+}
+
 void block_transposing_copy(const Stage& stage, const StagePlan& plan, const AccessPattern& ap,
                             StageAnnotation* ann) {
   const ir::ComputeOpNode& op = *stage.op->op;
   const int n = static_cast<int>(op.axes.size());
   const int v = ann->vector_axis;
-  if (ap.gathers == 0 || v < 0) return;
-  const Expr body = inline_body(stage.op, plan.inlined);
-  for (int a = n - 1; a >= 0; --a) {
-    if (a == v || extent_of(op.axes[a].extent) <= 1 ||
-        !reads_innermost_along(body, op.axes[a].var)) {
-      continue;
-    }
-    ann->tile_outer[a] = std::min(extent_of(op.axes[a].extent), kTransposeBlock);
-    ann->tile_outer[v] = std::min(ann->tile_outer[v], round_up(kTransposeBlock, ann->tile_reg[v]));
-    ann->s1_order.clear();
-    for (int x = 0; x < n; ++x) {
-      if (x != a) ann->s1_order.push_back(x);
-    }
-    ann->s1_order.push_back(a);
-    return;
+  const int a = transposed_axis(stage, plan, ap, *ann);
+  if (a < 0) return;
+  const int64_t lanes = ann->vector_width;
+  if (op.reduce_axes.empty() && extent_of(op.axes[a].extent) >= lanes &&
+      extent_of(op.axes[v].extent) >= lanes) {
+    std::fill(ann->tile_reg.begin(), ann->tile_reg.end(), 1);
+    ann->tile_reg[a] = lanes;
+    ann->tile_reg[v] = lanes;
   }
+  ann->tile_outer[a] = std::min(round_up(extent_of(op.axes[a].extent), ann->tile_reg[a]),
+                                round_up(kTransposeBlock, ann->tile_reg[a]));
+  ann->tile_outer[v] = std::min(ann->tile_outer[v], round_up(kTransposeBlock, ann->tile_reg[v]));
+  ann->s1_order.clear();
+  for (int x = 0; x < n; ++x) {
+    if (x != a) ann->s1_order.push_back(x);
+  }
+  ann->s1_order.push_back(a);
 }
 
 }  // namespace
+
+bool is_transposing_copy(const Stage& stage, const StagePlan& plan, const Target& target) {
+  const StageAnnotation rules = default_stage_annotation(stage, plan, target);
+  return rules.sketch == Sketch::kMultiLevelTiling &&
+         transposed_axis(stage, plan, analyze_access_pattern(stage, plan), rules) >= 0;
+}
 
 StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& plan,
                                          const Target& target) {

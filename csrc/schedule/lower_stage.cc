@@ -100,7 +100,9 @@ class PointWriter {
 
   Expr out_index(const std::vector<Expr>& axes) const {
     if (sb_.out_axes.empty()) return ir::flat_index(sb_.out, axes);
-    return ir::flat_index(sb_.out, point_through_axis_map(sb_.out_axes, axes));
+    std::vector<Expr> extents;
+    for (const ir::IterVar& a : sb_.op->axes) extents.push_back(a.extent);
+    return ir::flat_index(sb_.out, point_through_axis_map(sb_.out_axes, axes, extents));
   }
   Expr load_out(const std::vector<Expr>& axes) const { return ir::load(sb_.out, out_index(axes)); }
   Stmt store_out(const std::vector<Expr>& axes, const Expr& v) const {
@@ -716,9 +718,11 @@ StageBody make_stage_body(const Stage& stage, const StagePlan& plan, const Acces
   if (stage.epilogue) {
     sb.acc_var = ir::var("acc", ir::kNoLowerBound, ir::kNoUpperBound, stage.op->dtype);
     sb.epilogue = epilogue_over_op_axes(stage, plan.inlined, sb.acc_var);
-    const std::vector<int> map = epilogue_axis_map(stage);
+    const AxisGroups map = epilogue_axis_map(stage);
     bool identity = map.size() == sb.op->axes.size();
-    for (size_t a = 0; identity && a < map.size(); ++a) identity = map[a] == static_cast<int>(a);
+    for (size_t a = 0; identity && a < map.size(); ++a) {
+      identity = map[a] == std::vector<int>{static_cast<int>(a)};
+    }
     if (!identity) sb.out_axes = map;
   }
   return sb;

@@ -14,9 +14,9 @@ struct StageBody {
   ir::Expr epilogue;  // expression of `acc_var` (the finished value) and the op's axes, or null
   ir::Var acc_var;    // placeholder variable for the finished reduction value in `epilogue`
   ir::Buffer out;     // buffer written (row-major over the written tensor's dims)
-  // Per dim of `out`, the op axis it runs along, or -1 for a unit dim the op lacks (an epilogue
-  // through unit dims, epilogue_axis_map); empty: `out` runs along the op's axes.
-  std::vector<int> out_axes;
+  // Per dim of `out`, the op axes it runs along (epilogue_axis_map: an epilogue through unit
+  // dims or a reshape); empty: `out` runs along the op's axes.
+  AxisGroups out_axes;
   ir::DType dtype = ir::DType::kFloat32;
 };
 

@@ -1,6 +1,7 @@
 #include "schedule/stage_plan.h"
 
 #include <map>
+#include <optional>
 
 #include "ir/functor.h"
 #include "schedule/split_reduction.h"
@@ -194,39 +195,92 @@ bool reads_through_unit_dims(const Tensor& consumer, const Expr& consumer_body,
   return ok;
 }
 
+// `e` is floordiv(v, d) (floormod when `mod`) for the variable v and constant d.
+bool is_div_of(const Expr& e, const Expr& v, int64_t d, bool mod) {
+  return e->kind == (mod ? ExprKind::kFloorMod : ExprKind::kFloorDiv) &&
+         e->operands[0].same_as(v) && e->operands[1]->is_const_int(d);
+}
+
 }  // namespace
 
-std::vector<int> epilogue_axis_map(const Stage& stage) {
+std::optional<AxisGroups> reshape_groups(const Tensor& consumer, const Expr& consumer_body,
+                                         const Tensor& producer) {
+  const ir::ComputeOpNode& op = *consumer->op;
+  std::optional<AxisGroups> groups;
+  bool ok = true;
+  ir::visit_expr(consumer_body, [&](const Expr& e) {
+    if (!ok || e->kind != ExprKind::kAccess || e->tensor.get() != producer.get()) return;
+    AxisGroups mine;
+    size_t d = 0;
+    for (const ir::IterVar& a : op.axes) {
+      if (d >= e->operands.size()) break;
+      if (e->operands[d].same_as(a.var) && same_extent(a.extent, producer->shape[d])) {
+        mine.push_back({static_cast<int>(d++)});
+        continue;
+      }
+      if (d + 1 >= e->operands.size() || !producer->shape[d + 1]->is_const_int() ||
+          !producer->shape[d]->is_const_int() || !a.extent->is_const_int()) {
+        break;
+      }
+      const int64_t inner = producer->shape[d + 1]->int_value;
+      if (!is_div_of(e->operands[d], a.var, inner, false) ||
+          !is_div_of(e->operands[d + 1], a.var, inner, true) ||
+          producer->shape[d]->int_value * inner != a.extent->int_value) {
+        break;
+      }
+      mine.push_back({static_cast<int>(d), static_cast<int>(d + 1)});
+      d += 2;
+    }
+    const bool covers = mine.size() == op.axes.size() && d == e->operands.size();
+    ok = covers && (!groups || *groups == mine);
+    if (ok) groups = mine;
+  });
+  if (!ok || !groups) return std::nullopt;
+  for (const auto& g : *groups) {
+    if (g.size() == 2) return groups;
+  }
+  return std::nullopt;
+}
+
+AxisGroups epilogue_axis_map(const Stage& stage) {
   TESSERA_CHECK(stage.epilogue) << "epilogue_axis_map: stage " << stage.op->name
                                 << " has no epilogue";
+  if (!stage.epilogue_reshape.empty()) return stage.epilogue_reshape;
   const std::vector<Expr> mine = axis_extents(*stage.epilogue->op);
-  std::vector<int> map(mine.size(), -1);
+  AxisGroups map(mine.size());
   bool same_shape = mine.size() == stage.op->shape.size();
   for (size_t a = 0; same_shape && a < mine.size(); ++a) {
     same_shape = same_extent(mine[a], stage.op->shape[a]);
   }
   if (same_shape) {  // plan_stages' default rule (a [6, 1] read as [1, 6] is not)
-    for (size_t a = 0; a < map.size(); ++a) map[a] = static_cast<int>(a);
+    for (size_t a = 0; a < map.size(); ++a) map[a] = {static_cast<int>(a)};
     return map;
   }
   const std::vector<size_t> e = non_unit_dims(mine), r = non_unit_dims(stage.op->shape);
   TESSERA_CHECK(e.size() == r.size())
       << "epilogue_axis_map: " << stage.epilogue->name << " does not run along " << stage.op->name;
-  for (size_t k = 0; k < e.size(); ++k) map[e[k]] = static_cast<int>(r[k]);
+  for (size_t k = 0; k < e.size(); ++k) map[e[k]] = {static_cast<int>(r[k])};
   return map;
 }
 
-std::vector<Expr> point_through_axis_map(const std::vector<int>& axis_map,
-                                         const std::vector<Expr>& op_point) {
+std::vector<Expr> point_through_axis_map(const AxisGroups& axis_map,
+                                         const std::vector<Expr>& op_point,
+                                         const std::vector<Expr>& op_extents) {
   std::vector<Expr> point;
-  for (int a : axis_map) {
-    point.push_back(a < 0 ? ir::int_imm(0) : op_point.at(static_cast<size_t>(a)));
+  for (const std::vector<int>& group : axis_map) {
+    Expr index = ir::int_imm(0);
+    for (size_t k = 0; k < group.size(); ++k) {
+      const auto a = static_cast<size_t>(group[k]);
+      index = k == 0 ? op_point.at(a) : index * op_extents.at(a) + op_point.at(a);
+    }
+    point.push_back(index);
   }
   return point;
 }
 
 std::vector<Expr> written_point(const Stage& stage, const std::vector<Expr>& op_point) {
-  return stage.epilogue ? point_through_axis_map(epilogue_axis_map(stage), op_point) : op_point;
+  if (!stage.epilogue) return op_point;
+  return point_through_axis_map(epilogue_axis_map(stage), op_point, axis_extents(*stage.op->op));
 }
 
 Expr epilogue_over_op_axes(const Stage& stage, const std::set<const TensorNode*>& inlined,
@@ -335,6 +389,7 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     });
   }
   std::map<const TensorNode*, Tensor> epilogue_of;
+  std::map<const TensorNode*, AxisGroups> reshape_of;  // epilogues read through a reshape
   std::set<const TensorNode*> fused_epilogues;
   for (const Tensor& t : dag.computes) {
     if (!is_reduction(t) || is_output.count(t.get())) continue;
@@ -342,8 +397,9 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     if (cons.size() != 1) continue;
     const Tensor& e = cons[0];
     if (!is_output.count(e.get()) || is_reduction(e) || e->dtype != t->dtype) continue;
+    const std::optional<AxisGroups> reshape = reshape_groups(e, inlined_body[e.get()], t);
     const bool pointwise = reads_at_identity(e, inlined_body[e.get()], t) ||
-                           reads_through_unit_dims(e, inlined_body[e.get()], t);
+                           reads_through_unit_dims(e, inlined_body[e.get()], t) || reshape;
     if (fused_epilogues.count(e.get()) || !pointwise) continue;
     // The epilogue may read other tensors, but not another reduction.
     bool reads_other_reduction = false;
@@ -354,6 +410,7 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     });
     if (reads_other_reduction) continue;
     epilogue_of[t.get()] = e;
+    if (reshape) reshape_of[e.get()] = *reshape;
     fused_epilogues.insert(e.get());
   }
   plan.epilogues_decided = static_cast<int>(epilogue_of.size());
@@ -373,6 +430,8 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     if (it != anchor_of_epilogue.end()) {
       s.op = it->second;
       s.epilogue = t;
+      auto r = reshape_of.find(t.get());
+      if (r != reshape_of.end()) s.epilogue_reshape = r->second;
     } else {
       s.op = t;
     }

@@ -3,6 +3,7 @@
 // inlined into their consumers, and which elementwise outputs ride along as epilogues of a
 // reduction's write-back (e.g. bias + relu after a matmul). Two of these decisions are choices a
 // schedule may make differently from the rules (plan_choices.h).
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -11,9 +12,17 @@
 
 namespace tessera::schedule {
 
+// Per dim of a tensor a stage writes, the axes of the stage's op it runs along, outer first: one
+// axis (the dim is that axis), none (a unit dim the op lacks, indexed 0), or two (the op's axes
+// merged row-major: an epilogue that reads its reduction through a reshape).
+using AxisGroups = std::vector<std::vector<int>>;
+
 struct Stage {
   ir::Tensor op;        // the compute op whose loop nest this stage is
   ir::Tensor epilogue;  // optional elementwise consumer fused into the write-back (null if none)
+  // Set when `epilogue` reads `op` through a reshape (a [B, N / D, D, W] reduction read as
+  // [B, N, W]): how the epilogue's dims merge the op's axes. Empty otherwise.
+  AxisGroups epilogue_reshape;
   // The tensor whose buffer the stage writes: the epilogue when present, otherwise `op`.
   const ir::Tensor& written() const { return epilogue ? epilogue : op; }
 };
@@ -44,7 +53,9 @@ constexpr int64_t kMaxInlinedNodes = 4096;
 // reads); other injective ops are inlined. With choices.epilogue
 // kFused (the default), a non-output reduction whose single consumer is an output elementwise
 // op reading it at identical indices (or through unit dims: an [M, N] matmul read by its
-// [1, M, N] view's bias add) becomes that op's epilogue; with kSeparate every
+// [1, M, N] view's bias add; or through a reshape that splits some of the consumer's axes in
+// two: a derived [B, N / D, D, W] band product read as [B, N, W]) becomes that op's epilogue,
+// writing the output's buffer directly; with kSeparate every
 // materialised op is its own stage.
 // Floating-point sums over more than kSumChunk values are first split into a tree of chunk sums
 // (split_reduction.h), so `outputs` of the plan may be other nodes than the ones passed (same
@@ -69,20 +80,29 @@ ir::Expr inline_expr(const ir::Expr& e, const std::set<const ir::TensorNode*>& i
 // stands in for the reduction's result).
 ir::Expr replace_access(const ir::Expr& e, const ir::TensorNode* target, const ir::Expr& value);
 
-// For each axis of `stage`'s epilogue, the axis of its reduction it runs along, or -1 for a unit
-// axis the reduction lacks (index 0 there): the identity when their shapes are equal; for an
-// epilogue through unit dims the non-unit axes in order, so an [M, N] matmul's [1, M, N]
-// epilogue maps {-1, 0, 1}. Throws when the stage has none.
-std::vector<int> epilogue_axis_map(const Stage& stage);
+// How `consumer` reads `producer` through a reshape, when it does: every access in
+// `consumer_body` indexes the producer's dims, in order, with consecutive groups, one per
+// consumer axis: the axis itself (same extent), or the pair (v // E, v % E) for a constant inner
+// extent E where v's extent is the pair's element count. At least one pair (else it is the
+// identity); nullopt otherwise.
+std::optional<AxisGroups> reshape_groups(const ir::Tensor& consumer, const ir::Expr& consumer_body,
+                                         const ir::Tensor& producer);
 
-// The point whose dim d is op_point[axis_map[d]], or 0 where axis_map[d] is -1 (a unit dim):
-// how a point over an op's axes indexes the tensor an axis map describes.
-std::vector<ir::Expr> point_through_axis_map(const std::vector<int>& axis_map,
-                                             const std::vector<ir::Expr>& op_point);
+// For each axis of `stage`'s epilogue, the axes of its reduction it runs along (AxisGroups): the
+// identity when their shapes are equal; stage.epilogue_reshape when set; for an epilogue through
+// unit dims the non-unit axes in order, so an [M, N] matmul's [1, M, N] epilogue maps
+// {{}, {0}, {1}}. Throws when the stage has none.
+AxisGroups epilogue_axis_map(const Stage& stage);
+
+// The point whose dim d merges op_point at axis_map[d] row-major (over `op_extents`, the op's
+// axis extents), or 0 where axis_map[d] is empty (a unit dim): how a point over an op's axes
+// indexes the tensor an axis map describes.
+std::vector<ir::Expr> point_through_axis_map(const AxisGroups& axis_map,
+                                             const std::vector<ir::Expr>& op_point,
+                                             const std::vector<ir::Expr>& op_extents);
 
 // The point of stage.written() that the stage's op writes at `op_point` (a point over the op's
-// axes): `op_point` itself without an epilogue, else mapped by epilogue_axis_map (0 for an
-// epilogue's unit axis).
+// axes): `op_point` itself without an epilogue, else mapped by epilogue_axis_map.
 std::vector<ir::Expr> written_point(const Stage& stage, const std::vector<ir::Expr>& op_point);
 
 // The stage's epilogue as an expression over its op's axes, producers inlined and the op's

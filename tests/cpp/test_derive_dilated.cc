@@ -78,6 +78,42 @@ TEST_P(DeriveDilatedRead, RegroupsRowsByResidueAndKeepsValues) {
   EXPECT_TRUE(derive::dilated_read_layouts(*next).empty());
 }
 
+TEST_P(DeriveDilatedRead, RegroupingTheRowsTooLeavesAReshapeTheStagePlanWritesThrough) {
+  const auto [dilation, k_major] = GetParam();
+  const State s = g2bmm(dilation, k_major);
+  auto next = derive::separate_dilated_read(s, s.outputs[0], read_of(s, "B"), k_major ? 2 : 1,
+                                            /*split_unit=*/true);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_LE(state_error(*next, s), kTolerance) << derive::to_string(*next);
+  // The output is the reshape O[b, m, w] = O'[b, m // D, m % D, w] of the band product O', which
+  // iterates (q, p) in m's place and is a dilation-1 G2BMM.
+  const Tensor rows = producer_named(*next, "g2bmm_by_residue");
+  ASSERT_NE(rows, nullptr) << derive::to_string(*next);
+  EXPECT_EQ(derive::const_shape(rows), (std::vector<int64_t>{2, 16 / dilation, dilation, 7}));
+  const derive::MatchOutcome m = derive::match_operator(*next, rows, OperatorKind::kG2bmm, {});
+  ASSERT_TRUE(m.match.has_value()) << derive::to_string(*next);
+  EXPECT_EQ(m.distance, 0);
+  EXPECT_EQ(m.match->band_dilation, 1);
+  EXPECT_EQ(schedule::reshape_groups(next->outputs[0], next->outputs[0]->op->body, rows),
+            (schedule::AxisGroups{{0}, {1, 2}, {3}}));
+  // Compiled: two stages, the regrouped copy and the band product writing the output's buffer
+  // through the reshape; the values are the original's.
+  const State padded = derive::explicit_padding(*next);
+  const schedule::StagePlan plan =
+      schedule::plan_stages(padded.outputs, ir::collect_dag(padded.outputs).placeholders);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.stages[1].op->name, "g2bmm_by_residue");
+  EXPECT_EQ(plan.stages[1].epilogue_reshape, (schedule::AxisGroups{{0}, {1, 2}, {3}}));
+  std::map<const ir::TensorNode*, runtime::NDArray> in;
+  uint64_t seed = 3;
+  for (const Tensor& p : ir::collect_dag(s.outputs).placeholders) {
+    in.emplace(p.get(), runtime::NDArray::random(p->dtype, derive::const_shape(p), seed++));
+  }
+  EXPECT_LE(
+      derivetest::max_rel_error(derive::run_compiled(*next, in), derive::evaluate_state(s, in)),
+      kTolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Derive, DeriveDilatedRead,
                          ::testing::Combine(::testing::Values(2, 4), ::testing::Bool()));
 
@@ -93,9 +129,10 @@ TEST(DeriveDilatedRead, ConstantWithAResidue) {
                     },
                     "band")},
                 {}};
+  // Two successors: the separation, and the separation with m regrouped too (10 = 2 * 5).
   const std::vector<State> next = derive::dilated_read_layouts(s);
-  ASSERT_EQ(next.size(), 1u);
-  EXPECT_LE(state_error(next[0], s), kTolerance) << derive::to_string(next[0]);
+  ASSERT_EQ(next.size(), 2u);
+  for (const State& n : next) EXPECT_LE(state_error(n, s), kTolerance) << derive::to_string(n);
   EXPECT_TRUE(derive::reads_in_bounds(read_of(next[0], "B_by_residue")));
 }
 

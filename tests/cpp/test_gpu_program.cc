@@ -161,7 +161,7 @@ TEST(GpuProgram, AnEpilogueThroughUnitDimsIsFused) {
   const schedule::StagePlan gpu =
       schedule::plan_stages(outs, ins, schedule::gpu::gpu_plan_choices());
   ASSERT_EQ(gpu.stages.size(), 1u);
-  EXPECT_EQ(schedule::epilogue_axis_map(gpu.stages[0]), (std::vector<int>{-1, 0, 1}));
+  EXPECT_EQ(schedule::epilogue_axis_map(gpu.stages[0]), (schedule::AxisGroups{{}, {0}, {1}}));
   expect_interpreter_passes(outs, ins, "linear_gelu", "tiled");
 
   Tensor rows = ir::placeholder("rows", {6, 30});
@@ -173,7 +173,7 @@ TEST(GpuProgram, AnEpilogueThroughUnitDimsIsFused) {
   const schedule::StagePlan plan =
       schedule::plan_stages(moved, {rows}, schedule::gpu::gpu_plan_choices());
   ASSERT_EQ(plan.stages.size(), 1u);
-  EXPECT_EQ(schedule::epilogue_axis_map(plan.stages[0]), (std::vector<int>{-1, 0}));
+  EXPECT_EQ(schedule::epilogue_axis_map(plan.stages[0]), (schedule::AxisGroups{{}, {0}}));
   expect_interpreter_passes(moved, {rows}, "row_sum_moved_unit", "row");
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -75,6 +76,46 @@ TEST(StagePlan, ABatchNormsPerChannelScaleIsComputedOncePerCall) {
   Tensor same = ops::add(small, ops::reduce_sum(z, {0, 2, 3}), "same");
   const schedule::StagePlan flat = schedule::plan_stages({same}, {x, gamma, var});
   for (const schedule::Stage& s : flat.stages) EXPECT_NE(s.op->name, "small");
+}
+
+// R[b, q, p, n] = sum_k A[b, 3 q + p, k] * B[b, k, n] (a product over rows regrouped by residue
+// mod 3) read by the output O[b, m, n] through `index(m)` in R's (q, p) dims.
+Tensor regrouped_product_read_as(
+    const std::function<std::vector<ir::Expr>(const ir::Expr&)>& index) {
+  Tensor a = ir::placeholder("A", dims({2, 12, 5}));
+  Tensor b = ir::placeholder("B", dims({2, 5, 7}));
+  Tensor r = ir::reduce("R", dims({2, 4, 3, 7}), dims({5}), ir::ReduceKind::kSum,
+                        [&](const std::vector<ir::Var>& v, const std::vector<ir::Var>& k) {
+                          return ir::access(a, {v[0], ir::int_imm(3) * v[1] + v[2], k[0]}) *
+                                 ir::access(b, {v[0], k[0], v[3]});
+                        });
+  return ir::compute("O", dims({2, 12, 7}), [&](const std::vector<ir::Var>& v) {
+    std::vector<ir::Expr> at{v[0]};
+    for (const ir::Expr& e : index(v[1])) at.push_back(e);
+    at.push_back(v[2]);
+    return ir::access(r, at);
+  });
+}
+
+TEST(StagePlan, AReshapeOfAReductionIsItsEpilogueWritingTheOutputsBuffer) {
+  const Tensor o = regrouped_product_read_as([](const ir::Expr& m) {
+    return std::vector<ir::Expr>{ir::floordiv(m, ir::int_imm(3)), ir::floormod(m, ir::int_imm(3))};
+  });
+  const std::vector<Tensor> inputs = ir::collect_dag({o}).placeholders;
+  const schedule::StagePlan plan = schedule::plan_stages({o}, inputs);
+  ASSERT_EQ(plan.stages.size(), 1u);
+  EXPECT_EQ(plan.stages[0].op->name, "R");
+  EXPECT_EQ(plan.stages[0].epilogue_reshape, (schedule::AxisGroups{{0}, {1, 2}, {3}}));
+  EXPECT_TRUE(plan.temporaries.empty());
+  check_graph({{o}, inputs}, std::nullopt, /*use_jit=*/true);
+
+  // (m % 3, m // 3) is a transpose of R's (q, p), not a reshape: R gets a buffer of its own.
+  const Tensor t = regrouped_product_read_as([](const ir::Expr& m) {
+    return std::vector<ir::Expr>{ir::floormod(m, ir::int_imm(4)), ir::floordiv(m, ir::int_imm(4))};
+  });
+  const schedule::StagePlan copy = schedule::plan_stages({t}, ir::collect_dag({t}).placeholders);
+  EXPECT_EQ(copy.stages.size(), 2u);
+  check_graph({{t}, ir::collect_dag({t}).placeholders}, std::nullopt, /*use_jit=*/true);
 }
 
 TEST(StagePlan, TreeSizeCountsSharedOperandsPerUse) {

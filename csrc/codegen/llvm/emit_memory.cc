@@ -158,6 +158,8 @@ VVal Emitter::emit_load(const Expr& e) {
     } else {
       v = b_.CreateAlignedLoad(vt, vptr, align);
     }
+  } else if (llvm::Value* column = transposed_tile_read(vt, buf, idx, stride, align)) {
+    v = column;
   } else if (stride && *stride >= 2 &&
              *stride <= std::min<int64_t>(kMaxDeinterleavedStride, vec_->lanes)) {
     Expr first = lane0_index(idx);
@@ -170,6 +172,56 @@ VVal Emitter::emit_load(const Expr& e) {
   }
   tag_access(v, buf);
   return {from_storage(v, t), true};
+}
+
+llvm::Value* Emitter::transposed_tile_read(llvm::FixedVectorType* vt, const ir::Buffer& buf,
+                                           const Expr& idx, std::optional<int64_t> stride,
+                                           llvm::Align align) {
+  if (!stride || *stride != vec_->lanes || vec_->mask != nullptr ||
+      !fn_->stack_elems.count(buf.get())) {
+    return nullptr;
+  }
+  const Expr first = lane0_index(idx);
+  return tile_column(vt, buf, index_i64(emit_uniform(first), first->dtype), align);
+}
+
+llvm::Value* Emitter::tile_column(llvm::FixedVectorType* vt, const ir::Buffer& buf,
+                                  llvm::Value* first, llvm::Align align) {
+  const int64_t lanes = vec_->lanes;
+  auto elems = fn_->stack_elems.find(buf.get());
+  auto* column = llvm::dyn_cast<llvm::ConstantInt>(first);
+  if (elems == fn_->stack_elems.end() || elems->second != lanes * lanes || column == nullptr ||
+      column->getSExtValue() < 0 || column->getSExtValue() >= lanes) {
+    return nullptr;
+  }
+  FnState::TileColumns& tile = fn_->tile_columns[buf.get()];
+  if (tile.block != b_.GetInsertBlock() || tile.columns.empty()) {
+    std::vector<llvm::Value*> x;
+    for (int64_t r = 0; r < lanes; ++r) {
+      llvm::Value* row = b_.CreateAlignedLoad(
+          vt, address(vt->getElementType(), buffer_ptr(buf), b_.getInt64(r * lanes)), align);
+      tag_access(row, buf);
+      x.push_back(row);
+    }
+    // Round `half` swaps the off-diagonal half x half blocks of every 2half x 2half block: after
+    // all rounds x[i][j] is row j's element i.
+    for (int64_t half = 1; half < lanes; half <<= 1) {
+      std::vector<int> low(static_cast<size_t>(lanes)), high(static_cast<size_t>(lanes));
+      for (int64_t j = 0; j < lanes; ++j) {
+        low[static_cast<size_t>(j)] = static_cast<int>((j & half) ? lanes + j - half : j);
+        high[static_cast<size_t>(j)] = static_cast<int>((j & half) ? lanes + j : j + half);
+      }
+      for (int64_t i = 0; i < lanes; ++i) {
+        if (i & half) continue;
+        llvm::Value* a = x[static_cast<size_t>(i)];
+        llvm::Value* b = x[static_cast<size_t>(i + half)];
+        x[static_cast<size_t>(i)] = b_.CreateShuffleVector(a, b, low);
+        x[static_cast<size_t>(i + half)] = b_.CreateShuffleVector(a, b, high);
+      }
+    }
+    tile = {b_.GetInsertBlock(), x};
+  }
+  return tile.columns[static_cast<size_t>(column->getSExtValue())];
 }
 
 llvm::Value* Emitter::deinterleaved_load(llvm::FixedVectorType* vt, llvm::Value* first,
@@ -247,6 +299,7 @@ void Emitter::emit_prefetch(const Stmt& s) {
 
 void Emitter::emit_store(const Stmt& s) {
   const ir::Buffer& buf = s->buffer;
+  fn_->tile_columns.erase(buf.get());  // its transposed columns are stale from here on
   DType t = buf->dtype;
   llvm::Type* st = storage_type(t);
   llvm::Align align(st->getPrimitiveSizeInBits() / 8);

@@ -6,6 +6,7 @@
 #include <llvm/IR/Module.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -53,6 +54,13 @@ struct FnState {
   std::unordered_map<const ir::BufferNode*, llvm::Value*> bufs;  // typed element pointers
   // Elements of the buffers allocated on this function's stack (register tiles, kStack).
   std::unordered_map<const ir::BufferNode*, int64_t> stack_elems;
+  // Columns of register tiles read transposed (tile_column), per tile, with the block they were
+  // computed in: valid there until the tile is stored to again.
+  struct TileColumns {
+    llvm::BasicBlock* block = nullptr;
+    std::vector<llvm::Value*> columns;
+  };
+  std::unordered_map<const ir::BufferNode*, TileColumns> tile_columns;
   std::unordered_set<const ExprNode*> nonneg_vars;  // known to be >= 0
   std::unordered_set<const ExprNode*> data_vars;    // let variables holding values read from memory
   // Pure values already computed, per control-flow region: a region's values dominate the code
@@ -156,6 +164,16 @@ class Emitter {
   // read, and shuffles; see emit_memory.cc.
   llvm::Value* deinterleaved_load(llvm::FixedVectorType* vt, llvm::Value* first, int64_t stride,
                                   llvm::Align align, const ir::Buffer& buf);
+  // Column `first` of a register tile of lanes x lanes elements read with lane stride `lanes`
+  // (the column reads of loop/transpose_tiles.h): all columns come from one transpose of the
+  // tile's row vectors, log2(lanes) rounds of two-input shuffles, kept for the other columns.
+  // Null when `buf` is not such a tile or `first` is not a constant column.
+  llvm::Value* tile_column(llvm::FixedVectorType* vt, const ir::Buffer& buf, llvm::Value* first,
+                           llvm::Align align);
+  // tile_column for a load of `buf` at `idx` with lane stride `stride`, when it reads one.
+  llvm::Value* transposed_tile_read(llvm::FixedVectorType* vt, const ir::Buffer& buf,
+                                    const Expr& idx, std::optional<int64_t> stride,
+                                    llvm::Align align);
   // Branches to a new block, made the insertion point, that runs only when some lane of the
   // current mask is active (a lane-invariant load/store inside a varying `if` must not touch
   // memory when no lane would have). Returns the block before the branch; *merge is where the

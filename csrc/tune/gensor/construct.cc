@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "schedule/default_schedule.h"
 #include "schedule/tuning_policy.h"
 #include "tune/gensor/roller.h"
 #include "util/check.h"
@@ -294,8 +295,9 @@ void add_measured_variants(const Task& task, const AnalyticModel& model, int mai
     cand.schedule.stages[main] = std::move(*v);
     if (add(std::move(cand)) && c == 0) top.push_back(cands.size() - 1);
   }
-  // The other stages take their best-ranked annotations, which the model can misjudge where it
-  // matters (a transposing copy, which the rules block: default_schedule.cc).
+  // The other stages take their best-ranked annotations (or the rules', for transposing copies),
+  // which the model can misjudge where it matters: the top candidate is measured with the rules'
+  // annotations for all of them too.
   if (task.plan.stages.size() < 2) return;
   const schedule::KernelSchedule rules = task.default_schedule();
   for (size_t c : top) {
@@ -365,13 +367,28 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
         i == res.main_stage ? last_state_ms[i] : ranked[i].front().prediction.total_ms;
   }
 
+  // The other stages take their best-ranked annotations, except transposing copies, which the
+  // model misjudges (it counts gathered lines, not the rules' in-register transposes): those
+  // keep the rules' annotation.
+  const schedule::KernelSchedule rules = task.default_schedule();
+  std::vector<RankedAnnotation> others(static_cast<size_t>(nstages));
+  for (int i = 0; i < nstages; ++i) {
+    if (i == res.main_stage) continue;
+    RankedAnnotation& ra = others[static_cast<size_t>(i)];
+    ra = ranked[i].front();
+    const schedule::Stage& stage = task.plan.stages[static_cast<size_t>(i)];
+    if (schedule::is_transposing_copy(stage, task.plan, task.target)) {
+      ra.annotation = rules.stages[static_cast<size_t>(i)];
+      ra.prediction = model.predict(make_stage_space(task.plan, i, task.target), ra.annotation);
+    }
+  }
   const int k = std::max(1, options.top_k);
   const auto& main = ranked[res.main_stage];
   for (size_t c : pick_diverse(main, static_cast<size_t>(k))) {
     ConstructCandidate cand;
     cand.schedule.tuner = std::string("construct:") + res.mode;
     for (int i = 0; i < nstages; ++i) {
-      const RankedAnnotation& ra = i == res.main_stage ? main[c] : ranked[i].front();
+      const RankedAnnotation& ra = i == res.main_stage ? main[c] : others[static_cast<size_t>(i)];
       cand.schedule.stages.push_back(ra.annotation);
       cand.predicted_ms += ra.prediction.total_ms;
     }
