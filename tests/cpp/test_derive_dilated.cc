@@ -6,6 +6,7 @@
 #include "derive/choose.h"
 #include "derive/config.h"
 #include "derive/index_analysis.h"
+#include "derive/instantiate.h"
 #include "derive/rules_intra.h"
 #include "derive/search.h"
 #include "derive_test_util.h"
@@ -116,6 +117,26 @@ TEST_P(DeriveDilatedRead, RegroupingTheRowsTooLeavesAReshapeTheStagePlanWritesTh
 
 INSTANTIATE_TEST_SUITE_P(Derive, DeriveDilatedRead,
                          ::testing::Combine(::testing::Values(2, 4), ::testing::Bool()));
+
+TEST(DeriveDilatedRead, TheRowsRegroupedBandIsInstantiatedAsAG2bmm) {
+  // It is a batch matmul too, but only through an im2col-sized layout copy of its band operand;
+  // the G2BMM needs none. (Sizes with enough arithmetic intensity to be an operator at all.)
+  Tensor a = ir::placeholder("A", dims({1, 128, 64}));
+  Tensor b = ir::placeholder("B", dims({1, 128, 64}));
+  const State s{{derive::g2bmm_expr(a, b, 16, 2, false)}, {}};
+  auto next = derive::separate_dilated_read(s, s.outputs[0], read_of(s, "B"), 1, true);
+  ASSERT_TRUE(next.has_value());
+  const Tensor rows = producer_named(*next, "g2bmm_by_residue");
+  ASSERT_NE(rows, nullptr) << derive::to_string(*next);
+  bool instantiated = false;
+  for (const derive::ScopeChoice& c : derive::instantiate(*next, {})) {
+    if (c.scope != rows) continue;
+    ASSERT_TRUE(c.match.has_value()) << derive::to_string(*next);
+    EXPECT_EQ(c.match->kind, OperatorKind::kG2bmm);
+    instantiated = true;
+  }
+  EXPECT_TRUE(instantiated);
+}
 
 TEST(DeriveDilatedRead, ConstantWithAResidue) {
   // O[m, w] = sum_k A[m, k] * B[m + 2 w - 3, k]: -3 = 2 * (-2) + 1, so the residue is (m + 1) % 2.
