@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cost/memory_levels.h"
+#include "schedule/default_schedule.h"
 
 namespace tessera::testing {
 
@@ -21,6 +22,15 @@ inline cost::MemoryHierarchy synthetic_hw(int64_t l2_bytes = 1 << 20, int64_t ll
               {"l1", 32 << 10, 64, 200.0, 1.0},
               {"reg", 2048, 64, 1000.0, 0.5}};
   return h;
+}
+
+// The schedule rules' view of the same machine: 16 lanes, 32 vector registers, 2 threads.
+inline schedule::Target synthetic_target() {
+  schedule::Target t;
+  t.vector_lanes = 16;
+  t.num_vector_registers = 32;
+  t.num_threads = 2;
+  return t;
 }
 
 }  // namespace tessera::testing

@@ -9,19 +9,12 @@
 #include "loop/stmt_functor.h"
 #include "loop/transpose_tiles.h"
 #include "schedule/default_schedule.h"
+#include "synthetic_hw.h"
 
 namespace tessera::testing {
 namespace {
 
 using ir::Tensor;
-
-schedule::Target avx512_target() {
-  schedule::Target t;
-  t.vector_lanes = 16;
-  t.num_vector_registers = 32;
-  t.num_threads = 2;
-  return t;
-}
 
 // Register-scope buffers a statement allocates, by name.
 std::vector<std::string> register_buffers(const loop::Stmt& s) {
@@ -44,7 +37,7 @@ struct Lowered {
 Lowered lower_with_rules(const Tensor& out, const std::vector<Tensor>& ins) {
   const schedule::StagePlan plan = schedule::plan_stages({out}, ins);
   Lowered l;
-  l.schedule = schedule::default_schedule(plan, avx512_target());
+  l.schedule = schedule::default_schedule(plan, synthetic_target());
   l.before = schedule::lower(plan, l.schedule, "copy").body;
   l.after = loop::transpose_register_tiles(l.before);
   return l;

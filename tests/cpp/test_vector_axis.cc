@@ -7,6 +7,7 @@
 #include "ops/ops.h"
 #include "schedule/default_schedule.h"
 #include "schedule/lower_access.h"
+#include "synthetic_hw.h"
 
 namespace tessera::testing {
 namespace {
@@ -15,20 +16,12 @@ using ir::Expr;
 using ir::placeholder;
 using ir::Tensor;
 
-schedule::Target avx512_target() {
-  schedule::Target t;
-  t.vector_lanes = 16;
-  t.num_vector_registers = 32;
-  t.num_threads = 2;
-  return t;
-}
-
 // The annotation the rules give the stage that computes `op_name`.
 schedule::StageAnnotation rule_annotation(const std::vector<Tensor>& outs,
                                           const std::vector<Tensor>& ins,
                                           const std::string& op_name) {
   schedule::StagePlan plan = schedule::plan_stages(outs, ins);
-  schedule::KernelSchedule ks = schedule::default_schedule(plan, avx512_target());
+  schedule::KernelSchedule ks = schedule::default_schedule(plan, synthetic_target());
   for (const auto& s : ks.stages) {
     if (s.op == op_name) return s;
   }
@@ -82,7 +75,7 @@ TEST(VectorAxis, ConvWithBiasReluAndOddChannelCounts) {
   Tensor b = placeholder("b", dims({40}));
   Tensor y = ops::relu(ops::conv2d(x, w, b, {1, 1}, {1, 1}));
   schedule::StagePlan plan = schedule::plan_stages({y}, {x, w, b});
-  schedule::KernelSchedule ks = schedule::default_schedule(plan, avx512_target());
+  schedule::KernelSchedule ks = schedule::default_schedule(plan, synthetic_target());
   bool channels = false;
   for (const auto& s : ks.stages) channels = channels || s.vector_axis == 1;
   EXPECT_TRUE(channels) << ks.dump();
