@@ -20,10 +20,11 @@ struct Target {
 };
 
 KernelSchedule default_schedule(const StagePlan& plan, const Target& target);
-// Whether the stage is a transposing copy (an injective stage whose vector lanes gather from an
-// input whose innermost dim another axis walks): its rules' annotation blocks it and, where it
-// can, transposes lanes x lanes tiles in registers; models that count gathered lines misjudge it.
-bool is_transposing_copy(const Stage& stage, const StagePlan& plan, const Target& target);
+// Whether the stage, given its rules' annotation `rules` (default_stage_annotation), is a
+// transposing copy (its vector lanes gather from an input whose innermost dim another axis
+// walks): the rules block it and, where they can, transpose lanes x lanes tiles in registers;
+// models that count gathered lines misjudge it.
+bool is_transposing_copy(const Stage& stage, const StagePlan& plan, const StageAnnotation& rules);
 StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& plan,
                                          const Target& target);
 

@@ -273,6 +273,7 @@ util::Json ConstructResult::to_json() const {
 // Local padding of every ranked candidate with edge tiles along its vector axis, and the top
 // candidate (and its local-padded variant) with the rules' annotations for the other stages.
 void add_measured_variants(const Task& task, const AnalyticModel& model, int main_stage,
+                           const schedule::KernelSchedule& rules,
                            std::vector<ConstructCandidate>* candidates) {
   std::vector<ConstructCandidate>& cands = *candidates;
   if (cands.empty()) return;
@@ -299,7 +300,6 @@ void add_measured_variants(const Task& task, const AnalyticModel& model, int mai
   // which the model can misjudge where it matters: the top candidate is measured with the rules'
   // annotations for all of them too.
   if (task.plan.stages.size() < 2) return;
-  const schedule::KernelSchedule rules = task.default_schedule();
   for (size_t c : top) {
     ConstructCandidate cand = cands[c];
     for (size_t i = 0; i < cand.schedule.stages.size(); ++i) {
@@ -377,7 +377,7 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
     RankedAnnotation& ra = others[static_cast<size_t>(i)];
     ra = ranked[i].front();
     const schedule::Stage& stage = task.plan.stages[static_cast<size_t>(i)];
-    if (schedule::is_transposing_copy(stage, task.plan, task.target)) {
+    if (schedule::is_transposing_copy(stage, task.plan, rules.stages[static_cast<size_t>(i)])) {
       ra.annotation = rules.stages[static_cast<size_t>(i)];
       ra.prediction = model.predict(make_stage_space(task.plan, i, task.target), ra.annotation);
     }
@@ -396,11 +396,11 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
     res.candidates.push_back(std::move(cand));
   }
   if (options.measure_variants && !options.predict_only) {
-    add_measured_variants(task, model, res.main_stage, &res.candidates);
+    add_measured_variants(task, model, res.main_stage, rules, &res.candidates);
   }
   if (options.include_default && !options.predict_only) {
     ConstructCandidate cand;
-    cand.schedule = task.default_schedule();
+    cand.schedule = rules;
     bool duplicate = false;
     for (const ConstructCandidate& c : res.candidates) {
       duplicate = duplicate || c.schedule.stages_text() == cand.schedule.stages_text();
@@ -434,7 +434,7 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
       res.schedule = res.candidates[res.chosen].schedule;
     } else {
       res.fell_back_to_default = true;
-      res.schedule = task.default_schedule();
+      res.schedule = rules;
     }
   }
   res.construct_s = seconds_since(t0);
