@@ -83,8 +83,14 @@ void NDArray::AlignedFree::operator()(std::byte* p) const { std::free(p); }
 
 NDArray::NDArray(DType dtype_, std::vector<int64_t> shape_)
     : dtype(dtype_), shape(std::move(shape_)) {
+  // The element and byte counts must not wrap around: a wrapped product would allocate an
+  // array smaller than its shape.
+  int64_t bytes_needed = ir::dtype_bytes(dtype);
   for (int64_t d : shape) {
     TESSERA_CHECK(d >= 0) << "NDArray: negative dimension in " << describe();
+    TESSERA_CHECK(!__builtin_mul_overflow(bytes_needed, d, &bytes_needed) &&
+                  bytes_needed <= kMaxNDArrayBytes)
+        << "NDArray: shape " << describe() << " is larger than " << kMaxNDArrayBytes << " bytes";
   }
   const size_t bytes = nbytes();
   // aligned_alloc needs a size that is a multiple of the alignment (and > 0 to be useful).

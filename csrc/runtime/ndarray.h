@@ -18,6 +18,8 @@
 namespace tessera::runtime {
 
 constexpr size_t kNDArrayAlignment = 64;
+// Largest array (1 TiB): a shape past it is an error of the shape, not an allocation to attempt.
+constexpr int64_t kMaxNDArrayBytes = int64_t{1} << 40;
 
 class NDArray {
  public:

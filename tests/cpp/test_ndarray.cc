@@ -1,5 +1,6 @@
 // NDArray::fill: every element of every dtype takes the value (the fill copies the first
-// element's bytes over the rest, doubling; the odd sizes make the last copy partial).
+// element's bytes over the rest, doubling; the odd sizes make the last copy partial). Shapes
+// whose size wraps around or passes kMaxNDArrayBytes are refused before anything is allocated.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,6 +31,13 @@ TEST(NDArray, FillOfAnEmptyArrayIsANoOpAndAnUnrepresentableValueAnError) {
   EXPECT_NO_THROW(empty.fill(1.0));
   NDArray ints(ir::DType::kInt32, {3});
   EXPECT_THROW(ints.fill(std::nan("")), Error);
+}
+
+TEST(NDArray, ShapesTooLargeToAllocateAreErrors) {
+  // 4^32 elements: the product wraps to 0 in 64 bits, which must not allocate an empty array.
+  EXPECT_THROW(NDArray(ir::DType::kFloat32, std::vector<int64_t>(32, 4)), Error);
+  EXPECT_THROW(NDArray(ir::DType::kFloat32, {int64_t{1} << 20, int64_t{1} << 20}), Error);
+  EXPECT_EQ(NDArray(ir::DType::kFloat32, std::vector<int64_t>(8, 4)).numel(), 65536);
 }
 
 }  // namespace
