@@ -275,7 +275,7 @@ void block_transposing_copy(const Stage& stage, const StagePlan& plan, const Acc
 }  // namespace
 
 bool is_transposing_copy(const Stage& stage, const StagePlan& plan, const StageAnnotation& rules) {
-  return rules.sketch == Sketch::kMultiLevelTiling &&
+  return stage.op->op->reduce_axes.empty() && rules.sketch == Sketch::kMultiLevelTiling &&
          transposed_axis(stage, plan, analyze_access_pattern(stage, plan), rules) >= 0;
 }
 
