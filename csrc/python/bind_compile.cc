@@ -43,6 +43,9 @@ void bind_schedule(py::module_& m) {
       .def_readwrite("parallel", &schedule::StageAnnotation::parallel)
       .def_readwrite("reduce_unroll", &schedule::StageAnnotation::reduce_unroll)
       .def_readwrite("prefetch", &schedule::StageAnnotation::prefetch)
+      .def_readwrite("skew_axis", &schedule::StageAnnotation::skew_axis,
+                     "Band products: the axis whose register rows share the vectors of reads "
+                     "indexed by skew_axis + vector_axis (-1: none).")
       .def_property(
           "edge",
           [](const schedule::StageAnnotation& a) { return schedule::edge_mode_name(a.edge); },

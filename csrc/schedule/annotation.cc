@@ -90,6 +90,7 @@ Json StageAnnotation::to_json() const {
   if (prefetch) j["prefetch"] = true;
   if (reduce_unroll != 1) j["reduce_unroll"] = reduce_unroll;
   if (edge != EdgeMode::kSplit) j["edge"] = edge_mode_name(edge);
+  if (skew_axis >= 0) j["skew_axis"] = skew_axis;
   return j;
 }
 
@@ -111,6 +112,7 @@ StageAnnotation StageAnnotation::from_json(const Json& j) {
   a.prefetch = j.get_bool("prefetch", false);
   a.reduce_unroll = j.get_int("reduce_unroll", 1);
   a.edge = edge_mode_from_name(j.get_string("edge", edge_mode_name(EdgeMode::kSplit)));
+  a.skew_axis = static_cast<int>(j.get_int("skew_axis", -1));
   return a;
 }
 

@@ -67,6 +67,11 @@ struct StageAnnotation {
   bool prefetch =
       false;  // hint later register tiles' operands per unrolled group (tile_prefetch.h)
   EdgeMode edge = EdgeMode::kSplit;  // cut register tiles (written to JSON when not kSplit)
+  // Multi-level tiling of a band product (skewed_tiling.h): the spatial axis whose register
+  // rows share the vectors of reads indexed by skew_axis + vector_axis, -1 = none. Honoured
+  // where the stage allows it (skewed_tiling_applies), else the stage lowers as plain
+  // multi-level tiling; written to JSON when set.
+  int skew_axis = -1;
 
   // The S1 loops' order: s1_order, or the axes in order when it is empty.
   std::vector<int> s1_loop_order() const;

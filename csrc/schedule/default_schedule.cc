@@ -7,6 +7,7 @@
 #include "ir/functor.h"
 #include "ir/simplify.h"
 #include "runtime/parallel.h"
+#include "schedule/skewed_tiling.h"
 
 namespace tessera::schedule {
 
@@ -29,6 +30,12 @@ constexpr int64_t kShortUnrollMaxAccumulators = 16;
 // Cache tile of both axes of a transposing copy: a 64 x 64 block of 4-byte elements touches
 // 64 lines per gathered vector run, 16 KB in all, which stays in L1 while the other axis steps.
 constexpr int64_t kTransposeBlock = 64;
+// Rows of a band product's skewed register tile (one vector each): each row is its own stream
+// of the row operand, and 8 keep the prefetchers on them (as choose_register_tile's limit).
+constexpr int64_t kSkewRows = 8;
+// Skewed register tiles per cache tile along the skew axis: consecutive tiles read overlapping
+// windows of the band operand, which then come from L1.
+constexpr int64_t kSkewTilesPerCacheTile = 8;
 
 int64_t extent_of(const Expr& e) { return e->is_const_int() ? e->int_value : kSymbolicGuess; }
 
@@ -272,6 +279,36 @@ void block_transposing_copy(const Stage& stage, const StagePlan& plan, const Acc
   ann->s1_order.push_back(a);
 }
 
+// A band product (skewed_tiling.h), vectorised along ann's vector axis: kSkewRows rows along the
+// skew axis share each vector of the band's reads. The cache tiles walk the skew axis innermost.
+// False (ann untouched) when the stage is not one.
+bool skew_band_product(const Stage& stage, const StagePlan& plan, StageAnnotation* ann) {
+  const ir::ComputeOpNode& op = *stage.op->op;
+  const int v = ann->vector_axis;
+  const int n = static_cast<int>(op.axes.size());
+  if (op.reduce_axes.empty() || extent_of(op.axes[v].extent) < ann->vector_width) return false;
+  const int s = find_skew_axis(op, inline_body(stage.op, plan.inlined), stage.op->dtype, v);
+  if (s < 0) return false;
+  const int64_t rows = std::min(kSkewRows, extent_of(op.axes[s].extent));
+  // Two vectors per window column where the window holds them: twice the independent
+  // accumulators per row operand broadcast.
+  const int64_t window = rows - 1 + extent_of(op.axes[v].extent);
+  const int64_t vectors = window >= 2 * ann->vector_width ? 2 : 1;
+  ann->skew_axis = s;
+  ann->tile_reg[v] = ann->tile_outer[v] = vectors * ann->vector_width;
+  ann->tile_reg[s] = rows;
+  ann->tile_outer[s] =
+      std::min(round_up(extent_of(op.axes[s].extent), rows), rows * kSkewTilesPerCacheTile);
+  ann->s1_order.clear();
+  for (int a = 0; a < n; ++a) {
+    if (a != s) ann->s1_order.push_back(a);
+  }
+  ann->s1_order.push_back(s);
+  unroll_inner_reduce(*ann);
+  ann->prefetch = false;  // the skewed nest has no hints
+  return true;
+}
+
 }  // namespace
 
 bool is_transposing_copy(const Stage& stage, const StagePlan& plan, const StageAnnotation& rules) {
@@ -384,6 +421,7 @@ StageAnnotation default_stage_annotation(const Stage& stage, const StagePlan& pl
     // Injective (or reduction without reuse): a few vectors per step along the innermost axis.
     ann.vector_axis = n - 1;
     ann.vector_width = static_cast<int>(vl);
+    if (skew_band_product(stage, plan, &ann)) return ann;
     const int64_t nv = std::max<int64_t>(1, std::min<int64_t>(4, vext / vl));
     ann.tile_reg[n - 1] = nv * vl;
     ann.tile_outer[n - 1] = std::min(round_up(vext, nv * vl), multiple_at_most(nv * vl, 1024));

@@ -6,6 +6,7 @@
 #include "schedule/lower_stage.h"
 #include "schedule/prepack.h"
 #include "schedule/row_fusion.h"
+#include "schedule/skewed_tiling.h"
 #include "util/check.h"
 
 namespace tessera::schedule {
@@ -53,7 +54,11 @@ Stmt lower_one_stage(const Stage& stage, const StageAnnotation& ann, const Stage
   Stmt body;
   switch (ann.sketch) {
     case Sketch::kMultiLevelTiling:
-      body = lower_multi_level_tiling(sb, ann, al);
+      // A skew the stage does not allow (a tuner's mutation may move the vector axis) leaves
+      // plain multi-level tiling, which every such annotation also describes.
+      body = ann.skew_axis >= 0 && skewed_tiling_applies(*sb.op, sb.value, sb.dtype, ann)
+                 ? lower_skewed_tiling(sb, ann, al)
+                 : lower_multi_level_tiling(sb, ann, al);
       break;
     case Sketch::kCrossLaneReduction:
       body = lower_cross_lane_reduction(sb, ann, al);

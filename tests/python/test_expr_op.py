@@ -325,3 +325,17 @@ def test_derive_true_keeps_the_expressions_values():
     if report["found"]:  # only when measured faster than the expression's own kernel
         assert report["rules"] and report["derived_ms"] < report["original_ms"]
 
+
+
+def test_a_band_product_takes_the_skewed_register_tile_and_keeps_its_values():
+    # The dilation-1 band EinNet's G2BMM derivation ends with: the rules compute 8 rows over one
+    # window (schedule/skewed_tiling.h), so each band vector loaded feeds every row.
+    import json
+    rows, band, k = 45, 33, 24
+    band_op = op("O[b, q, w] = sum(k) A[b, q, k] * L[b, k, q + w]", shapes={"w": band},
+                 tune="default")
+    a, l = torch.randn(2, rows, k), torch.randn(2, k, rows + band - 1)
+    windows = l.unfold(2, band, 1)  # [b, k, q, w] = L[b, k, q + w]
+    close(band_op(a, l), torch.einsum("bqk,bkqw->bqw", a, windows))
+    (stage,) = json.loads(str(band_op.kernel(a, l).schedule))["stages"]
+    assert stage["skew_axis"] == 1 and stage["vector_axis"] == 2

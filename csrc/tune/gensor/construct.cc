@@ -367,9 +367,9 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
         i == res.main_stage ? last_state_ms[i] : ranked[i].front().prediction.total_ms;
   }
 
-  // The other stages take their best-ranked annotations, except transposing copies, which the
-  // model misjudges (it counts gathered lines, not the rules' in-register transposes): those
-  // keep the rules' annotation.
+  // The other stages take their best-ranked annotations, except transposing copies and band
+  // products, which the model misjudges (it counts gathered lines, not the rules' in-register
+  // transposes, and sees no skewed register tiles): those keep the rules' annotation.
   const schedule::KernelSchedule rules = task.default_schedule();
   std::vector<RankedAnnotation> others(static_cast<size_t>(nstages));
   for (int i = 0; i < nstages; ++i) {
@@ -377,7 +377,8 @@ ConstructResult construct(const Task& task, const ConstructOptions& options) {
     RankedAnnotation& ra = others[static_cast<size_t>(i)];
     ra = ranked[i].front();
     const schedule::Stage& stage = task.plan.stages[static_cast<size_t>(i)];
-    if (schedule::is_transposing_copy(stage, task.plan, rules.stages[static_cast<size_t>(i)])) {
+    const schedule::StageAnnotation& rule = rules.stages[static_cast<size_t>(i)];
+    if (schedule::is_transposing_copy(stage, task.plan, rule) || rule.skew_axis >= 0) {
       ra.annotation = rules.stages[static_cast<size_t>(i)];
       ra.prediction = model.predict(make_stage_space(task.plan, i, task.target), ra.annotation);
     }
