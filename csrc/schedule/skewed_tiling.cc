@@ -1,6 +1,7 @@
 #include "schedule/skewed_tiling.h"
 
 #include "ir/functor.h"
+#include "ir/linear_form.h"
 #include "ir/simplify.h"
 #include "schedule/split_reduction.h"
 #include "schedule/stage_points.h"
@@ -17,15 +18,20 @@ namespace {
 
 bool is_const(const Expr& e, int64_t value) { return e->is_const_int() && e->int_value == value; }
 
-// Is `index` s + v + (terms free of both)? It must not move when v steps up and s steps down,
-// and must step by one with v.
+// `e` with v one step up and s one step down: the same point of the band in the next lane.
+Expr along_band(const Expr& e, const Var& v, const Var& s) {
+  ir::VarMap shift;
+  shift[v.get()] = v + ir::int_imm(1);
+  shift[s.get()] = s - ir::int_imm(1);
+  return ir::simplify(ir::substitute(e, shift));
+}
+
+// Is `index` s + v + (terms free of both)? It must not move along the band, and must step by
+// one with v.
 bool indexes_sum(const Expr& index, const Var& v, const Var& s) {
-  ir::VarMap along_band;
-  along_band[v.get()] = v + ir::int_imm(1);
-  along_band[s.get()] = s - ir::int_imm(1);
   ir::VarMap along_v;
   along_v[v.get()] = v + ir::int_imm(1);
-  return is_const(ir::simplify(ir::substitute(index, along_band) - index), 0) &&
+  return is_const(ir::simplify(along_band(index, v, s) - index), 0) &&
          is_const(ir::simplify(ir::substitute(index, along_v) - index), 1);
 }
 
@@ -38,11 +44,16 @@ std::vector<Expr> reads_along(const Expr& e, const Var& v) {
   return out;
 }
 
-// Does some select hold a read along `v` in its condition or branches?
-bool reads_under_select(const Expr& value, const Var& v) {
+// Does some select hold a read along `v` under a condition that changes along the band? A
+// condition of s + v alone (tessera.op's where() keeping a band's read inside its tensor) holds
+// at a window lane exactly when it holds at the valid points reading the same element, so its
+// reads stay safe; any other guard might not.
+bool reads_under_select(const Expr& value, const Var& v, const Var& s) {
   bool found = false;
   ir::visit_expr(value, [&](const Expr& e) {
     if (found || e->kind != ir::ExprKind::kSelect) return;
+    const Expr& cond = e->operands[0];
+    if (ir::expr_equal(along_band(cond, v, s), ir::simplify(cond))) return;
     for (const Expr& o : e->operands) found = found || !reads_along(o, v).empty();
   });
   return found;
@@ -302,7 +313,7 @@ bool skewed_tiling_applies(const ir::ComputeOpNode& op, const Expr& value, ir::D
   if (!tiles_fit(op, ann)) return false;
   const Var& vv = op.axes[static_cast<size_t>(v)].var;
   const Var& sv = op.axes[static_cast<size_t>(s)].var;
-  if (reads_under_select(value, vv)) return false;
+  if (reads_under_select(value, vv, sv)) return false;
   for (const Expr& read : reads_along(value, vv)) {
     int along = 0;
     for (const Expr& index : read->operands) {

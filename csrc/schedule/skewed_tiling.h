@@ -29,8 +29,8 @@ namespace tessera::schedule {
 // multi-level tiling with a vector axis v and a skew axis s != v; constant extents; a reduction
 // short enough to run whole (no chunked float sum); every read that mentions v mentions it in
 // one index only, as s + v + (terms free of both), and s nowhere else; no such read under a
-// select (its guard would not hold at the window's extra points); register tiles dividing the
-// cache tiles of the axes other than v.
+// select whose condition is not a function of s + v (another guard need not hold at the
+// window's extra points); register tiles dividing the cache tiles of the axes other than v.
 bool skewed_tiling_applies(const ir::ComputeOpNode& op, const ir::Expr& value, ir::DType dtype,
                            const StageAnnotation& ann);
 

@@ -142,6 +142,28 @@ TEST(SkewedTiling, ARegroupedBandWritesTheOutputThroughItsReshape) {
   check_graph({{o}, {a, l}}, sched, /*use_jit=*/true);
 }
 
+TEST(SkewedTiling, AZeroPaddedBandReadsOnlyWhereItsGuardHolds) {
+  // Longformer's sliding window as tessera.op writes it: O[m, w] = sum_k A[m, k] * B[k, m + w
+  // - 5] where that column exists, else 0. The guard is a function of m + w, so a window lane
+  // reads exactly where the rows it serves would: no read leaves B.
+  Tensor a = ir::placeholder("A", dims({40, 12}));
+  Tensor b = ir::placeholder("B", dims({12, 40}));
+  Tensor o = ir::reduce("O", dims({40, 11}), dims({12}), ir::ReduceKind::kSum,
+                        [&](const std::vector<Var>& x, const std::vector<Var>& r) {
+                          const Expr col = x[0] + x[1] - ir::int_imm(5);
+                          return ir::select(
+                              ir::ge(col, ir::int_imm(0)),
+                              ir::select(ir::lt(col, ir::int_imm(40)),
+                                         ir::access(a, {x[0], r[0]}) * ir::access(b, {r[0], col}),
+                                         ir::float_imm(0.0)),
+                              ir::float_imm(0.0));
+                        });
+  const schedule::KernelSchedule s = rules_for({o}, {a, b});
+  ASSERT_EQ(s.stages[0].skew_axis, 0) << s.dump();
+  check_graph({{o}, {a, b}}, s, /*use_jit=*/true);
+  check_graph({{o}, {a, b}}, s, /*use_jit=*/false);
+}
+
 TEST(SkewedTiling, StagesWhoseReadsDoNotShareTheWindowAreNotSkewed) {
   Tensor a = ir::placeholder("A", dims({32, 8}));
   Tensor l = ir::placeholder("L", dims({8, 32 + 2 * 40}));
