@@ -18,13 +18,6 @@ using loop::Stmt;
 
 namespace {
 
-// Is this a floating-point sum that may combine more than kSumChunk values per output point?
-// Such a stage keeps chunk partials itself (split_reduction.h leaves it whole).
-bool is_long_float_sum(const ir::ComputeOpNode& op, ir::DType dtype) {
-  return op.reduce == ir::ReduceKind::kSum && ir::is_float(dtype) &&
-         reduce_count_bound(op) > kSumChunk;
-}
-
 // The annotation with its inner reduce tile cut to at most kSumChunk steps for a long float sum:
 // the register accumulators then restart every kSumChunk values and the partials add up in the
 // output, a two-level cascade whatever tile a tuner chose.

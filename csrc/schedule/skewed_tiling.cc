@@ -306,10 +306,7 @@ bool skewed_tiling_applies(const ir::ComputeOpNode& op, const Expr& value, ir::D
   if (op.reduce_axes.empty() || op.reduce == ir::ReduceKind::kNone || !has_const_extents(op)) {
     return false;
   }
-  if (op.reduce == ir::ReduceKind::kSum && ir::is_float(dtype) &&
-      reduce_count_bound(op) > kSumChunk) {
-    return false;
-  }
+  if (is_long_float_sum(op, dtype)) return false;
   if (!tiles_fit(op, ann)) return false;
   const Var& vv = op.axes[static_cast<size_t>(v)].var;
   const Var& sv = op.axes[static_cast<size_t>(s)].var;

@@ -191,6 +191,11 @@ class RedirectAccesses : public ir::ExprMutator {
 
 int64_t reduce_count_bound(const ir::ComputeOpNode& op) { return count_bound(op.reduce_axes); }
 
+bool is_long_float_sum(const ir::ComputeOpNode& op, ir::DType dtype) {
+  return op.reduce == ir::ReduceKind::kSum && ir::is_float(dtype) &&
+         reduce_count_bound(op) > kSumChunk;
+}
+
 std::vector<Tensor> split_long_sums(const std::vector<Tensor>& outputs, int64_t chunk) {
   TESSERA_CHECK(chunk >= 2) << "sum chunk must be at least 2, got " << chunk;
   const ir::TensorDAG dag = ir::collect_dag(outputs);

@@ -32,6 +32,11 @@ constexpr int64_t kFewOutputPoints = 16;
 // bounds; an unbounded size variable counts as 2^40), saturating at 2^40.
 int64_t reduce_count_bound(const ir::ComputeOpNode& op);
 
+// Is `op` (its values of `dtype`) a floating-point sum that may combine more than kSumChunk
+// values per output point? A stage split_long_sums leaves whole keeps chunk partials itself
+// (lower_stage.h).
+bool is_long_float_sum(const ir::ComputeOpNode& op, ir::DType dtype);
+
 std::vector<ir::Tensor> split_long_sums(const std::vector<ir::Tensor>& outputs,
                                         int64_t chunk = kSumChunk);
 
