@@ -264,10 +264,11 @@ Choice choose_by_measurement(const State& original, const SearchResult& result,
       cost.error = e.what();
     }
     if (cost.verified) {
-      choice.chosen = static_cast<int>(i);
-      break;
+      choice.finalists.push_back(static_cast<int>(i));
+      if (choice.finalists.size() >= config.finalists) break;
     }
   }
+  if (!choice.finalists.empty()) choice.chosen = choice.finalists.front();
   return choice;
 }
 

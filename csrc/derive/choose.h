@@ -6,7 +6,8 @@
 // compile-time scopes free. Candidates are then tried cheapest first: a derived program is
 // compiled with Tessera and must compute the original's values on random inputs before it can
 // be chosen, and it is chosen only when it is estimated faster than the original program,
-// which is compiled and timed as a whole.
+// which is compiled and timed as a whole. The first few verified ones are the finalists that
+// derive_kernel times as whole programs.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -24,6 +25,10 @@ struct ChoiceConfig {
   uint64_t seed = 1;             // random inputs of the numeric check
   double tolerance = 1e-4;       // max |derived - original| / max |original|
   size_t max_verifications = 8;  // derived programs compiled and checked at most
+  // Verified programs kept as finalists, cheapest estimate first: derivations that share their
+  // timed operator differ only in eOperators, which the estimate ranks by bytes and not by the
+  // strides they leave, so the last check times several whole programs side by side.
+  size_t finalists = 3;
   // How G2BMM operators (derived scopes compiled by Tessera) are tuned for their timing: as the
   // chosen program will be compiled (DeriveOptions::tune).
   compiler::TuneMode tune = compiler::TuneMode::kDefault;
@@ -40,6 +45,9 @@ struct DerivationCost {
 
 struct Choice {
   int chosen = -1;  // index into the search's derivations; -1 keeps the original program
+  // The verified derivations estimated faster than the original, cheapest first (chosen is the
+  // first), at most ChoiceConfig::finalists.
+  std::vector<int> finalists;
   double original_ms = -1;
   std::vector<DerivationCost> costs;  // per derivation
 };

@@ -1,8 +1,8 @@
 #pragma once
 // The derivation pipeline of one expression, as a user meets it (tessera.op(derive=True),
 // benchmarks/derive.py): EinNet's Algorithm 1 (inter-expression variants, then the
-// distance-guided search), choice by measurement, and a last check of the chosen program
-// against the original compiled as they will run: the derived program is kept only when its
+// distance-guided search), choice by measurement, and a last check of its finalists against the
+// original, all compiled as they will run: the fastest derived program is kept only when its
 // compiled kernel is faster than the original's, so a derivation never makes a kernel slower.
 #include <string>
 #include <vector>
@@ -18,8 +18,8 @@ struct DeriveOptions {
   double time_limit_s = 60.0;  // of the search
   std::vector<int> weights;    // positions of inputs fixed across calls (weight-only scopes)
   runtime::MeasureOptions measure;
-  // How the two finalists (the original and the chosen program) are compiled for the last
-  // check: as the kernel will be.
+  // How the original and the finalists (choose.h) are compiled for the last check: as the
+  // kernel will be.
   compiler::TuneMode tune = compiler::TuneMode::kConstruct;
 };
 
@@ -38,8 +38,8 @@ struct DeriveReport {
   double pruned_share = 0;           // of the explorative stage (SearchStats)
   double search_s = 0;
   double original_ms = -1;  // the original compiled, measured
-  // The program choose_by_measurement picked, compiled, measured (-1: none picked); kept only
-  // when below original_ms.
+  // The fastest of choose_by_measurement's finalists, compiled, measured side by side with the
+  // original (-1: none verified); kept only when it beats original_ms.
   double derived_ms = -1;
   double rel_error = -1;  // of the chosen program's check
 };

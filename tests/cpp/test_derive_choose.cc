@@ -110,6 +110,18 @@ TEST(DeriveChoose, ChoosesOnlyVerifiedFasterPrograms) {
     }
     EXPECT_GE(c.costs[i].eoperator_ms, 0);
   }
+  // The finalists: verified, estimated faster than the original, cheapest first, the first
+  // chosen.
+  EXPECT_LE(c.finalists.size(), cfg.finalists);
+  EXPECT_EQ(c.chosen, c.finalists.empty() ? -1 : c.finalists.front());
+  for (size_t f = 0; f < c.finalists.size(); ++f) {
+    const derive::DerivationCost& fc = c.costs[static_cast<size_t>(c.finalists[f])];
+    EXPECT_TRUE(fc.verified);
+    EXPECT_LT(fc.total_ms(), c.original_ms);
+    if (f > 0) {
+      EXPECT_GE(fc.total_ms(), c.costs[static_cast<size_t>(c.finalists[f - 1])].total_ms());
+    }
+  }
   if (c.chosen >= 0) {
     const derive::DerivationCost& best = c.costs[c.chosen];
     EXPECT_TRUE(best.verified);
