@@ -41,7 +41,8 @@ search seconds, derivations found, and whether one won (_C.derive at that depth)
 JSON: one record per case {"case", "found", "depth", "states", "pruned_share", "search_s",
 "baseline_ms", "derived_ms", "speedup", "max_rel_err", "rules", "states_without_fingerprints",
 "repeat_share", ...}, {"case": "resnet18", "speedup", "without_ms", "with_ms",
-"derived_partitions"}, and with --depths one {"ablation": "depth", "case", "depth", ...} each.
+"derived_partitions", "compile_s_without", "compile_s_with" (first call, compile included)}, and
+with --depths one {"ablation": "depth", "case", "depth", ...} each.
 Bar (issue 17): every case derived in <= 60 s; geomean speedup >= 1.3x over conv3x3, convT,
 g2bmm_d2, g2bmm_d4; G2BMM >= 2x; no case below 1.0x; fingerprints prune >= 90% of states;
 max relative error <= 1e-4.
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -193,7 +195,7 @@ def bench_resnet18(args) -> dict:
     from tessera.models import ResNet18
     torch.manual_seed(0)
     model, x = ResNet18().eval(), torch.randn(1, 3, 224, 224)
-    fns = {}
+    fns, compile_s = {}, {}
     with torch.no_grad():
         want = model(x)
         for derive in (False, True):
@@ -204,7 +206,9 @@ def bench_resnet18(args) -> dict:
             db = os.path.join(tempfile.mkdtemp(prefix="tessera-derive-"), "records.db")
             f = torch.compile(copy.deepcopy(model), backend="tessera",
                               options={"derive": derive, "tune": args.tune, "records_db": db})
+            t0 = time.perf_counter()
             f(x)
+            compile_s[derive] = time.perf_counter() - t0
             torch.testing.assert_close(f(x), want, rtol=1e-3, atol=1e-3)
             fns[derive] = f
         r = paired_with_reference({"derived": lambda: fns[True](x)}, lambda: fns[False](x),
@@ -213,7 +217,8 @@ def bench_resnet18(args) -> dict:
     chosen = sum(1 for s in backend.recent_summaries(-1) for part in s.partitions
                  if part["impl"] == "derived")
     return {"case": "resnet18", "speedup": 1.0 / r["derived"], "without_ms": r["reference"],
-            "with_ms": r["derived"] * r["reference"], "derived_partitions": chosen}
+            "with_ms": r["derived"] * r["reference"], "derived_partitions": chosen,
+            "compile_s_without": compile_s[False], "compile_s_with": compile_s[True]}
 
 
 def main() -> None:
@@ -244,7 +249,8 @@ def main() -> None:
     if args.resnet:
         resnet = bench_resnet18(args)
         print(f"ResNet-18 with derivation: {resnet['speedup']:.3f}x without "
-              f"({resnet['derived_partitions']} partitions derived)")
+              f"({resnet['derived_partitions']} partitions derived); compiles "
+              f"{resnet['compile_s_without']:.0f} s without, {resnet['compile_s_with']:.0f} s with")
         bars["resnet18_ge_1.0"] = resnet["speedup"] >= 0.99
         records.append(resnet)
     print("bars:", bars)

@@ -7,6 +7,7 @@
 
 #include "compiler/compile.h"
 #include "cost/peak_probe.h"
+#include "derive/config.h"
 #include "derive/index_analysis.h"
 #include "ops/conv.h"
 #include "ops/linalg.h"
@@ -208,44 +209,98 @@ bool is_reshape_of_reduction(const Tensor& scope) {
          schedule::reshape_groups(scope, body, body->tensor).has_value();
 }
 
+// The derivation's cost without its timed operators: estimated eOperators and layouts, plus
+// each operator's FLOPs at kOperatorPeakHeadroom times the machine's FMA peak, a bound no
+// kernel of it can beat. `to_time` gets the operators a timing needs.
+DerivationCost cost_bound(const Derivation& d, const DeriveContext& ctx, double bandwidth_gbs,
+                          double peak_gflops, std::vector<const OperatorMatch*>* to_time) {
+  DerivationCost cost;
+  for (const ScopeChoice& c : d.choices) {
+    if (c.role == ScopeRole::kCompileTime || is_reshape_of_reduction(c.scope)) continue;
+    if (c.role == ScopeRole::kEOperator || !c.match || !has_predefined_kernel(c.match->kind)) {
+      cost.eoperator_ms += estimate_eoperator_ms(c.scope, bandwidth_gbs);
+      continue;
+    }
+    cost.operator_ms += seconds_to_ms(scope_cost(c.scope).flops /
+                                      (DeriveConstants::kOperatorPeakHeadroom * peak_gflops * 1e9));
+    cost.eoperator_ms += layout_ms(*c.match, ctx, bandwidth_gbs);
+    to_time->push_back(&*c.match);
+  }
+  return cost;
+}
+
+// Timings of predefined operators, one per kind, shape and tuning mode.
+class OperatorTimings {
+ public:
+  explicit OperatorTimings(const runtime::MeasureOptions& measure) : measure_(measure) {}
+  double ms(const OperatorMatch& m, compiler::TuneMode tune) {
+    const std::string key = operator_key(m) + " " + compiler::tune_mode_name(tune);
+    auto it = ms_.find(key);
+    if (it == ms_.end()) it = ms_.emplace(key, time_operator(m, measure_, tune)).first;
+    return it->second;
+  }
+
+ private:
+  const runtime::MeasureOptions& measure_;
+  std::map<std::string, double> ms_;
+};
+
+// The cost with the operators timed: matmuls and convolutions with the rules' schedules (the
+// predefined kernels as they run), G2BMMs as `g2bmm_tune` says.
+DerivationCost timed_cost(double untimed_ms, const std::vector<const OperatorMatch*>& ops,
+                          compiler::TuneMode g2bmm_tune, OperatorTimings* timings) {
+  DerivationCost cost;
+  cost.eoperator_ms = untimed_ms;
+  cost.operators_timed = true;
+  for (const OperatorMatch* m : ops) {
+    cost.operator_ms += timings->ms(
+        *m, m->kind == OperatorKind::kG2bmm ? g2bmm_tune : compiler::TuneMode::kDefault);
+  }
+  return cost;
+}
+
 }  // namespace
 
 Choice choose_by_measurement(const State& original, const SearchResult& result,
                              const DeriveContext& ctx, const ChoiceConfig& config) {
-  const double bw =
-      config.bandwidth_gbs > 0 ? config.bandwidth_gbs : cost::get_peak_info().mem_bw_gbs_all;
+  const cost::PeakInfo peak = cost::get_peak_info();
+  const double bw = config.bandwidth_gbs > 0 ? config.bandwidth_gbs : peak.mem_bw_gbs_all;
   TESSERA_CHECK(bw > 0) << "derive: no memory bandwidth for eOperator estimates";
+  TESSERA_CHECK(peak.fp32_gflops_all > 0) << "derive: no FMA peak for operator bounds";
   Choice choice;
-  // Operators of one shape are timed once.
-  std::map<std::string, double> timed;
-  for (const Derivation& d : result.derivations) {
-    DerivationCost cost;
-    for (const ScopeChoice& c : d.choices) {
-      if (c.role == ScopeRole::kCompileTime || is_reshape_of_reduction(c.scope)) continue;
-      if (c.role == ScopeRole::kEOperator || !c.match || !has_predefined_kernel(c.match->kind)) {
-        cost.eoperator_ms += estimate_eoperator_ms(c.scope, bw);
-        continue;
-      }
-      const OperatorMatch& m = *c.match;
-      const std::string key = operator_key(m);
-      // Predefined kernels run with the rules' schedules; a G2BMM is a derived scope's own
-      // kernel, which runs as the program will be compiled.
-      const compiler::TuneMode tune =
-          m.kind == OperatorKind::kG2bmm ? config.tune : compiler::TuneMode::kDefault;
-      if (!timed.count(key)) timed[key] = time_operator(m, config.measure, tune);
-      cost.operator_ms += timed[key];
-      cost.eoperator_ms += layout_ms(m, ctx, bw);
-    }
-    choice.costs.push_back(cost);
-  }
-  // The original program, compiled and timed as a whole, and its values for the checks.
+  // The original program, compiled and timed as a whole first (its time bounds which
+  // derivations are worth timing), and its values for the checks.
   std::map<const ir::TensorNode*, NDArray> inputs;
   uint64_t seed = config.seed;
   for (const Tensor& p : ir::collect_dag(original.outputs).placeholders) {
     inputs.emplace(p.get(), NDArray::random(p->dtype, const_shape(p), seed++));
   }
-  const std::vector<NDArray> want =
-      run_compiled(original, inputs, &choice.original_ms, config.measure);
+  const std::vector<NDArray> want = run_compiled(
+      original, inputs, config.original_ms > 0 ? nullptr : &choice.original_ms, config.measure);
+  if (config.original_ms > 0) choice.original_ms = config.original_ms;
+  // Operators are timed only for derivations that could still beat the original (their bound
+  // is below its time: one whose bound is not could never be tried below), one timing per
+  // kind, shape and tuning mode.
+  OperatorTimings timings(config.measure);
+  for (const Derivation& d : result.derivations) {
+    std::vector<const OperatorMatch*> ops;
+    DerivationCost cost = cost_bound(d, ctx, bw, peak.fp32_gflops_all, &ops);
+    if (cost.total_ms() < choice.original_ms) {
+      const double untimed_ms = cost.eoperator_ms;
+      cost = timed_cost(untimed_ms, ops, compiler::TuneMode::kDefault, &timings);
+      // A G2BMM is a derived scope's own kernel, which runs as the program will be compiled:
+      // tuned (seconds per shape) only where tuning could make the derivation win.
+      const bool tunes_g2bmm = config.tune != compiler::TuneMode::kDefault &&
+                               std::any_of(ops.begin(), ops.end(), [](const OperatorMatch* m) {
+                                 return m->kind == OperatorKind::kG2bmm;
+                               });
+      if (tunes_g2bmm &&
+          untimed_ms + cost.operator_ms / DeriveConstants::kMaxTuningGain < choice.original_ms) {
+        cost = timed_cost(untimed_ms, ops, config.tune, &timings);
+      }
+    }
+    choice.costs.push_back(cost);
+  }
   std::vector<size_t> order(result.derivations.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {

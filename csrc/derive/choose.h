@@ -32,10 +32,17 @@ struct ChoiceConfig {
   // How G2BMM operators (derived scopes compiled by Tessera) are tuned for their timing: as the
   // chosen program will be compiled (DeriveOptions::tune).
   compiler::TuneMode tune = compiler::TuneMode::kDefault;
+  // The bar every estimate must pass where the caller sets one; <= 0: the original timed here
+  // with the rules' schedule, the basis the operators' timings share (a tuned original against
+  // untuned operators would reject derivations that win once tuned).
+  double original_ms = -1;
 };
 
 struct DerivationCost {
-  double operator_ms = 0;   // timed predefined operators
+  // Timed predefined operators; for a derivation whose bound (operators at the FMA peak) does
+  // not beat the original, that bound, untimed.
+  double operator_ms = 0;
+  bool operators_timed = false;
   double eoperator_ms = 0;  // estimated memory-bound scopes
   double total_ms() const { return operator_ms + eoperator_ms; }
   bool verified = false;  // compiled, run, equal to the original (only for those tried)

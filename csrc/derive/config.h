@@ -26,6 +26,14 @@ struct DeriveConstants {
   // original's inputs and outputs is not considered (a dense stand-in for a band or a
   // convolution's offsets can take gigabytes: never worth the memory traffic).
   static constexpr double kMaxIntermediateGrowth = 32.0;
+  // The choice bounds a predefined operator's time by its FLOPs at this many times the probed
+  // FMA peak before timing it (headroom for padding points a kernel skips and probe error): a
+  // derivation whose bound does not beat the original is never compiled or timed.
+  static constexpr double kOperatorPeakHeadroom = 2.0;
+  // A derived G2BMM is tuned for the choice (seconds per shape) only where its derivation, with
+  // the rules' schedule, is within this factor of the original: tuning seldom gains more on a
+  // band product that is not already close.
+  static constexpr double kMaxTuningGain = 2.0;
 };
 
 }  // namespace tessera::derive

@@ -1,5 +1,7 @@
 #include "derive/fingerprint.h"
 
+#include <algorithm>
+
 #include "ir/structural_hash.h"
 
 namespace tessera::derive {
@@ -24,6 +26,13 @@ std::pair<bool, size_t> StateSet::insert_or_find(const State& s) {
   if (!bucket.empty()) ++collisions_;
   bucket.push_back({s, size_});
   return {true, size_++};
+}
+
+bool StateSet::contains(const State& s) const {
+  auto it = buckets_.find(fingerprint(s));
+  if (it == buckets_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const auto& kept) { return same_program(s, kept.first); });
 }
 
 }  // namespace tessera::derive

@@ -25,6 +25,7 @@ class StateSet {
   // Adds `s` unless an equal state is present; returns whether it was added and the id of the
   // state kept for it (ids count insertions from 0).
   std::pair<bool, size_t> insert_or_find(const State& s);
+  bool contains(const State& s) const;
   size_t size() const { return size_; }
   // Hash matches that equality rejected (distinct states with one fingerprint).
   size_t collisions() const { return collisions_; }

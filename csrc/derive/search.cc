@@ -85,10 +85,12 @@ class Search {
     return false;
   }
 
-  // Keeps `s` unless a fingerprint-equal state was kept before (or fingerprints are off).
+  // Keeps `s` unless a fingerprint-equal state was kept before (or fingerprints are off). A
+  // converging walk drops the explorative stage's states too: each starts a walk of its own
+  // towards every target, with at least the steps left here.
   bool keep(const State& s, StateSet* seen) {
     ++result_.stats.generated;
-    if (cfg_.use_fingerprints && !seen->insert(s)) {
+    if (cfg_.use_fingerprints && (explored_.contains(s) || !seen->insert(s))) {
       ++result_.stats.pruned;
       return false;
     }

@@ -17,9 +17,10 @@ namespace tessera::derive {
 struct SearchConfig {
   // MaxDepth of the explorative stage. With converging derivation, conv -> matmul +
   // offset-reduce, transposed conv -> matmul + gather and G2BMM -> dense batch matmul and
-  // dilated G2BMM -> dilation-1 G2BMM are reached from depth 1; 2 adds the alternatives one more rule opens at a small cost, while
-  // the states kept grow about 5x per level beyond. Conv5x5 -> conv3x3 needs 5 (its five
-  // opening rules reduce no distance); ask for it when the target kernel pays for it.
+  // dilated G2BMM -> dilation-1 G2BMM are reached from depth 1; 2 adds the alternatives one more
+  // rule opens at a small cost, while the states kept grow about 5x per level beyond. Conv5x5 ->
+  // conv3x3 needs 5 (its five opening rules reduce no distance); ask for it when the target kernel
+  // pays for it.
   int explorative_depth = 2;
   int converging_depth = 8;  // most rule applications of one converging walk
   bool use_fingerprints = true;

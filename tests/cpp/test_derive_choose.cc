@@ -137,5 +137,36 @@ TEST(DeriveChoose, ChoosesOnlyVerifiedFasterPrograms) {
   std::cout << "\n";
 }
 
+// A derivation's operators are compiled and timed only where their bound (FLOPs at the FMA
+// peak, with headroom) leaves it a chance against the original; the bound never exceeds the
+// timing it stands in for.
+TEST(DeriveChoose, TimesOperatorsOnlyWhereTheirBoundCanBeatTheOriginal) {
+  const State conv = derivetest::conv_state(1, 16, 8, 8, 16, 3, 1);
+  const DeriveContext ctx = derivetest::weights_named(conv, "K");
+  const derive::SearchResult r = derive::derive_programs(conv, ctx);
+  ASSERT_FALSE(r.derivations.empty());
+  derive::ChoiceConfig cfg;
+  cfg.measure = quick();
+  cfg.original_ms = 1e-9;  // an original nothing can beat
+  const derive::Choice unbeatable = derive::choose_by_measurement(conv, r, ctx, cfg);
+  EXPECT_TRUE(unbeatable.finalists.empty());
+  EXPECT_EQ(unbeatable.original_ms, cfg.original_ms);
+  cfg.original_ms = 1e9;  // an original everything beats
+  const derive::Choice beatable = derive::choose_by_measurement(conv, r, ctx, cfg);
+  size_t with_operators = 0;
+  for (size_t i = 0; i < r.derivations.size(); ++i) {
+    const derive::DerivationCost& bound = unbeatable.costs[i];
+    const derive::DerivationCost& timed = beatable.costs[i];
+    EXPECT_FALSE(bound.operators_timed);
+    EXPECT_TRUE(timed.operators_timed);
+    if (bound.operator_ms == 0) continue;
+    ++with_operators;
+    EXPECT_GE(timed.operator_ms, bound.operator_ms) << derive::to_string(r.derivations[i].state);
+    EXPECT_DOUBLE_EQ(timed.eoperator_ms, bound.eoperator_ms);
+  }
+  EXPECT_GT(with_operators, 0u);
+  EXPECT_FALSE(beatable.finalists.empty());
+}
+
 }  // namespace
 }  // namespace tessera
