@@ -1,7 +1,5 @@
 #include "derive/fingerprint.h"
 
-#include <algorithm>
-
 #include "ir/structural_hash.h"
 
 namespace tessera::derive {
@@ -18,21 +16,24 @@ bool same_program(const State& a, const State& b) {
   return ir::structural_equal(a.outputs, b.outputs);
 }
 
-std::pair<bool, size_t> StateSet::insert_or_find(const State& s) {
-  std::vector<std::pair<State, size_t>>& bucket = buckets_[fingerprint(s)];
+const size_t* StateSet::find(const std::vector<std::pair<State, size_t>>& bucket, const State& s) {
   for (const auto& [other, id] : bucket) {
-    if (same_program(s, other)) return {false, id};
+    if (same_program(s, other)) return &id;
   }
+  return nullptr;
+}
+
+std::pair<bool, size_t> StateSet::insert_or_find(const State& s, uint64_t fp) {
+  std::vector<std::pair<State, size_t>>& bucket = buckets_[fp];
+  if (const size_t* id = find(bucket, s)) return {false, *id};
   if (!bucket.empty()) ++collisions_;
   bucket.push_back({s, size_});
   return {true, size_++};
 }
 
-bool StateSet::contains(const State& s) const {
-  auto it = buckets_.find(fingerprint(s));
-  if (it == buckets_.end()) return false;
-  return std::any_of(it->second.begin(), it->second.end(),
-                     [&](const auto& kept) { return same_program(s, kept.first); });
+bool StateSet::contains(const State& s, uint64_t fp) const {
+  auto it = buckets_.find(fp);
+  return it != buckets_.end() && find(it->second, s) != nullptr;
 }
 
 }  // namespace tessera::derive

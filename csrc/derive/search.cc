@@ -90,9 +90,12 @@ class Search {
   // towards every target, with at least the steps left here.
   bool keep(const State& s, StateSet* seen) {
     ++result_.stats.generated;
-    if (cfg_.use_fingerprints && (explored_.contains(s) || !seen->insert(s))) {
-      ++result_.stats.pruned;
-      return false;
+    if (cfg_.use_fingerprints) {
+      const uint64_t fp = fingerprint(s);
+      if (explored_.contains(s, fp) || !seen->insert(s, fp)) {
+        ++result_.stats.pruned;
+        return false;
+      }
     }
     ++result_.stats.explored;
     return true;
