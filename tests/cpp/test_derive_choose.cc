@@ -62,7 +62,8 @@ TEST(DeriveChoose, ExplicitPaddingReadsAlongAPaddedAxisAreMaskedVectorLoads) {
   opts.keep_asm = true;
   auto k = codegen::compile_cpu(f, opts);
   EXPECT_EQ(codegen::llvm_test::count_of(k->assembly(), "vgather"), 0u) << k->assembly();
-  EXPECT_GT(codegen::llvm_test::count_of(k->assembly(), "{z}"), 0u) << k->assembly();
+  // Masked vector loads: AVX-512's zero-masked forms or AVX2's vmaskmovps, whichever the host has.
+  EXPECT_GT(codegen::llvm_test::count_masked_loads(k->assembly()), 0u) << k->assembly();
   // Border lanes read nothing outside X (the JIT's buffers are exact) and compute the conv.
   auto in = derivetest::random_inputs(conv, 4);
   std::vector<runtime::NDArray> out{runtime::NDArray(ir::DType::kFloat32, {1, 4, 6, 32})};

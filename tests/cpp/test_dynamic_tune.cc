@@ -46,11 +46,15 @@ double model_overhead(const schedule::KernelSchedule& s) {
 // (3 ms at T = 1): serial copies are worth trying there.
 constexpr double kSlowPoolCallMs = 1.0;
 
+// The model's time of `k` at `p`. With `parallel_speedup` above 1, a parallel micro-kernel's
+// throughput is that many times its schedule text's (as the pool's threads give a real one).
 double model_ms(const DynamicWorkload& w, const compiler::BuiltKernel& k, const SizePoint& p,
-                double wave_k = kTrueWaveK) {
+                double wave_k = kTrueWaveK, double parallel_speedup = 1) {
   const MicroKernelGeometry g = geometry_of(k.plan(), k.schedule(), w.size_map(w.largest()));
+  const double speedup = k.schedule().stages[0].parallel ? parallel_speedup : 1;
   return predict_ms(instance_shape(g, w.size_map(p), runtime::get_num_threads()),
-                    {model_throughput(k.schedule()), model_overhead(k.schedule()), {}}, wave_k);
+                    {speedup * model_throughput(k.schedule()), model_overhead(k.schedule()), {}},
+                    wave_k);
 }
 
 DynamicTuneOptions fast_options() {
@@ -178,14 +182,15 @@ TEST(DynamicTune, ModelTimerRecoversTheModelAndSelectsWithinBounds) {
   }
 }
 
-// Tunes `w` on `max_points` sample points in the model with the loss bounds at 0 (each sample's
-// best kernel is kept, so several are selected), timing-free.
-DynamicTuneResult tune_keeping_each_samples_best(const DynamicWorkload& w, int64_t max_points) {
+// Tunes `w` on `max_points` sample points in the model (model_ms's `parallel_speedup`) with the
+// loss bounds at 0 (each sample's best kernel is kept, so several are selected), timing-free.
+DynamicTuneResult tune_keeping_each_samples_best(const DynamicWorkload& w, int64_t max_points,
+                                                 double parallel_speedup = 1) {
   DynamicTuneOptions o = fast_options();
   o.max_points = max_points;
   o.selection.loss_bound = o.selection.point_loss_bound = 0;
   o.timer = [&](size_t, const compiler::BuiltKernel& k, const SizePoint& p) {
-    return model_ms(w, k, p);
+    return model_ms(w, k, p, kTrueWaveK, parallel_speedup);
   };
   o.pool_call_ms = kSlowPoolCallMs;
   return tune_dynamic(w, o);
@@ -193,15 +198,15 @@ DynamicTuneResult tune_keeping_each_samples_best(const DynamicWorkload& w, int64
 
 // The kernel dispatched at `p` has the least model time of the selected kernels there.
 void expect_dispatches_the_fastest_selected(const DynamicTuneResult& r, const DynamicWorkload& w,
-                                            const SizePoint& p) {
+                                            const SizePoint& p, double parallel_speedup = 1) {
   const double k = r.selection.wave_k;
   double best = std::numeric_limits<double>::infinity();
   for (size_t j = 0; j < r.kernel->num_kernels(); ++j) {
-    best = std::min(best, model_ms(w, r.kernel->kernel(j), p, k));
+    best = std::min(best, model_ms(w, r.kernel->kernel(j), p, k, parallel_speedup));
   }
   const int got = r.kernel->dispatch(p.data());
   ASSERT_GE(got, 0);
-  EXPECT_LE(model_ms(w, r.kernel->kernel(got), p, k), best * (1 + 1e-9))
+  EXPECT_LE(model_ms(w, r.kernel->kernel(got), p, k, parallel_speedup), best * (1 + 1e-9))
       << "at sizes " << ::testing::PrintToString(p);
 }
 
@@ -224,20 +229,27 @@ TEST(DynamicTune, EverySizeOfOneAxisRunsTheSelectedKernelPredictedFastestThere) 
 }
 
 // The same over two axes (rows = B x T): every point of a small box is dispatched by its own
-// prediction, not by the nearest sample point's label.
+// prediction, not by the nearest sample point's label. Parallel micro-kernels run at the two
+// threads' rate here, so a serial one (no pool wake-up, no padded rows) wins on the fewest rows
+// and a parallel one on the most, whatever the host's lane count makes the candidates: with
+// the schedule text's rate alone, one unpadded serial candidate of the best rate was the fastest
+// at every size on AVX2 (one kernel selected).
 TEST(DynamicTune, EveryPointOfASmallBoxRunsTheSelectedKernelPredictedFastestThere) {
-  PinThreads pin(2);
+  constexpr int kThreads = 2;
+  PinThreads pin(kThreads);
   ir::Var b = ir::size_var("B", 1, 4), t = ir::size_var("T", 1, 40);
   ir::Tensor x = ir::placeholder("X", {ir::mul(b, t), ir::int_imm(24)});
   ir::Tensor w = ir::placeholder("W", {ir::int_imm(64), ir::int_imm(24)});
   const DynamicWorkload wl = DynamicWorkload::create({ops::dense(x, w)}, {x, w}, "dense");
-  const DynamicTuneResult r = tune_keeping_each_samples_best(wl, 16);  // a 4 x 4 grid
+  const DynamicTuneResult r = tune_keeping_each_samples_best(wl, 16, kThreads);  // a 4 x 4 grid
   ASSERT_TRUE(r.kernel);
   ASSERT_EQ(r.points.size(), 16u);
   ASSERT_GE(r.kernel->num_kernels(), 2u) << "one kernel cannot show the dispatch between samples";
   EXPECT_EQ(r.selection.dispatcher.axes(), 2u);
   for (int64_t bv = 1; bv <= 4; ++bv) {
-    for (int64_t tv = 1; tv <= 40; ++tv) expect_dispatches_the_fastest_selected(r, wl, {bv, tv});
+    for (int64_t tv = 1; tv <= 40; ++tv) {
+      expect_dispatches_the_fastest_selected(r, wl, {bv, tv}, kThreads);
+    }
   }
 }
 

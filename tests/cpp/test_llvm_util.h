@@ -62,6 +62,35 @@ inline size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Masked vector loads in an x86 (AT&T) assembly listing, in either ISA's form: AVX-512's
+// zero-masked instructions ("{z}"), or AVX2's vmaskmovps/vmaskmovpd/vpmaskmovd/vpmaskmovq with
+// a memory source (their register-source form is a masked store). A full load followed by a
+// blend is not one: it reads every lane.
+inline size_t count_masked_loads(const std::string& text) {
+  static const char* const kAvx2[] = {"vmaskmovps", "vmaskmovpd", "vpmaskmovd", "vpmaskmovq"};
+  size_t n = 0;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    if (line.find("{z}") != std::string::npos) {
+      ++n;
+      continue;
+    }
+    const size_t op = line.find_first_not_of(" \t");
+    if (op == std::string::npos) continue;
+    for (const char* m : kAvx2) {
+      const std::string mnemonic = m;
+      if (line.compare(op, mnemonic.size(), mnemonic) != 0) continue;
+      const size_t arg = line.find_first_not_of(" \t", op + mnemonic.size());
+      if (arg != std::string::npos && line[arg] != '%') ++n;
+    }
+  }
+  return n;
+}
+
 inline void call(const CompiledKernel& k, std::vector<void*> buffers, std::vector<int64_t> sizes) {
   k(buffers.data(), sizes.data());
 }

@@ -4,6 +4,7 @@
 
 #include "const_dims.h"
 #include "ops/ops.h"
+#include "tune/gensor/stage_space.h"
 #include "tune/reuse/reuse_tuner.h"
 #include "tune/reuse/trial_estimate.h"
 #include "tune/search/space.h"
@@ -104,9 +105,12 @@ TEST(ReuseTuner, TunesAWiderMatmulFromANarrowOne) {
   src.stages[0].tile_mid.clear();
   src.stages[0].tile_reg = {4, 16};
   src.stages[0].tile_reduce = {16};
-  src.stages[0].vector_width = 16;
+  // The register tile's 16 columns in the host's widest vectors (16 lanes with AVX-512, 8 with
+  // AVX2): the source must be a valid schedule on the host it runs on.
+  const search::SearchSpace source_space(source);
+  src.stages[0].vector_width = gensor::vector_width_for(16, source_space.stage(0).space.lanes);
   src.stages[0].pack = {"B"};
-  ASSERT_EQ(search::SearchSpace(source).check_structure(src), "");
+  ASSERT_EQ(source_space.check_structure(src), "");
 
   ReuseTunerOptions options;
   options.measure = quick_measure();

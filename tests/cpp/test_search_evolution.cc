@@ -255,9 +255,21 @@ TEST(Evolution, TasksShareOneModelUnderTheScheduler) {
   EXPECT_EQ(data.size(), 80u);
   EXPECT_EQ(data.size("gemm"), 8u * sr.rounds_per_task[0]);
   EXPECT_EQ(data.size("gemm2"), 8u * sr.rounds_per_task[1]);
-  // Labels are normalised per task: each task's best is 1.
+  // Labels are normalised per task: each task's best is 1, every other label of that task at most
+  // 1. (Schedules that differ only in fields synthetic_ms ignores tie at a task's best, and which
+  // of them the search meets depends on the host's lanes: how many labels are 1 is not fixed.)
   const std::vector<double> labels = data.labels();
-  EXPECT_EQ(std::count(labels.begin(), labels.end(), 1.0), 2);
+  const std::vector<int> groups = data.groups();
+  ASSERT_EQ(groups.size(), labels.size());
+  std::vector<double> best_label(2, 0.0);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    ASSERT_TRUE(groups[i] == 0 || groups[i] == 1) << groups[i];
+    EXPECT_GE(labels[i], 0.0);
+    EXPECT_LE(labels[i], 1.0);
+    best_label[static_cast<size_t>(groups[i])] =
+        std::max(best_label[static_cast<size_t>(groups[i])], labels[i]);
+  }
+  EXPECT_EQ(best_label, (std::vector<double>{1.0, 1.0}));
   EXPECT_EQ(model.last_fit_size, 80u);
   EXPECT_GE(searchers[0].result().stats.model_rounds + searchers[1].result().stats.model_rounds, 6);
 }

@@ -167,7 +167,7 @@ def test_prepacked_weights_are_passed_to_the_sequence_and_repacked_when_changed(
 
     def fn(x):
         return torch.cumsum(conv(x), 1)
-    x = torch.randn(2, 16, 8, 8)
+    x = torch.randn(2, 16, 12, 12)  # a side of no vector width's multiple: the rules pack
     with torch.no_grad():
         since = backend.last_serial()
         torch._dynamo.reset()

@@ -17,11 +17,16 @@ from tessera.backend import program_runner
 KERNELS = {"anchor_measure": False, "fallback": False}
 
 
+# The images' side: not a multiple of a vector width (8 or 16 lanes), so the rules vectorise the
+# convolutions along their output channels on every host, and pack the weights.
+SIDE = 12
+
+
 def _model():
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                          nn.Conv2d(32, 32, 3, padding=1), nn.Flatten(),
-                         nn.Linear(32 * 8 * 8, 64)).eval()
+                         nn.Linear(32 * SIDE * SIDE, 64)).eval()
 
 
 def _packs() -> int:
@@ -43,7 +48,7 @@ def test_weights_are_packed_once_and_again_after_in_place_changes(runner_kind):
     torch._dynamo.reset()
     kernel_build.clear_cache()
     m = _model()
-    x = torch.randn(2, 16, 8, 8)
+    x = torch.randn(2, 16, SIDE, SIDE)
     with torch.no_grad():
         f = torch.compile(m, backend="tessera", options=KERNELS)
         f(x)  # the first call runs eagerly and compiles
@@ -67,7 +72,7 @@ def test_weights_are_packed_once_and_again_after_in_place_changes(runner_kind):
 def test_a_replaced_parameter_is_packed_from_the_new_tensor():
     torch._dynamo.reset()
     m = _model()
-    x = torch.randn(1, 16, 8, 8)
+    x = torch.randn(1, 16, SIDE, SIDE)
     with torch.no_grad():
         f = torch.compile(m, backend="tessera", options=KERNELS)
         f(x)
@@ -80,7 +85,7 @@ def test_prepacking_off_and_training_graphs_pack_per_call():
     torch._dynamo.reset()
     kernel_build.clear_cache()
     m = _model()
-    x = torch.randn(1, 16, 8, 8)
+    x = torch.randn(1, 16, SIDE, SIDE)
     with torch.no_grad():
         f = torch.compile(copy.deepcopy(m), backend="tessera",
                           options=dict(KERNELS, prepack_weights=False))
@@ -140,7 +145,7 @@ def test_candidates_are_timed_with_weights_like_the_models():
 
 def test_inference_mode_calls_pack_weights_made_outside_it_once(caplog):
     model = _model()
-    x = torch.randn(2, 16, 8, 8)
+    x = torch.randn(2, 16, SIDE, SIDE)
     with torch.no_grad():
         want = model(x)
     fast = torch.compile(copy.deepcopy(model), backend="tessera", options=KERNELS)
@@ -157,7 +162,7 @@ def test_weights_made_under_inference_mode_are_packed_every_call_with_a_warning(
     from tessera.backend.log import reset_log_once
     reset_log_once()
     model = _model()
-    x = torch.randn(2, 16, 8, 8)
+    x = torch.randn(2, 16, SIDE, SIDE)
     with torch.inference_mode():
         want = model(x)
         frozen = copy.deepcopy(model)  # its weights are inference tensors: no version counter
