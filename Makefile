@@ -4,7 +4,9 @@
 #   make test    install what is missing, build, run the C++ and Python tests, fuzz the
 #                expression frontend for FUZZ_SECONDS
 # Also: make fuzz (the fuzzer alone, FUZZ_SECONDS=300 for a longer run), make sanitize (C++
-# tests and a Python smoke run under ASan + UBSan, in ./build-sanitize; not part of `test`).
+# tests and a Python smoke run under ASan + UBSan, in ./build-sanitize; not part of `test`),
+# make zoo (benchmarks/zoo.py: two dozen architectures against eager and Inductor, about an hour;
+# ZOO_ARGS="--models bert t5" for some, the JSON in $(ZOO_JSON)).
 # Every step checks before it acts, so a second run only re-checks (a few seconds).
 
 SHELL := /bin/bash
@@ -37,7 +39,7 @@ FUZZ_SECONDS ?= 60
 SANITIZE_DIR ?= build-sanitize
 
 .PHONY: all deps apt-deps python-deps configure build install test demo format clean \
-	fuzz fuzz-build fuzz-run sanitize
+	fuzz fuzz-build fuzz-run sanitize zoo
 
 all: build
 
@@ -167,6 +169,11 @@ test: build fuzz-build
 
 demo: build
 	$(PYTHON) examples/model_demo.py
+
+ZOO_JSON ?= zoo.json
+ZOO_ARGS ?=
+zoo: build
+	$(PYTHON) benchmarks/zoo.py --json $(ZOO_JSON) $(ZOO_ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # fuzz: libFuzzer over the tessera.op frontend (tests/fuzz), built with clang in $(FUZZ_DIR).

@@ -10,7 +10,7 @@ batch 1 by default; ResNet/MobileNet/ViT at 224x224, the language models at sequ
 
 Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
 "speedup_vs_eager", "speedup_vs_inductor", "compile_s", "warm_compile_s", "inductor_compile_s",
-"kernels", "aten_fallback_ops", "counters"}:
+"kernels", "aten_fallback_ops", "fallbacks", "fallback_reasons", "max_abs_err", "counters"}:
   compile_s           the first call of the Tessera-compiled model (tracing, kernel builds,
                       tuning, measured choices) on a fresh records database of its own
   warm_compile_s      the same after torch._dynamo.reset() in this process (Tessera's kernels
@@ -22,8 +22,10 @@ Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
 With --export, also "exported_ms" and "exported_vs_compiled": the model through tessera.export
 (torch.export's graph compiled ahead of time, called without dynamo), timed in the same rounds.
 kernels is the number of Tessera kernels the compiled graphs run, aten_fallback_ops the
-unsupported ATen operators left in them. Latencies: Tessera's one noise rule with eager as the
-reference (common.interleaved).
+unsupported ATen operators left in them, fallbacks the partitions left to ATen by category
+(unsupported, slower, internal_error; fallback_reasons says why), max_abs_err Tessera's largest
+difference from eager (the benchmark fails beyond 1e-3). Latencies: Tessera's one noise rule
+with eager as the reference (common.interleaved).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import tessera  # noqa: E402
+from tessera.backend import FALLBACK_CATEGORIES  # noqa: E402
 from tessera.models import HiddenStates, MobileNetV2, ResNet18  # noqa: E402
 from common import arg_parser, interleaved, print_table, write_json  # noqa: E402
 
@@ -80,25 +83,36 @@ MODELS = ["resnet18", "mobilenet_v2", "bert", "gpt2", "vit", "llama"]
 
 # ---- measurement ----------------------------------------------------------------------------
 
-def _first_call_s(fn, x) -> float:
+def first_call_s(fn, x) -> float:
     t0 = time.perf_counter()
     with torch.no_grad():
         fn(x)
     return time.perf_counter() - t0
 
 
-def _tessera_stats(since: int):
-    kernels, fallbacks = 0, set()
+def tessera_stats(since: int) -> dict:
+    """What the graphs compiled after serial `since` left to ATen: "kernels" (Tessera kernels
+    the compiled graphs run), "aten_fallback_ops" (unsupported operators), "fallbacks"
+    (partitions by category, Summary.fallback_counts) and "fallback_reasons"."""
+    kernels, ops = 0, set()
+    counts = {c: 0 for c in FALLBACK_CATEGORIES}
+    reasons = {c: [] for c in FALLBACK_CATEGORIES}
     for s in tessera.backend.recent_summaries(since):
         # A graph that measured slower than eager as a whole runs eagerly (graph_guard.py).
         kernels += s.kernels if s.graph_choice == "compiled" else 0
-        fallbacks |= set(s.aten_ops)
-    return kernels, sorted(fallbacks)
+        ops |= set(s.aten_ops)
+        for category, found in s.fallbacks().items():
+            counts[category] += len(found)
+            reasons[category] += [r for r in found if r not in reasons[category]]
+    return {"kernels": kernels, "aten_fallback_ops": sorted(ops), "fallbacks": counts,
+            "fallback_reasons": reasons}
 
 
-def bench_model(name: str, batch: int, rounds: int, tessera_options: dict,
-                exported: bool = False) -> dict:
-    model, x = build(name, batch)
+def bench_module(model, x, rounds: int, tessera_options: dict, exported: bool = False,
+                 tolerance: float = 1e-3) -> dict:
+    """Compiles `model` with Tessera and with Inductor (cold: first calls timed), checks
+    Tessera's output against eager (max_abs_err; correct: within `tolerance`, relative and
+    absolute) and times eager, Inductor and Tessera in interleaved rounds."""
     model.eval()
     with torch.no_grad():
         ref = model(x)
@@ -109,21 +123,22 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict,
     before = tessera.backend.last_serial()
     counters = tessera._C.compile_counters()
     fast = torch.compile(t_model, backend="tessera", options=tessera_options)
-    compile_s = _first_call_s(fast, x)
+    compile_s = first_call_s(fast, x)
     after = tessera._C.compile_counters()
     with torch.no_grad():
         out = fast(x)  # the first call ran eagerly while recording; this one runs the kernels
-    torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
-    kernels, fallbacks = _tessera_stats(before)
+    max_abs_err = (out - ref).abs().max().item() if out.numel() else 0.0
+    correct = out.shape == ref.shape and torch.allclose(out, ref, rtol=tolerance, atol=tolerance)
+    stats = tessera_stats(before)
 
     # Same model compiled again in this process: Tessera's kernels and choices are cached.
     torch._dynamo.reset()
     tessera_fn = torch.compile(t_model, backend="tessera", options=tessera_options)
-    warm_compile_s = _first_call_s(tessera_fn, x)
+    warm_compile_s = first_call_s(tessera_fn, x)
 
     torch._dynamo.reset()
     inductor = torch.compile(i_model)
-    inductor_compile_s = _first_call_s(inductor, x)
+    inductor_compile_s = first_call_s(inductor, x)
 
     with torch.no_grad():
         # The reset before Inductor's compile dropped Tessera's graphs: this call traces them
@@ -133,23 +148,33 @@ def bench_model(name: str, batch: int, rounds: int, tessera_options: dict,
                "tessera": lambda: tessera_fn(x)}
         if exported:
             e = tessera.export(copy.deepcopy(model), (x,), options=tessera_options)
-            torch.testing.assert_close(e(x), ref, rtol=1e-3, atol=1e-3)
+            torch.testing.assert_close(e(x), ref, rtol=tolerance, atol=tolerance)
             fns["exported"] = lambda: e(x)
         times = interleaved(fns, rounds=rounds, min_time_ms=200.0)
     extra = {"exported_ms": times["exported"],
              "exported_vs_compiled": times["tessera"] / times["exported"]} if exported else {}
     return {
-        "model": name, "batch": batch,
+        "correct": bool(correct), "max_abs_err": max_abs_err,
         "eager_ms": times["eager"], "inductor_ms": times["inductor"],
         "tessera_ms": times["tessera"],
         "speedup_vs_eager": times["eager"] / times["tessera"],
         "speedup_vs_inductor": times["inductor"] / times["tessera"],
         "compile_s": compile_s, "warm_compile_s": warm_compile_s,
         "inductor_compile_s": inductor_compile_s,
-        "kernels": kernels, "aten_fallback_ops": fallbacks,
+        **stats,
         "counters": {k: after[k] - counters[k] for k in after},
         **extra,
     }
+
+
+def bench_model(name: str, batch: int, rounds: int, tessera_options: dict,
+                exported: bool = False) -> dict:
+    model, x = build(name, batch)
+    r = bench_module(model, x, rounds, tessera_options, exported)
+    if not r["correct"]:
+        raise AssertionError(f"{name}: Tessera's output differs from eager's by "
+                             f"{r['max_abs_err']:.3g}")
+    return {"model": name, "batch": batch, **r}
 
 
 def main() -> None:

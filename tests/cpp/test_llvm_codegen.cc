@@ -718,6 +718,33 @@ TEST(LlvmCodegen, GuardedLoadsAndMaskedStores) {
   }
 }
 
+// A row index chosen by a select whose arms load (a gathered embedding row, T5's position
+// buckets) is lane-invariant inside a vectorized body when its condition and arms are: the select
+// branches on the condition and the row's address stays one scalar. (A splat lane mask made the
+// index a vector, and the row load, which needs a scalar address, could not be emitted.)
+TEST(LlvmCodegen, GuardedRowIndexInsideVectorizedBody) {
+  constexpr int64_t kRows = 8, kLanes = 16, kOut = 4;
+  Buffer W = ir::make_buffer("W", DType::kFloat32, {Expr(kRows * kLanes)});
+  Buffer I = ir::make_buffer("I", DType::kInt64, {Expr(kOut)});
+  Buffer J = ir::make_buffer("J", DType::kInt64, {Expr(kOut)});
+  Buffer out = ir::make_buffer("out", DType::kFloat32, {Expr(kOut * kLanes)});
+  Var r = loop_var("r"), ii = loop_var("ii");
+  Expr row = ir::select(ir::lt(ld(I, r), Expr(kRows)), ld(I, r), ld(J, r));
+  Stmt body = store(out, r * kLanes + ii, ld(W, row * kLanes + ii));
+  auto k = compile_cpu(
+      make_func("rows", {W, I, J, out}, {}, serial(r, kOut, vectorized(ii, kLanes, body))));
+  auto w = random_floats(kRows * kLanes, 21);
+  std::vector<int64_t> i = {3, 9, 0, 12}, j = {5, 2, 7, 6};
+  std::vector<float> o(kOut * kLanes);
+  call(*k, {w.data(), i.data(), j.data(), o.data()}, {});
+  for (int64_t rr = 0; rr < kOut; ++rr) {
+    int64_t want_row = i[rr] < kRows ? i[rr] : j[rr];
+    for (int64_t l = 0; l < kLanes; ++l) {
+      ASSERT_EQ(o[rr * kLanes + l], w[want_row * kLanes + l]) << "row " << rr << " lane " << l;
+    }
+  }
+}
+
 uint16_t to_bf16_rne(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);

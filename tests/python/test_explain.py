@@ -68,6 +68,11 @@ def test_text_lists_every_partition_and_fallback(explained):
             assert "+".join(dict.fromkeys(o.replace("aten.", "").rsplit(".", 1)[0]
                                           for o in r.ops)) in text
     assert "aten.cumsum.default" in text and "no Tessera lowering" in text
+    fallbacks = g.summary.fallbacks()
+    assert fallbacks["unsupported"] == ["aten.cumsum.default: no Tessera lowering"]
+    assert not fallbacks["internal_error"]
+    slower = len(fallbacks["slower"])
+    assert "left to ATen: 1 unsupported" + (f", {slower} slower" if slower else "") in text
 
 
 def test_shares_sum_to_one(explained):

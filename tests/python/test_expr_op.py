@@ -209,6 +209,14 @@ def test_shape_errors_at_call_time():
     shifted = op("C[i] = A[i] + A[i + 1]")
     with pytest.raises(ValueError, match=re.escape("ranges over [1, 5] but dim 0 of A has size 5")):
         shifted(torch.randn(5))
+    # A read before the tensor's start is an error too (it once read 0.0), naming the way to ask
+    # for zero padding; the guarded form gives it.
+    with pytest.raises(ValueError, match=re.escape("ranges over [-1, 4] but dim 0 of A has "
+                                                   "size 5") + ".*where"):
+        op("C[i] = A[i - 1]")(torch.randn(5))
+    a = torch.randn(5)
+    shifted_right = op("C[i] = where(i > 0, A[i - 1], 0.0)", shapes={"i": 5})
+    close(shifted_right(a), torch.cat([torch.zeros(1), a[:-1]]))
 
 
 def test_shapes_argument():

@@ -103,3 +103,38 @@ def test_the_times_are_kept_in_the_records_database(monkeypatch, tmp_path):
     for s in summaries:
         assert s.graph_choice == "eager"
         assert s.graph_times_ms == {"compiled": 3.0, "eager": 1.0}
+
+
+def test_torch_compile_checks_against_the_models_own_eager_run(monkeypatch):
+    # Through torch.compile the compiled graph is timed against Dynamo's graph of the model's
+    # torch calls (native_guard.py), not against aot_autograd's decomposed ATen graph, which
+    # can be slower than the model itself; where the model wins, its own graph runs.
+    from tessera.backend.graph import CompiledGraph
+    timed_against = []
+
+    def fake_compare(runner, gm, args, **kw):
+        timed_against.append(gm)
+        return 2.0, 1.0
+    monkeypatch.setattr(graph_guard, "compare", fake_compare)
+    monkeypatch.setenv("TESSERA_FORCE_CHOICE", "tessera")
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    fast = torch.compile(model, backend="tessera", options={"records_db": False,
+                                                             "tune": "default"})
+    x = torch.randn(16, 32)
+    with torch.no_grad():
+        fast(x)
+        graph = compiled_graphs()[-1]
+        assert len(timed_against) == 2  # the measurement and its confirmation
+        assert all(gm is not graph.gm for gm in timed_against)
+        assert not any(n.target is aten.addmm.default for gm in timed_against
+                       for n in gm.graph.nodes), "timed against the decomposed ATen graph"
+
+        def compiled_runs(*args):
+            raise AssertionError("the compiled graph ran after the model measured faster")
+        monkeypatch.setattr(CompiledGraph, "__call__", compiled_runs)
+        torch.testing.assert_close(fast(x), model(x))
+    summary = next(iter(graph.summaries.values()))
+    assert summary.graph_choice == "eager"
+    assert summary.fallbacks()["slower"] and "the model's own eager run" in \
+        summary.fallbacks()["slower"][-1]

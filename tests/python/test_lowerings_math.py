@@ -216,6 +216,26 @@ def test_index_with_negative_indices_and_lift_fresh_copy():
         assert_same(f"indexing output {k}", gt, w)
 
 
+def gathers_and_scatters(table, rows, cols):
+    base = torch.zeros(6, 4)
+    base[1:, 1:] = table[:5, :3, 0] * 3  # a functional copy, then slice_scatter
+    return (table[rows, cols] * 2,                    # two index tensors, broadcast
+            table[:, cols[0, :2], rows[:2, 0]] + 1,   # at dims 1 and 2
+            torch.slice_scatter(table, table[1:3] * 2, 0, 1, 3) + 1,
+            base + 1,
+            table[0].repeat(2, 1, 3) - 1)             # one more leading dim than the input
+
+
+def test_multi_index_slice_scatter_copy_and_repeat():
+    table = torch.randn(7, 5, 3)
+    rows = torch.tensor([[0], [-1], [4], [6]])
+    cols = torch.tensor([[2, -5, 0, 1, 4, 3]])
+    got, want, aten = compiled_results(gathers_and_scatters, table, rows, cols)
+    assert not aten, aten
+    for k, (gt, w) in enumerate(zip(got, want)):
+        assert_same(f"gather/scatter output {k}", gt, w)
+
+
 def test_integer_bitwise_ops_fall_back_with_a_reason():
     a, b = torch.tensor([6, -3, 12]), torch.tensor([3, 5, -1])
     got, want, aten = compiled_results(lambda x, y: (x & y) + 1, a, b)

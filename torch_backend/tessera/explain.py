@@ -182,9 +182,18 @@ def _graph_text(g: GraphReport) -> str:
             lines.append(f"        left to ATen: {r.reason}")
     for op, n in sorted(s.aten_ops.items()):
         lines.append(f"  ATen: {op} x{n} ({s.aten_reasons.get(op, 'unsupported')})")
+    counts = _fallback_counts(s)
+    if counts:
+        lines.append(f"  left to ATen: {counts}")
     if s.layouts:
         lines.append("  " + layouts_text(s.layouts))
     return "\n".join(lines)
+
+
+def _fallback_counts(s) -> str:
+    """"2 unsupported, 1 slower": partitions and operators left to ATen by category."""
+    return ", ".join(f"{len(found)} {category.replace('_', ' ')}"
+                     for category, found in s.fallbacks().items() if found)
 
 
 def _graph_html(g: GraphReport) -> str:
@@ -204,6 +213,9 @@ def _graph_html(g: GraphReport) -> str:
            "<table>" + "".join(cells) + "</table>"]
     if fallbacks:
         out.append(f"<p>Ran through ATen:</p><ul>{fallbacks}</ul>")
+    counts = _fallback_counts(s)
+    if counts:
+        out.append(f"<p>Left to ATen: {esc(counts)}</p>")
     chart = _share_chart(g)
     if chart:
         out.append(f'<img src="data:image/png;base64,{chart}" alt="time shares"/>')

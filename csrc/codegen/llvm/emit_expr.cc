@@ -424,14 +424,16 @@ VVal Emitter::emit_select(const Expr& e) {
     if (!varying) return {b_.CreateSelect(cv, t.v, f.v), false};
     return {b_.CreateSelect(cv, widen(t), widen(f)), true};
   }
-  if (!c.varying && vec_ != nullptr) {
-    // Inside a vectorized body a uniform condition becomes a splat lane mask: masked loads are
-    // as cheap as a branch here and keep the body free of control flow.
+  if (!c.varying && vec_ != nullptr && (is_varying(te) || is_varying(fe))) {
+    // Inside a vectorized body a uniform condition over varying arms becomes a splat lane
+    // mask: masked loads are as cheap as a branch here and keep the body free of control flow.
     cv = splat(cv);
     c.varying = true;
   }
   if (!c.varying) {
-    // Scalar code (vec_ is null here, so nothing is varying): branch and phi.
+    // A uniform condition over uniform arms (scalar code, or a lane-invariant value such as a
+    // gathered row's index inside a vectorized body): branch and phi, and the value stays
+    // uniform, as is_varying says it is.
     llvm::BasicBlock* then_bb = llvm::BasicBlock::Create(ctx_, "sel.then", fn_->fn);
     llvm::BasicBlock* else_bb = llvm::BasicBlock::Create(ctx_, "sel.else", fn_->fn);
     llvm::BasicBlock* merge_bb = llvm::BasicBlock::Create(ctx_, "sel.end", fn_->fn);

@@ -13,7 +13,8 @@ from .graph import CompiledGraph, compiled_graphs, last_serial, recent_summaries
 from .kernel_build import clear_cache
 from .kernel_build import stats as kernel_stats
 from .options import VALID_OPTIONS, Options, parse_options
+from .plan import FALLBACK_CATEGORIES
 
 __all__ = ["tessera_backend", "register", "CompiledGraph", "compiled_graphs", "last_serial",
            "recent_summaries", "Options",
-           "parse_options", "VALID_OPTIONS", "kernel_stats", "clear_cache"]
+           "parse_options", "VALID_OPTIONS", "kernel_stats", "clear_cache", "FALLBACK_CATEGORIES"]

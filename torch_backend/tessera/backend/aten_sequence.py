@@ -148,7 +148,14 @@ class _Describer:
             descs = self._program(s.call)
         elif s.kind == "aten" and s.call is None:
             d = self._aten(s.node, kind_of(s.node))
-            descs = None if d is None else [d + (self.define(s.node), [])]
+            if d is None:
+                descs = None
+            elif s.contiguous_result:  # the operator's result, then its contiguous copy
+                t = self.temp()
+                descs = [d + (t, []), self._op("aten::contiguous", "", [("slot", t)],
+                                               self.define(s.node), dead=[t])]
+            else:
+                descs = [d + (self.define(s.node), [])]
         else:
             descs = None
         if descs is None:

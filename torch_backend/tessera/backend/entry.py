@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 import torch
 import torch.fx as fx
 
-from . import records
+from . import native_guard, records
 from .decompositions import decomposition_table
 from .gc_pause import gc_paused
 from .graph import CompiledGraph
@@ -42,12 +42,13 @@ def _weight_inputs(gm: fx.GraphModule) -> frozenset:
         return frozenset()
 
 
-def _compiler(kind: str, options: Options, origin: Origin):
+def _compiler(kind: str, options: Options, origin: Origin, made: List[CompiledGraph]):
     def compile_graph(gm: fx.GraphModule, example_inputs: List[Any]):
         weights = _weight_inputs(gm) if kind == "inference" and options.prepack_weights \
             else frozenset()
         graph = CompiledGraph(gm, options, kind, weight_inputs=weights)
         graph.origin = origin  # the user code it came from (tessera.explain)
+        made.append(graph)
         return graph
     compile_graph.__name__ = f"tessera_{kind}_compiler"
     return compile_graph
@@ -107,15 +108,17 @@ def tessera_backend(gm: fx.GraphModule, example_inputs: List[Any], mode: Optiona
     from torch._dynamo.backends.common import aot_autograd
 
     origin = current_origin()
+    made: List[CompiledGraph] = []  # the graphs aot_autograd hands the compilers
     backend = aot_autograd(
-        fw_compiler=_compiler("forward", opts, origin),
+        fw_compiler=_compiler("forward", opts, origin, made),
         bw_compiler=_backward_compiler(opts, origin),
-        inference_compiler=_compiler("inference", opts, origin),
+        inference_compiler=_compiler("inference", opts, origin, made),
         decompositions=decomposition_table(),
         partition_fn=min_cut_rematerialization_partition,
     )
     with gc_paused():  # tracing and decomposing allocate in bursts (see gc_pause.py)
-        return backend(gm, example_inputs)
+        compiled = backend(gm, example_inputs)
+    return native_guard.guard(compiled, gm, made)
 
 
 def _has_entry_point() -> bool:

@@ -32,12 +32,13 @@ import torch.fx as fx
 
 from . import graph_guard
 from . import symbolic
+from .constant_fold import fold_constants
 from .gc_pause import gc_paused
 from ..jit_cache import SHAPES_PER_GRAPH, LruCache
 from .log import log_once, logger
 from .meta import record
 from .options import Options
-from .plan import Summary, build_plan
+from .plan import Summary, build_plan, failure_category
 
 _registry: "weakref.WeakSet[CompiledGraph]" = weakref.WeakSet()
 _serial = itertools.count()
@@ -96,6 +97,7 @@ class CompiledGraph:
         self.gm = gm
         self.options = options
         self.kind = kind  # "forward" | "backward" | "inference"
+        self.folded = None  # how many values read from no input were folded (first call)
         self.dynamic = _is_dynamic(gm)
         # The size symbols of a dynamic graph, when one plan can serve a range of sizes.
         self.sym = self._symbols() if self.dynamic and options.symbolic else None
@@ -113,6 +115,9 @@ class CompiledGraph:
         self._lock = threading.Lock()
         self.serial = next(_serial)  # creation order
         self._static_signature = None  # input signature the static graph's runner was made for
+        # Set where the caller checks the whole graph against the model's own eager run
+        # (native_guard.py): graph_guard's check of the ATen graph is then skipped.
+        self.native_guard = False
         self._op = None
         _last_serial[0] = self.serial
         _registry.add(self)
@@ -212,6 +217,8 @@ class CompiledGraph:
 
     def _first_call(self, args: List[Any], key) -> Any:
         args = list(args)
+        if self.folded is None:  # with real tensors: aot_autograd compiles under fake ones
+            self.folded = fold_constants(self.gm)
         if key is None:
             self._static_signature = _signature(args)
         with gc_paused():
@@ -259,8 +266,9 @@ class CompiledGraph:
                      f"tessera: compiling a {self.kind} graph failed, it runs eagerly "
                      f"({type(e).__name__}: {e})", level=logging.WARNING)
             runner, summary = self._eager_runner(), Summary(failures=[f"graph: {e}"])
+            summary.note_fallback(failure_category(e), f"graph: {type(e).__name__}: {e}")
         if self.options.anchor_measure and self.kind == "inference" and summary.kernels > 0 \
-                and not graph_guard.has_side_effects(self.gm):
+                and not self.native_guard and not graph_guard.has_side_effects(self.gm):
             runner = self._guard(runner, summary, args)
         self.compile_s += time.perf_counter() - t0
         stats["plans"] += 1
@@ -285,19 +293,24 @@ class CompiledGraph:
             log_once(f"graph-guard:{type(e).__name__}", f"tessera: could not time the compiled "
                      f"graph against eager ({type(e).__name__}: {e})", level=logging.INFO)
             return runner
-        summary.graph_times_ms = {"compiled": compiled_ms, "eager": eager_ms}
         if self.options.verbose:
             logging.getLogger("tessera").info(
                 "tessera: whole %s graph: compiled %.3f ms, eager %.3f ms%s", self.kind,
                 compiled_ms, eager_ms, " (records database)" if stored else "")
-        if graph_guard.keeps_compiled(compiled_ms, eager_ms):
-            return runner
-        summary.graph_choice = "eager"
-        log_once(f"graph-guard-eager:{self.serial}",
-                 f"tessera: a compiled {self.kind} graph ({summary.kernels} kernels) measured "
-                 f"{compiled_ms:.3f} ms against {eager_ms:.3f} ms eager; it runs eagerly",
-                 level=logging.INFO)
-        return self._eager_runner()
+        keeps = graph_guard.keeps_compiled(compiled_ms, eager_ms)
+        _note_whole_graph(self, summary, compiled_ms, eager_ms, keeps, "eager")
+        return runner if keeps else self._eager_runner()
+
+    def note_whole_graph(self, compiled_ms: float, eager_ms: float, keeps: bool,
+                         against: str) -> None:
+        """Records the check of the static graph's runner against eager made outside it
+        (native_guard.py): its summary's graph times and choice, here and in
+        recent_summaries()."""
+        summary = self.summaries.get(None)
+        _note_whole_graph(self, summary, compiled_ms, eager_ms, keeps, against)
+        for i, (serial, kind, _) in enumerate(_recent):
+            if serial == self.serial and kind == self.kind:
+                _recent[i] = (serial, kind, summary.without_code())
 
     def _eager_runner(self) -> Callable:
         gm = self.gm
@@ -309,6 +322,20 @@ class CompiledGraph:
             return gm(*a)
         run._boxed_call = True
         return run
+
+
+def _note_whole_graph(graph: CompiledGraph, summary: Summary, compiled_ms: float,
+                      eager_ms: float, keeps: bool, against: str) -> None:
+    summary.graph_times_ms = {"compiled": compiled_ms, "eager": eager_ms}
+    if keeps:
+        return
+    summary.graph_choice = "eager"
+    summary.note_fallback("slower", f"whole {graph.kind} graph ({summary.kernels} kernels): "
+                          f"compiled {compiled_ms:.3f} ms, {against} {eager_ms:.3f} ms")
+    log_once(f"graph-guard-eager:{graph.serial}",
+             f"tessera: a compiled {graph.kind} graph ({summary.kernels} kernels) measured "
+             f"{compiled_ms:.3f} ms against {eager_ms:.3f} ms for {against}; it runs eagerly",
+             level=logging.INFO)
 
 
 def recent_summaries(since_serial: int = -1) -> List[Summary]:

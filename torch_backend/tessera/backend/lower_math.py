@@ -138,27 +138,32 @@ def _by_quadrant(q, v0, v1, v2, v3):
                                ops.where(ops.compare(q, 2.0, "eq"), v2, v3)))
 
 
+def _reduced_sin_cos(ctx, node, x):
+    """(d, q, sin r, cos r) for x: x as float64, its quadrant q and reduced argument r. Computed
+    once per input in a partition (a rotary embedding takes sin and cos of one tensor)."""
+    key = ("sin_cos", node.args[0])
+    if key not in ctx.shared:
+        d = _in64(ctx, node, x)
+        q, r = _reduce(d)
+        ctx.shared[key] = (d, q) + _sin_cos_reduced(r)
+    return ctx.shared[key]
+
+
 @register([aten.sin.default], "elementwise", check=_float_result)
 def _sin(ctx, node, x):
-    d = _in64(ctx, node, x)
-    q, r = _reduce(d)
-    s, c = _sin_cos_reduced(r)
+    d, q, s, c = _reduced_sin_cos(ctx, node, x)
     return _out(ctx, node, _keep_zero(d, _by_quadrant(q, s, c, ops.neg(s), ops.neg(c))))
 
 
 @register([aten.cos.default], "elementwise", check=_float_result)
 def _cos(ctx, node, x):
-    d = _in64(ctx, node, x)
-    q, r = _reduce(d)
-    s, c = _sin_cos_reduced(r)
+    _, q, s, c = _reduced_sin_cos(ctx, node, x)
     return _out(ctx, node, _by_quadrant(q, c, ops.neg(s), ops.neg(c), s))
 
 
 @register([aten.tan.default], "elementwise", check=_float_result)
 def _tan(ctx, node, x):
-    d = _in64(ctx, node, x)
-    q, r = _reduce(d)
-    s, c = _sin_cos_reduced(r)
+    d, q, s, c = _reduced_sin_cos(ctx, node, x)
     even = ops.logical_or(ops.compare(q, 0.0, "eq"), ops.compare(q, 2.0, "eq"))
     return _out(ctx, node, _keep_zero(d, ops.where(even, ops.div(s, c),
                                                    ops.neg(ops.div(c, s)))))

@@ -70,6 +70,26 @@ def _var_mean(ctx, node, x, dim=None, correction=None, keepdim=False):
     return _var_parts(x, dim, correction, keepdim)
 
 
+def _vector_norm_check(node, metas):
+    order = node.args[1] if len(node.args) > 1 else node.kwargs.get("ord", 2)
+    if order not in (1, 2, float("inf")):
+        return f"vector norm of order {order}"
+    if node.kwargs.get("dtype") is not None or len(node.args) > 4:
+        return "vector norm with a dtype"
+    return _float_input(node, metas)
+
+
+@register([aten.linalg_vector_norm.default], "reduce", check=_vector_norm_check)
+def _vector_norm(ctx, node, x, ord=2, dim=None, keepdim=False, dtype=None):
+    # Orders 1, 2 and infinity (weight norm's is 2): sum |x|, sqrt(sum x^2), max |x|.
+    dims = norm_dims(dim if dim else None, len(x.shape))
+    if ord == 2:
+        return ops.sqrt(ops.reduce_sum(ops.mul(x, x), dims, keepdim))
+    if ord == 1:
+        return ops.reduce_sum(ops.abs(x), dims, keepdim)
+    return ops.reduce_max(ops.abs(x), dims, keepdim)
+
+
 @register([aten.any.dim, aten.any.dims, aten.any.default], "reduce")
 def _any(ctx, node, x, dim=None, keepdim=False):
     nd = len(x.shape)
@@ -186,6 +206,51 @@ def _bn_training(ctx, node, x, weight, bias, running_mean, running_var, training
     unbiased = ops.mul(var, float(n) / max(n - 1, 1))
     new_var = ops.add(ops.mul(running_var, 1.0 - m), ops.mul(unbiased, m))
     return (y, mean, rstd, new_mean, new_var)
+
+
+@register([aten._native_batch_norm_legit.no_stats], "reduce", check=_bn_training_check)
+def _bn_no_stats(ctx, node, x, weight, bias, training, momentum, eps):
+    # Batch statistics without running ones (Big Transfer's weight standardisation normalises
+    # each convolution's weights this way).
+    nd = len(x.shape)
+    dims = [0] + list(range(2, nd))
+    mean = ops.reduce_mean(x, dims, False)
+    xc = ops.sub(x, _channel(mean, nd))
+    var = ops.reduce_mean(ops.mul(xc, xc), dims, False)
+    rstd = ops.rsqrt(ops.add(var, float(eps)))
+    y = ops.mul(xc, _channel(rstd, nd))
+    if weight is not None:
+        y = ops.mul(y, _channel(weight, nd))
+    if bias is not None:
+        y = ops.add(y, _channel(bias, nd))
+    return (y, mean, rstd)
+
+
+def _group_norm_check(node, metas):
+    m = metas[node.args[0]]
+    if m.ndim < 2:
+        return "group norm input with fewer than 2 dims"
+    return _float_input(node, metas)
+
+
+@register([aten.native_group_norm.default], "reduce", check=_group_norm_check)
+def _group_norm(ctx, node, x, weight, bias, n, c, hw, groups, eps):
+    # [N, C, ...] seen as [N, G, C / G, ...] (a split of the channel axis, no merge): each
+    # group's statistics reduce its trailing dims, as layer norm's do.
+    shape = list(x.shape)
+    nd, g = len(shape), int(groups)
+    split = [shape[0], g, shape[1] // g] + shape[2:]
+    dims = list(range(2, nd + 1))
+    xg = reshape(x, split)
+    mean = ops.reduce_mean(xg, dims, True)
+    xc = ops.sub(xg, mean)
+    rstd = ops.rsqrt(ops.add(ops.reduce_mean(ops.mul(xc, xc), dims, True), float(eps)))
+    y = reshape(ops.mul(xc, rstd), shape)
+    if weight is not None:
+        y = ops.mul(y, _channel(weight, nd))
+    if bias is not None:
+        y = ops.add(y, _channel(bias, nd))
+    return (y, reshape(mean, [shape[0], g]), reshape(rstd, [shape[0], g]))
 
 
 # ---- pooling ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from .lowering import aten, identity, ops, register, reshape, same_shape
+from .lowering import aten, cast, identity, ops, register, reshape, same_shape
 
 
 def _out_shape(ctx, node):
@@ -173,22 +173,79 @@ def _gather(ctx, node, x, dim, index, sparse_grad=False):
 
 
 def _index_check(node, metas):
-    """x[..., idx, ...] with one integer index tensor; the rest (bool masks: data-dependent
-    shapes; several index tensors: broadcast gathers) runs through ATen."""
-    given = [(i, a) for i, a in enumerate(node.args[1]) if a is not None]
-    if len(given) != 1:
-        return f"{len(given)} index tensors (only one is lowered)"
-    m = metas[given[0][1]]
-    if m.dtype not in (torch.int64, torch.int32):
-        return f"index of dtype {m.dtype}"
+    """x[..., i0, i1, ..., ...] with integer index tensors at consecutive dims; the rest (bool
+    masks: data-dependent shapes; index tensors apart, whose broadcast dims torch moves to the
+    front) runs through ATen."""
+    given = [i for i, a in enumerate(node.args[1]) if a is not None]
+    if not given:
+        return "no index tensor"
+    if given != list(range(given[0], given[-1] + 1)):
+        return "index tensors at dims that are not consecutive"
+    for i in given:
+        m = metas[node.args[1][i]]
+        if m.dtype not in (torch.int64, torch.int32):
+            return f"index of dtype {m.dtype}"
     return None
 
 
 @register([aten.index.Tensor], "elementwise", check=_index_check)
 def _index(ctx, node, x, indices):
-    # One index tensor at dim k: torch's result replaces dim k by the index's dims, which is
-    # index_select with any-shaped indices. Negative indices count from the end, as in torch.
-    k, idx = next((i, a) for i, a in enumerate(indices) if a is not None)
-    n = int(x.shape[k])
-    idx = ops.where(ops.compare(idx, 0.0, "lt"), ops.add(idx, float(n)), idx)
-    return ops.index_select(x, k, idx)
+    # Index tensors at consecutive dims k..k+m-1: torch's result replaces those dims by the
+    # indices' broadcast shape. The dims are merged into one (a reshape) and the indices into
+    # one flat index into it (row-major), which is index_select with any-shaped indices.
+    # Negative indices count from the end of their dim, as in torch.
+    given = [(i, a) for i, a in enumerate(indices) if a is not None]
+    k, m = given[0][0], len(given)
+    shape = list(x.shape)
+    flat = None
+    for i, idx in given:
+        n = int(shape[i])
+        idx = ops.where(ops.compare(idx, 0.0, "lt"), ops.add(idx, float(n)), idx)
+        flat = idx if flat is None else ops.add(ops.mul(flat, float(n)), idx)
+    if m > 1:
+        merged = 1
+        for d in shape[k:k + m]:
+            merged *= int(d)
+        x = reshape(x, shape[:k] + [merged] + shape[k + m:])
+    return ops.index_select(x, k, flat)
+
+
+def _slice_scatter_check(node, metas):
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    return None if step == 1 else f"slice_scatter with step {step}"
+
+
+@register([aten.slice_scatter.default], "elementwise", check=_slice_scatter_check)
+def _slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
+    # x with x[start:end] along dim replaced by src: the parts of x around it, concatenated.
+    nd = len(x.shape)
+    dim %= nd
+    n = int(x.shape[dim])
+    s, e, _ = _slice_bounds(n, start, end, step)
+    parts = ([ops.slice(x, dim, 0, s, 1)] if s > 0 else []) + [cast(src, _dtype(ctx, node))] + \
+        ([ops.slice(x, dim, e, n, 1)] if e < n else [])
+    return identity(parts[0]) if len(parts) == 1 else ops.concat(parts, dim)
+
+
+@register([aten.copy.default], "elementwise")
+def _copy(ctx, node, x, src, non_blocking=False):
+    # The functional copy (what an in-place slice assignment becomes in a functional graph):
+    # src broadcast to x's shape, in x's dtype.
+    shape = _out_shape(ctx, node)
+    src = cast(src, _dtype(ctx, node))
+    return identity(src) if same_shape(src.shape, shape) else ops.broadcast_to(src, shape)
+
+
+@register([aten.repeat.default], "elementwise")
+def _repeat(ctx, node, x, repeats):
+    # [s0, s1] repeated [r0, r1]: viewed as [1, s0, 1, s1], broadcast to [r0, s0, r1, s1] and
+    # merged to [r0 * s0, r1 * s1]; missing leading dims of x count as size 1.
+    reps = [int(r) for r in repeats]
+    sizes = [1] * (len(reps) - len(x.shape)) + [int(d) for d in x.shape]
+    spread = reshape(x, [d for s in sizes for d in (1, s)])
+    wide = ops.broadcast_to(spread, [d for r, s in zip(reps, sizes) for d in (r, s)])
+    return reshape(wide, _out_shape(ctx, node))
+
+
+def _dtype(ctx, node):
+    return ctx.meta(node).dtype

@@ -84,6 +84,9 @@ class LowerCtx:
         self.concrete = metas if concrete is None else concrete  # the recorded call's metas
         self.kind_of = kind_of or (lambda n: LOWERINGS[n.target].kind)
         self.env: Dict[fx.Node, Any] = {}
+        # Values several lowerings of the partition share, by a key of their own: sin and cos
+        # of one input share its argument reduction (lower_math.py).
+        self.shared: Dict[Any, Any] = {}
         # External inputs read in a permuted physical layout: node -> (placeholder, perm)
         # where the placeholder is input.permute(perm) made contiguous.
         self.physical: Dict[fx.Node, Any] = {}

@@ -39,8 +39,8 @@ _SIZES_FROM_META = {
     torch.ops.aten.reshape.default, torch.ops.aten.view_copy.default,
     torch.ops.aten.expand.default,
 }
-# Operators that run through ATen by design (mutations, no data): never reported as missing.
-_ATEN_BY_DESIGN = {torch.ops.aten.copy_.default, torch.ops.aten.copy.default}
+# Operators that run through ATen by design (mutations): never reported as missing.
+_ATEN_BY_DESIGN = {torch.ops.aten.copy_.default}
 
 
 def _flat_metas(m: Any):
@@ -179,12 +179,13 @@ class Classifier:
         x = node.args[0]
         if x.op == "placeholder" or any(u.op == "output" for u in node.users):
             return False
-        m = self.metas.get(x)
-        if not isinstance(m, TensorMeta):
+        m, out = self.metas.get(x), self.metas.get(node)
+        if not isinstance(m, TensorMeta) or not isinstance(out, TensorMeta):
             return False
-        if node.kwargs.get("memory_format") == torch.contiguous_format:
-            return m.is_contiguous()
-        return m.is_contiguous() or dense_permutation(m.shape, m.stride) is not None
+        # The layout it was recorded with must be its input's: a clone to channels_last of a
+        # contiguous value (interpolate's result, for one) is a copy whatever its input.
+        same = all(a == b for d, a, b in zip(m.shape, m.stride, out.stride) if d > 1)
+        return same and dense_permutation(m.shape, m.stride) is not None
 
 
 def _op_name(target) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import heapq
+import math
 import operator
 from typing import Any, Callable, Dict, List, Optional, Set
 
@@ -38,6 +39,11 @@ from .partition import (Classifier, _op_name, foldable_scalars, input_nodes, par
 from .runner import Step, _nodes_in, generate
 from .symbolic import NotSizeGeneric
 
+
+# Why a partition runs through ATen (Summary.fallbacks): no lowering or no plan for what it
+# asks (unsupported), ATen's implementation measured faster (slower), or compiling it failed
+# where it should not have: a defect to fix (internal_error).
+FALLBACK_CATEGORIES = ("unsupported", "slower", "internal_error")
 
 # ATen operators whose result depends on their inputs' exact strides.
 _STRIDE_SENSITIVE = {torch.ops.aten.as_strided.default}
@@ -69,6 +75,21 @@ class Summary:
     layouts: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
     graph_choice: str = "compiled"
     graph_times_ms: Dict[str, float] = dataclasses.field(default_factory=dict)
+    # (category, what and why) per partition or operator left to ATen, category one of
+    # FALLBACK_CATEGORIES (fallbacks() groups them).
+    fallback_log: List[tuple] = dataclasses.field(default_factory=list)
+
+    def fallbacks(self) -> Dict[str, List[str]]:
+        """What runs through ATen instead of Tessera's kernels, by category (one entry per
+        partition or unsupported operator, with its reason)."""
+        out: Dict[str, List[str]] = {c: [] for c in FALLBACK_CATEGORIES}
+        for category, what in self.fallback_log:
+            out[category].append(what)
+        return out
+
+    def note_fallback(self, category: str, what: str) -> None:
+        assert category in FALLBACK_CATEGORIES, category
+        self.fallback_log.append((category, what))
 
     def without_code(self) -> "Summary":
         """A copy that holds no compiled kernels (no steps, no programs): for reports kept
@@ -333,6 +354,7 @@ class Planner:
             names = ", ".join(dict.fromkeys(_op_name(m.target) for m in members))
             msg = f"{names}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             self.summary.failures.append(msg)
+            self.summary.note_fallback(failure_category(e, self.sym is not None), msg)
             self._note_partition(members, "failed", reason=msg)
             log_once("compile-failure:" + msg, f"tessera: partition left to ATen ({msg})",
                      level=30)
@@ -379,6 +401,8 @@ class Planner:
                                                              suffixes, layout_values, derived)
         call = self._plan_candidate(anchor, choice, candidates, layout_values)
         self._note_partition(members, choice, times, call)
+        if choice == "aten":
+            self.summary.note_fallback("slower", _measured(members, times))
         record = {"ops": [_op_name(m.target) for m in members], "choice": choice,
                   "times_ms": times}
         if anchor is not None:
@@ -492,7 +516,19 @@ class Planner:
             if a not in env and a not in self.folded:
                 env[a] = self._eval(a, env)
         env[n] = n.target(*_resolve(n.args, env, self.metas), **_resolve(n.kwargs, env, self.metas))
+        if self._contiguous_result(n):
+            env[n] = env[n].contiguous()
         return env[n]
+
+    def _contiguous_result(self, n: fx.Node) -> bool:
+        """Must n's result, computed by ATen, be made contiguous? Where n reads a value stored
+        NHWC and its own value is planned in eager's contiguous layout: ATen's operators keep
+        their input's layout (see runner.Step.contiguous_result)."""
+        m = self.metas.get(n)
+        if not self.nhwc or not isinstance(m, TensorMeta) or not m.is_contiguous():
+            return False
+        op = n.args[0] if n.target is operator.getitem else n  # a multi-output operator's item
+        return any(is_nhwc(self.metas.get(a)) for a in input_nodes(op))
 
     def _plan_attention(self) -> None:
         """Attention operators: Tessera's fused kernel where it measures faster than ATen's
@@ -509,9 +545,11 @@ class Planner:
                 self.summary.kernels += 1
             elif reason:
                 self.cls.reasons[n] = reason
+                self.summary.note_fallback("unsupported", f"{_op_name(n.target)}: {reason}")
                 log_once(f"attention:{reason}", f"tessera: attention runs through ATen ({reason})")
             else:
                 self.cls.reasons[n] = "ATen's kernel measured faster"
+                self.summary.note_fallback("slower", _measured([n], times))
             self._note_partition([n], choice, times, call=call, reason=reason)
             if times:
                 self.summary.choices.append({"ops": [_op_name(n.target)], "choice": choice,
@@ -568,6 +606,9 @@ class Planner:
                 reason = self.cls.reasons.get(n)
                 if reason:
                     self.summary.aten_reasons.setdefault(name, reason)
+                if not attention.is_attention(n):  # _plan_attention noted those
+                    self.summary.note_fallback("unsupported",
+                                               f"{name}: {reason or 'no lowering'}")
 
     def _order(self, units: List[_Unit]) -> List[Step]:
         """Topological order of the steps, following the graph's order where free to."""
@@ -629,7 +670,8 @@ class Planner:
         units = list(self.kernel_steps)
         for n in needed:
             reads = [a for a in input_nodes(n) if a not in self.folded]
-            step = Step("aten", [n], reads, call=self.replaced.get(n), node=n)
+            step = Step("aten", [n], reads, call=self.replaced.get(n), node=n,
+                        contiguous_result=self._contiguous_result(n))
             units.append(_Unit(step, self.index[n]))
         steps = self._order(units)
         if program_runner.ENABLED and self.sym is None:  # programs have fixed sizes
@@ -652,6 +694,21 @@ class _ZeroSize(Exception):
     pass
 
 
+def failure_category(e: Exception, symbolic: bool = False) -> str:
+    """A failed partition's fallback category: a plan over a range of sizes that the partition
+    cannot have (NotSizeGeneric, or a lowering that needs a concrete size and took int() of a
+    size expression; lowering.py) is a limit of what Tessera supports; any other failure is a
+    defect."""
+    size_bound = symbolic and isinstance(e, TypeError) and "tessera._C.Expr" in str(e)
+    return "unsupported" if isinstance(e, NotSizeGeneric) or size_bound else "internal_error"
+
+
+def _measured(members: List[fx.Node], times: Dict[str, float]) -> str:
+    ops = "+".join(dict.fromkeys(_op_name(m.target).replace("aten.", "").split(".")[0]
+                                 for m in members))
+    return ops + ": " + ", ".join(f"{k} {v:.3f} ms" for k, v in (times or {}).items())
+
+
 def anchor_flops(anchor: fx.Node, metas: Dict[fx.Node, Any]):
     """(multiply-add flops, is a depthwise/grouped-per-channel convolution) of an anchor."""
     out = metas[anchor]
@@ -663,7 +720,7 @@ def anchor_flops(anchor: fx.Node, metas: Dict[fx.Node, Any]):
     if anchor.target is aten.convolution.default:
         w = metas[anchor.args[1]]
         groups = anchor.args[8]
-        per_output = w.shape[1] * w.shape[2] * w.shape[3]  # (C / groups) * KH * KW
+        per_output = math.prod(w.shape[1:])  # (C / groups) * KH * KW (1-D: * K)
         if anchor.args[6]:  # transposed: every input element meets O/groups * KH * KW taps
             x = metas[anchor.args[0]]
             return 2.0 * x.numel * per_output, False

@@ -43,6 +43,10 @@ class Step:
     call: Any = None                # KernelCall for kernels, program_runner.Segment for programs,
     #                                 for ATen steps a replacement of the operator (or None)
     node: Optional[fx.Node] = None  # the ATen node
+    # ATen steps: make the result contiguous after the call. An ATen operator keeps the layout
+    # of an input the planner stored NHWC (activation_layout.py), where the plan wants eager's
+    # layout for its result (a view of it would fail, a kernel would read it wrongly ordered).
+    contiguous_result: bool = False
 
 
 class _Emitter:
@@ -202,7 +206,8 @@ def _emit_step(em: _Emitter, body: List[str], s: Step, size_vars: Dict[str, str]
         em.globals[g] = s.call if s.call is not None else _callable(n, kind_of(n))
         args = [em.expr(a) for a in n.args]
         args += [f"{k}={em.expr(v)}" for k, v in n.kwargs.items()]
-        body.append(f"{em.name(n)} = {g}({', '.join(args)})")
+        after = ".contiguous()" if s.contiguous_result else ""
+        body.append(f"{em.name(n)} = {g}({', '.join(args)}){after}")
 
 
 def _emit_sequence(em: _Emitter, body: List[str], steps: List[Step], run, keep: set,
