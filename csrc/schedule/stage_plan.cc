@@ -107,6 +107,19 @@ bool read_by_a_consumer_of(const Tensor& t, double points, const Consumers& cons
   return false;
 }
 
+// How many accesses of `t` its consumers' bodies hold (a body read as a tree).
+int64_t reads_of(const Tensor& t, const Consumers& consumers) {
+  auto it = consumers.find(t.get());
+  if (it == consumers.end()) return 0;
+  int64_t reads = 0;
+  for (const Tensor& c : it->second) {
+    ir::visit_expr(c->op->body, [&](const Expr& e) {
+      reads += e->kind == ExprKind::kAccess && e->tensor.get() == t.get();
+    });
+  }
+  return reads;
+}
+
 // Is `t` arithmetic (more than a read, which inlines into an index) on the kernel's inputs alone
 // (no reduction below it: a layer norm's rstd belongs in its row's loop, see row_fusion.h), read
 // broadcast by a consumer with kMinHoistRatio times its points? A batch norm's per-channel
@@ -349,6 +362,10 @@ StagePlan plan_stages(const std::vector<Tensor>& requested_outputs,
     // Long or branching elementwise chains (x = x * x, thirty times) would inline into
     // expressions too deep or too large to simplify and emit: such a tensor is materialised.
     keep = keep || size.depth > kMaxInlinedDepth || size.nodes > kMaxInlinedNodes;
+    // So is a sizable one read more than once: inlined, each read computes it again, and a
+    // chain where each step reads the last twice (an exact argument reduction's running
+    // fraction) grows exponentially before the bounds above stop it.
+    keep = keep || (size.nodes > kMaxRereadInlinedNodes && reads_of(t, consumers) >= 2);
     if (!keep && is_operand_copy(*t)) {
       bool feeds_reduction = false;
       for (const Tensor& c : consumers[t.get()]) feeds_reduction |= is_reduction(c);

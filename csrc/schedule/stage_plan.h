@@ -46,6 +46,9 @@ struct StagePlan {
 // producers substituted) stays within these bounds; past them it is materialised.
 constexpr int64_t kMaxInlinedDepth = 96;
 constexpr int64_t kMaxInlinedNodes = 4096;
+// An injective op read more than once is inlined only while its expression has at most this
+// many nodes: each read would compute it again.
+constexpr int64_t kMaxRereadInlinedNodes = 64;
 
 // Rules: outputs and reductions are materialised; injective ops with the "pad" or "relayout"
 // tag that feed a reduction are materialised when choices.pad is kMaterialize (the default: a

@@ -11,6 +11,7 @@
 #include "e2e_harness.h"
 #include "ir/functor.h"
 #include "ops/elementwise.h"
+#include "ops/extra_elementwise.h"
 #include "ops/reduction.h"
 #include "ops/shape.h"
 #include "schedule/stage_plan.h"
@@ -51,6 +52,23 @@ TEST(StagePlan, ABranchingChainDoesNotGrowExponentially) {
   check_graph({{y}, {x}}, std::nullopt, /*use_jit=*/true);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 30.0) << "planning and compiling took " << s << " s";
+}
+
+TEST(StagePlan, ASizableValueReadTwiceIsComputedOnce) {
+  // Each step reads the last twice, as an exact argument reduction's running fraction does
+  // (sin, cos): inlined, step k would compute step 1 2^k times. Past kMaxRereadInlinedNodes a
+  // step is materialised, so no stage's expression grows much beyond that bound.
+  Tensor x = ir::placeholder("x", {ir::int_imm(19)});
+  Tensor y = x;
+  for (int i = 0; i < 12; ++i) y = ops::add(ops::mul(y, 0.5), ops::floor(ops::add(y, 0.5)));
+  const schedule::StagePlan plan = schedule::plan_stages({y}, {x});
+  EXPECT_LE(largest_stage_body(plan).nodes, 2 * schedule::kMaxRereadInlinedNodes + 8);
+  check_graph({{y}, {x}}, std::nullopt, /*use_jit=*/true);
+  // A small value read twice stays inlined: x + 1 squared is one stage.
+  Tensor s = ops::add(x, 1.0);
+  const schedule::StagePlan small = schedule::plan_stages({ops::mul(s, s)}, {x});
+  EXPECT_EQ(small.stages.size(), 1u);
+  EXPECT_TRUE(small.inlined.count(s.get()));
 }
 
 TEST(StagePlan, ABatchNormsPerChannelScaleIsComputedOncePerCall) {
