@@ -35,10 +35,17 @@ def test_compare_times_both_implementations():
     assert calls and all(n == 1 for n in calls)  # every call got its own copy of the inputs
 
 
-def _compile_mlp(monkeypatch, times):
+def _compile_mlp(monkeypatch, times, timed_against=None):
+    """(graph, its summary, the compiled model, the model, an input) of an MLP compiled with
+    graph_guard.compare faked to return `times` (a list: one per call); the graphs the compiled
+    one was timed against go to `timed_against`."""
     seq = list(times) if isinstance(times, list) else None
-    monkeypatch.setattr(graph_guard, "compare",
-                        lambda runner, gm, args, **kw: seq.pop(0) if seq else times)
+
+    def fake_compare(runner, gm, args, **kw):
+        if timed_against is not None:
+            timed_against.append(gm)
+        return seq.pop(0) if seq else times
+    monkeypatch.setattr(graph_guard, "compare", fake_compare)
     # Tessera kernels whatever the partitions measure: the guard only looks at graphs with some.
     monkeypatch.setenv("TESSERA_FORCE_CHOICE", "tessera")
     torch._dynamo.reset()
@@ -51,11 +58,11 @@ def _compile_mlp(monkeypatch, times):
         out = fast(x)
         torch.testing.assert_close(out, model(x))
     graph = compiled_graphs()[-1]
-    return graph, next(iter(graph.summaries.values()))
+    return graph, next(iter(graph.summaries.values())), fast, model, x
 
 
 def test_a_graph_slower_than_eager_runs_eagerly(monkeypatch):
-    graph, summary = _compile_mlp(monkeypatch, (2.0, 1.0))
+    graph, summary, *_ = _compile_mlp(monkeypatch, (2.0, 1.0))
     assert summary.kernels > 0
     assert summary.graph_choice == "eager"
     assert summary.graph_times_ms == {"compiled": 2.0, "eager": 1.0}
@@ -63,14 +70,14 @@ def test_a_graph_slower_than_eager_runs_eagerly(monkeypatch):
 
 
 def test_a_graph_faster_than_eager_keeps_its_kernels(monkeypatch):
-    graph, summary = _compile_mlp(monkeypatch, (1.0, 2.0))
+    graph, summary, *_ = _compile_mlp(monkeypatch, (1.0, 2.0))
     assert summary.graph_choice == "compiled"
 
 
 def test_eager_must_win_a_second_measurement_too(monkeypatch):
     # The first measurement says eager, the confirmation says compiled: compiled stays, with
     # the confirmation's times.
-    graph, summary = _compile_mlp(monkeypatch, [(2.0, 1.0), (1.0, 1.1)])
+    graph, summary, *_ = _compile_mlp(monkeypatch, [(2.0, 1.0), (1.0, 1.1)])
     assert summary.graph_choice == "compiled"
     assert summary.graph_times_ms == {"compiled": 1.0, "eager": 1.1}
 
@@ -111,30 +118,17 @@ def test_torch_compile_checks_against_the_models_own_eager_run(monkeypatch):
     # can be slower than the model itself; where the model wins, its own graph runs.
     from tessera.backend.graph import CompiledGraph
     timed_against = []
+    graph, summary, fast, model, x = _compile_mlp(monkeypatch, (2.0, 1.0), timed_against)
+    assert len(timed_against) == 2  # the measurement and its confirmation
+    assert all(gm is not graph.gm for gm in timed_against)
+    assert not any(n.target is aten.addmm.default for gm in timed_against
+                   for n in gm.graph.nodes), "timed against the decomposed ATen graph"
 
-    def fake_compare(runner, gm, args, **kw):
-        timed_against.append(gm)
-        return 2.0, 1.0
-    monkeypatch.setattr(graph_guard, "compare", fake_compare)
-    monkeypatch.setenv("TESSERA_FORCE_CHOICE", "tessera")
-    torch._dynamo.reset()
-    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
-    fast = torch.compile(model, backend="tessera", options={"records_db": False,
-                                                             "tune": "default"})
-    x = torch.randn(16, 32)
+    def compiled_runs(*args):
+        raise AssertionError("the compiled graph ran after the model measured faster")
+    monkeypatch.setattr(CompiledGraph, "__call__", compiled_runs)
     with torch.no_grad():
-        fast(x)
-        graph = compiled_graphs()[-1]
-        assert len(timed_against) == 2  # the measurement and its confirmation
-        assert all(gm is not graph.gm for gm in timed_against)
-        assert not any(n.target is aten.addmm.default for gm in timed_against
-                       for n in gm.graph.nodes), "timed against the decomposed ATen graph"
-
-        def compiled_runs(*args):
-            raise AssertionError("the compiled graph ran after the model measured faster")
-        monkeypatch.setattr(CompiledGraph, "__call__", compiled_runs)
         torch.testing.assert_close(fast(x), model(x))
-    summary = next(iter(graph.summaries.values()))
     assert summary.graph_choice == "eager"
     assert summary.fallbacks()["slower"] and "the model's own eager run" in \
         summary.fallbacks()["slower"][-1]

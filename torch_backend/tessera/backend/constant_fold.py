@@ -23,6 +23,7 @@ import torch
 import torch.fx as fx
 
 from .lowering import LOWERINGS
+from .plan import get_attr_value
 
 MAX_FOLDED_BYTES = 16 << 20  # the largest value kept as a constant (a folded value's bytes)
 
@@ -108,7 +109,7 @@ def _evaluate(gm: fx.GraphModule, constant: Set[fx.Node], wanted: List[fx.Node]
         for n in gm.graph.nodes:
             if n in constant:
                 if n.op == "get_attr":
-                    env[n] = _attr(gm, n.target)
+                    env[n] = get_attr_value(gm, n.target)
                 else:
                     args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda a: env[a])
                     env[n] = n.target(*args, **kwargs)
@@ -116,9 +117,3 @@ def _evaluate(gm: fx.GraphModule, constant: Set[fx.Node], wanted: List[fx.Node]
                 break
     return env
 
-
-def _attr(gm: fx.GraphModule, target: str) -> Any:
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj

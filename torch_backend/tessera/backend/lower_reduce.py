@@ -144,14 +144,31 @@ def _channel(v, nd):
     return reshape(v, [int(v.shape[0])] + [1] * (nd - 2))
 
 
-def _bn_apply(x, mean_c, rstd_c, weight, bias):
-    nd = len(x.shape)
-    y = ops.mul(ops.sub(x, _channel(mean_c, nd)), _channel(rstd_c, nd))
+def _channel_affine(y, weight, bias):
+    """y * weight + bias with per-channel [C] vectors over [N, C, ...] (either may be None)."""
+    nd = len(y.shape)
     if weight is not None:
         y = ops.mul(y, _channel(weight, nd))
     if bias is not None:
         y = ops.add(y, _channel(bias, nd))
     return y
+
+
+def _bn_apply(x, mean_c, rstd_c, weight, bias):
+    nd = len(x.shape)
+    return _channel_affine(ops.mul(ops.sub(x, _channel(mean_c, nd)), _channel(rstd_c, nd)),
+                           weight, bias)
+
+
+def _batch_statistics(x, eps):
+    """(mean [C], x - mean, biased variance [C], rstd [C], values per channel) over every dim
+    of [N, C, ...] but the channels."""
+    nd = len(x.shape)
+    dims = [0] + list(range(2, nd))
+    mean = ops.reduce_mean(x, dims, False)
+    xc = ops.sub(x, _channel(mean, nd))
+    var = ops.reduce_mean(ops.mul(xc, xc), dims, False)
+    return mean, xc, var, ops.rsqrt(ops.add(var, float(eps))), _count(x.shape, dims)
 
 
 def _bn_inference_check(node, metas):
@@ -189,18 +206,8 @@ def _bn_training_check(node, metas):
 
 @register([aten._native_batch_norm_legit_functional.default], "reduce", check=_bn_training_check)
 def _bn_training(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    nd = len(x.shape)
-    dims = [0] + list(range(2, nd))
-    n = _count(x.shape, dims)
-    mean = ops.reduce_mean(x, dims, False)
-    xc = ops.sub(x, _channel(mean, nd))
-    var = ops.div(ops.reduce_sum(ops.mul(xc, xc), dims, False), float(n))
-    rstd = ops.rsqrt(ops.add(var, float(eps)))
-    y = ops.mul(xc, _channel(rstd, nd))
-    if weight is not None:
-        y = ops.mul(y, _channel(weight, nd))
-    if bias is not None:
-        y = ops.add(y, _channel(bias, nd))
+    mean, xc, var, rstd, n = _batch_statistics(x, eps)
+    y = _channel_affine(ops.mul(xc, _channel(rstd, len(x.shape))), weight, bias)
     m = float(momentum)
     new_mean = ops.add(ops.mul(running_mean, 1.0 - m), ops.mul(mean, m))
     unbiased = ops.mul(var, float(n) / max(n - 1, 1))
@@ -212,18 +219,8 @@ def _bn_training(ctx, node, x, weight, bias, running_mean, running_var, training
 def _bn_no_stats(ctx, node, x, weight, bias, training, momentum, eps):
     # Batch statistics without running ones (Big Transfer's weight standardisation normalises
     # each convolution's weights this way).
-    nd = len(x.shape)
-    dims = [0] + list(range(2, nd))
-    mean = ops.reduce_mean(x, dims, False)
-    xc = ops.sub(x, _channel(mean, nd))
-    var = ops.reduce_mean(ops.mul(xc, xc), dims, False)
-    rstd = ops.rsqrt(ops.add(var, float(eps)))
-    y = ops.mul(xc, _channel(rstd, nd))
-    if weight is not None:
-        y = ops.mul(y, _channel(weight, nd))
-    if bias is not None:
-        y = ops.add(y, _channel(bias, nd))
-    return (y, mean, rstd)
+    mean, xc, _, rstd, _ = _batch_statistics(x, eps)
+    return (_channel_affine(ops.mul(xc, _channel(rstd, len(x.shape))), weight, bias), mean, rstd)
 
 
 def _group_norm_check(node, metas):
@@ -245,11 +242,7 @@ def _group_norm(ctx, node, x, weight, bias, n, c, hw, groups, eps):
     mean = ops.reduce_mean(xg, dims, True)
     xc = ops.sub(xg, mean)
     rstd = ops.rsqrt(ops.add(ops.reduce_mean(ops.mul(xc, xc), dims, True), float(eps)))
-    y = reshape(ops.mul(xc, rstd), shape)
-    if weight is not None:
-        y = ops.mul(y, _channel(weight, nd))
-    if bias is not None:
-        y = ops.add(y, _channel(bias, nd))
+    y = _channel_affine(reshape(ops.mul(xc, rstd), shape), weight, bias)
     return (y, reshape(mean, [shape[0], g]), reshape(rstd, [shape[0], g]))
 
 

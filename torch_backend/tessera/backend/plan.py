@@ -506,7 +506,7 @@ class Planner:
         if n in self.folded:
             return self.metas[n]
         if n.op == "get_attr":
-            env[n] = _get_attr(self.gm, n.target)
+            env[n] = get_attr_value(self.gm, n.target)
             return env[n]
         if n.op == "placeholder":  # read only for its shape (full_like's argument)
             m = self.metas[n]
@@ -682,7 +682,7 @@ class Planner:
         constants.update(self.constants)
         for n in self.nodes:
             if n.op == "get_attr":
-                constants[n] = _get_attr(self.gm, n.target)
+                constants[n] = get_attr_value(self.gm, n.target)
         fn = generate(placeholders, steps, self.output_args, constants, kind_of=self.cls.kind,
                       sizes=self.sym.sources() if self.sym is not None else None)
         self.summary.source = fn.source
@@ -743,7 +743,8 @@ def _resolve(a: Any, env: Dict[fx.Node, Any], metas: Dict[fx.Node, Any]) -> Any:
     return a
 
 
-def _get_attr(gm: fx.GraphModule, target: str) -> Any:
+def get_attr_value(gm: fx.GraphModule, target: str) -> Any:
+    """The value a get_attr node of gm reads (a dotted attribute path)."""
     obj = gm
     for part in target.split("."):
         obj = getattr(obj, part)
