@@ -39,7 +39,7 @@ FUZZ_SECONDS ?= 60
 SANITIZE_DIR ?= build-sanitize
 
 .PHONY: all deps apt-deps python-deps configure build install test demo format clean \
-	fuzz fuzz-build fuzz-run sanitize zoo
+	fuzz fuzz-build fuzz-run sanitize zoo peers
 
 all: build
 
@@ -174,6 +174,13 @@ ZOO_JSON ?= zoo.json
 ZOO_ARGS ?=
 zoo: build
 	$(PYTHON) benchmarks/zoo.py --json $(ZOO_JSON) $(ZOO_ARGS)
+
+# Peer runtimes the benchmarks time beside Tessera (benchmarks/peer_runtimes.py): benchmark-only,
+# never needed by the build or the tests. `make zoo ZOO_ARGS=--openvino` then adds the column.
+OPENVINO_VERSION ?= 2026.4.1
+peers: python-deps
+	$(PYTHON) -c "import openvino" 2>/dev/null || \
+		$(PYTHON) -m pip install -q --root-user-action=ignore openvino==$(OPENVINO_VERSION)
 
 # ---------------------------------------------------------------------------------------------
 # fuzz: libFuzzer over the tessera.op frontend (tests/fuzz), built with clang in $(FUZZ_DIR).

@@ -19,6 +19,9 @@ Per model a record {"model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
                       cache directory of its own (cold, as Tessera's)
   counters            what Tessera's compile pipeline did for compile_s (_C.compile_counters():
                       JIT compiles, stage plans, tuned kernels, ...)
+With --openvino, also "openvino_ms", "vs_openvino" (OpenVINO's time over Tessera's: above 1,
+Tessera is faster), "openvino_compile_s" and "openvino_note" (why the column is empty where it
+is): OpenVINO's native runtime, run as benchmarks/peer_runtimes.py says, in the same rounds.
 With --export, also "exported_ms" and "exported_vs_compiled": the model through tessera.export
 (torch.export's graph compiled ahead of time, called without dynamo), timed in the same rounds.
 kernels is the number of Tessera kernels the compiled graphs run, aten_fallback_ops the
@@ -45,6 +48,7 @@ import tessera  # noqa: E402
 from tessera.backend import FALLBACK_CATEGORIES  # noqa: E402
 from tessera.models import HiddenStates, MobileNetV2, ResNet18  # noqa: E402
 from common import arg_parser, interleaved, print_table, write_json  # noqa: E402
+from peer_runtimes import PeerRun, openvino_run  # noqa: E402
 
 
 # ---- models ---------------------------------------------------------------------------------
@@ -109,15 +113,17 @@ def tessera_stats(since: int) -> dict:
 
 
 def bench_module(model, x, rounds: int, tessera_options: dict, exported: bool = False,
-                 tolerance: float = 1e-3) -> dict:
+                 tolerance: float = 1e-3, openvino: bool = False) -> dict:
     """Compiles `model` with Tessera and with Inductor (cold: first calls timed), checks
     Tessera's output against eager (max_abs_err; correct: within `tolerance`, relative and
-    absolute) and times eager, Inductor and Tessera in interleaved rounds."""
+    absolute) and times eager, Inductor and Tessera in interleaved rounds (with `openvino`,
+    OpenVINO's native runtime too: peer_runtimes.py)."""
     model.eval()
     with torch.no_grad():
         ref = model(x)
     # Each backend gets its own copy of the model, so no compiled code or cache entry is shared.
     t_model, i_model = copy.deepcopy(model), copy.deepcopy(model)
+    peer = openvino_run(copy.deepcopy(model), x, ref, tolerance) if openvino else None
 
     torch._dynamo.reset()
     before = tessera.backend.last_serial()
@@ -150,9 +156,13 @@ def bench_module(model, x, rounds: int, tessera_options: dict, exported: bool = 
             e = tessera.export(copy.deepcopy(model), (x,), options=tessera_options)
             torch.testing.assert_close(e(x), ref, rtol=tolerance, atol=tolerance)
             fns["exported"] = lambda: e(x)
+        if peer is not None and peer.run is not None:
+            fns["openvino"] = peer.run
         times = interleaved(fns, rounds=rounds, min_time_ms=200.0)
     extra = {"exported_ms": times["exported"],
              "exported_vs_compiled": times["tessera"] / times["exported"]} if exported else {}
+    if peer is not None:
+        extra.update(openvino_record(peer, times))
     return {
         "correct": bool(correct), "max_abs_err": max_abs_err,
         "eager_ms": times["eager"], "inductor_ms": times["inductor"],
@@ -167,10 +177,18 @@ def bench_module(model, x, rounds: int, tessera_options: dict, exported: bool = 
     }
 
 
+def openvino_record(peer: PeerRun, times: dict) -> dict:
+    """The OpenVINO fields of a record: its time, Tessera's speed relative to it, its compile
+    seconds, and why it is missing where it is."""
+    ms = times.get("openvino")
+    return {"openvino_ms": ms, "vs_openvino": ms / times["tessera"] if ms else None,
+            "openvino_compile_s": peer.compile_s, "openvino_note": peer.note}
+
+
 def bench_model(name: str, batch: int, rounds: int, tessera_options: dict,
-                exported: bool = False) -> dict:
+                exported: bool = False, openvino: bool = False) -> dict:
     model, x = build(name, batch)
-    r = bench_module(model, x, rounds, tessera_options, exported)
+    r = bench_module(model, x, rounds, tessera_options, exported, openvino=openvino)
     if not r["correct"]:
         raise AssertionError(f"{name}: Tessera's output differs from eager's by "
                              f"{r['max_abs_err']:.3g}")
@@ -184,6 +202,8 @@ def main() -> None:
     p.add_argument("--verbose", action="store_true", help="log Tessera's partitions and choices")
     p.add_argument("--export", action="store_true",
                    help="also time the model through tessera.export (exported_ms)")
+    p.add_argument("--openvino", action="store_true",
+                   help="also time OpenVINO's native runtime (openvino_ms, vs_openvino)")
     args = p.parse_args()
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -194,7 +214,8 @@ def main() -> None:
         scratch = tempfile.mkdtemp(prefix=f"tessera-models-{name}-")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
         options = {"verbose": args.verbose, "records_db": os.path.join(scratch, "records.db")}
-        r = bench_model(name, args.batch, args.rounds, options, exported=args.export)
+        r = bench_model(name, args.batch, args.rounds, options, exported=args.export,
+                        openvino=args.openvino)
         print_table([r], ["model", "eager_ms", "inductor_ms", "tessera_ms", "speedup_vs_eager",
                           "speedup_vs_inductor", "compile_s", "warm_compile_s",
                           "inductor_compile_s", "kernels"])
@@ -203,8 +224,11 @@ def main() -> None:
     print_table(records, ["model", "batch", "eager_ms", "inductor_ms", "tessera_ms",
                           "speedup_vs_eager", "speedup_vs_inductor", "compile_s",
                           "warm_compile_s", "inductor_compile_s", "kernels"]
-                + (["exported_ms", "exported_vs_compiled"] if args.export else []))
+                + (["exported_ms", "exported_vs_compiled"] if args.export else [])
+                + (["openvino_ms", "vs_openvino"] if args.openvino else []))
     for r in records:
+        if r.get("openvino_note"):
+            print(f"{r['model']}: OpenVINO {r['openvino_note']}")
         if r["aten_fallback_ops"]:
             print(f"{r['model']}: ATen fallbacks {', '.join(r['aten_fallback_ops'])}")
     write_json(args.json, records)
