@@ -205,7 +205,8 @@ def bench_resnet18(args) -> dict:
             _C.reset_compile_counters()
             db = os.path.join(tempfile.mkdtemp(prefix="tessera-derive-"), "records.db")
             f = torch.compile(copy.deepcopy(model), backend="tessera",
-                              options={"derive": derive, "tune": args.tune, "records_db": db})
+                              options={"derive": derive, "tune": args.tune,
+                                       "tune_scope": "automatic", "records_db": db})
             t0 = time.perf_counter()
             f(x)
             compile_s[derive] = time.perf_counter() - t0

@@ -414,7 +414,7 @@ def bert(args) -> None:
     # A fresh records database: DietCode's tuning and the partition choices happen (and are
     # timed) in this run instead of coming from an earlier one.
     records = os.path.join(tempfile.mkdtemp(prefix="tessera-bert-"), "records.db")
-    options = {"records_db": records, "tune": args.tune}
+    options = {"records_db": records, "tune": args.tune, "tune_scope": "automatic"}
     if args.tune != "default":  # the lengths' range, narrow enough for DietCode to tune over
         options["dynamic_ranges"] = {"*": (1, args.tmax)}
     compiled = {"tessera": torch.compile(model, backend="tessera", dynamic=True,

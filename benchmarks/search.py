@@ -350,7 +350,8 @@ def bench_scheduler(args) -> dict:
             torch._dynamo.reset()
             with tempfile.TemporaryDirectory() as d:
                 f = torch.compile(model, backend="tessera", options={
-                    "tune": "search", "trials": args.scheduler_trials, "scheduler": strategy,
+                    "tune": "search", "tune_scope": "automatic",
+                    "trials": args.scheduler_trials, "scheduler": strategy,
                     "reuse": False, "progress": False,
                     "records_db": os.path.join(d, "records.db")})
                 with torch.no_grad():

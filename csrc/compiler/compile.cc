@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "compiler/search_session.h"
+#include "cost/peak_probe.h"
 #include "ir/read_bounds.h"
 #include "runtime/parallel.h"
 #include "schedule/prepack.h"
@@ -182,6 +183,12 @@ TuneMode tune_mode_from_name(const std::string& name) {
   return TuneMode::kSearch;
 }
 
+TuneScope tune_scope_from_name(const std::string& name) {
+  TESSERA_CHECK(name == "every" || name == "automatic")
+      << "tuning scope must be 'every' or 'automatic', got '" << name << "'";
+  return name == "every" ? TuneScope::kEvery : TuneScope::kAutomatic;
+}
+
 Threads threads_from_name(const std::string& name) {
   TESSERA_CHECK(name == "auto" || name == "parallel" || name == "serial")
       << "threads must be 'auto', 'parallel' or 'serial', got '" << name << "'";
@@ -199,9 +206,16 @@ bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads) {
          schedule::total_points(plan, tune::kSymbolicSizeGuess) >= policy.serial_points;
 }
 
-bool worth_tuning(const schedule::StagePlan& plan) {
-  return schedule::reduce_points(plan, tune::kSymbolicSizeGuess) >=
-         schedule::tuning_policy().tune_min_points;
+bool worth_tuning(const schedule::StagePlan& plan, TuneScope scope, double graph_reduce_points) {
+  if (scope == TuneScope::kEvery) return true;
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  const double points = schedule::reduce_points(plan, tune::kSymbolicSizeGuess);
+  // A summation point is one multiply-add: two flops at the all-core FMA peak.
+  const double flops_per_us = cost::get_peak_info().fp32_gflops_all * 1e3;
+  const double peak_us = flops_per_us > 0 ? 2 * points / flops_per_us : 0;
+  if (peak_us >= policy.min_tuned_kernel_us) return true;
+  return graph_reduce_points > 0 && points >= policy.large_share * graph_reduce_points &&
+         peak_us >= policy.min_share_kernel_us;
 }
 
 CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
@@ -225,7 +239,7 @@ CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<
     rep.source = "given";
   } else if (req.tune == TuneMode::kDefault) {
     chosen.schedule = task.default_schedule();
-  } else if (!worth_tuning(task.plan)) {
+  } else if (!worth_tuning(task.plan, req.scope, req.graph_reduce_points)) {
     chosen.schedule = task.default_schedule();
     rep.note = "too little summation work to gain from tuning";
   } else {

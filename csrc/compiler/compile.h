@@ -37,6 +37,11 @@ enum class TuneMode { kDefault, kConstruct, kSearch };
 const char* tune_mode_name(TuneMode m);
 TuneMode tune_mode_from_name(const std::string& name);  // "default" | "construct" | "search"
 
+// Which kernels a tuning mode tunes: every one (what a caller who asks for tuning gets), or
+// those whose tuning can pay back (worth_tuning: graphs tuned by default).
+enum class TuneScope { kEvery, kAutomatic };
+TuneScope tune_scope_from_name(const std::string& name);  // "every" | "automatic"
+
 enum class Threads { kAuto, kParallel, kSerial };    // kAuto: TuningPolicy::serial_*
 Threads threads_from_name(const std::string& name);  // "auto" | "parallel" | "serial"
 
@@ -56,6 +61,10 @@ using TrialCallback = std::function<void(const TrialEvent&)>;
 struct CompileRequest {
   std::string name = "kernel";
   TuneMode tune = TuneMode::kDefault;
+  TuneScope scope = TuneScope::kEvery;
+  // kAutomatic: the summation points of the whole graph the kernel is part of (0: unknown),
+  // so that a kernel doing a large share of its graph's work is tuned (worth_tuning).
+  double graph_reduce_points = 0;
   Threads threads = Threads::kAuto;
   // Build exactly this schedule (no tuning, no records); a schedule that does not build is an
   // error.
@@ -125,8 +134,10 @@ struct CompileResult {
 CompileResult compile(const std::vector<ir::Tensor>& outputs, const std::vector<ir::Tensor>& inputs,
                       const CompileRequest& request = {});
 
-// Whether a kernel over this plan is worth tuning under the policy (enough summation work).
-bool worth_tuning(const schedule::StagePlan& plan);
+// Whether a kernel over this plan is tuned in `scope`: always for kEvery; for kAutomatic when
+// its summation work takes the policy's min_tuned_kernel_us at the host's FMA peak, or when it
+// is at least large_share of graph_reduce_points (and takes min_share_kernel_us).
+bool worth_tuning(const schedule::StagePlan& plan, TuneScope scope, double graph_reduce_points = 0);
 // Whether a kernel over this plan runs its parallel loops on the thread pool (kAuto: the
 // policy's serial_bytes and serial_points rule).
 bool runs_in_parallel(const schedule::StagePlan& plan, Threads threads);

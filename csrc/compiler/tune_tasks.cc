@@ -314,17 +314,24 @@ TuneTasksResult tune_tasks(const std::vector<TaskSpec>& specs, const TuneTasksRe
   const schedule::TuningPolicy& policy = schedule::tuning_policy();
   TuneTasksResult out;
   std::vector<Live> live;
+  std::vector<tune::Task> tasks;
+  double graph_reduce_points = 0;
   for (const TaskSpec& spec : specs) {
+    tasks.push_back(tune::Task::create(spec.outputs, spec.inputs, spec.name));
+    graph_reduce_points += schedule::reduce_points(tasks.back().plan, tune::kSymbolicSizeGuess);
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TaskSpec& spec = specs[i];
     TaskOutcome o;
     o.name = spec.name;
     o.weight = spec.weight;
-    tune::Task task = tune::Task::create(spec.outputs, spec.inputs, spec.name);
+    tune::Task task = std::move(tasks[i]);
     task.parallel = runs_in_parallel(task.plan, req.threads);
     task.constant_inputs = input_names(spec.inputs, spec.constant_inputs);
     std::optional<db::WorkloadKey> key;
     if (req.records != nullptr) key = db::make_workload_key(spec.outputs, spec.inputs);
     std::optional<db::Record> rec = key ? req.records->best(*key) : std::nullopt;
-    if (!worth_tuning(task.plan)) {
+    if (!worth_tuning(task.plan, req.scope, graph_reduce_points)) {
       o.status = "skipped";
     } else if (rec) {
       o.status = "records";

@@ -43,6 +43,9 @@ struct TuneTasksRequest {
   uint64_t seed = 0;
   db::RecordsDB* records = nullptr;  // looked up before and written after (not owned)
   Threads threads = Threads::kAuto;
+  // Which tasks are searched (kAutomatic: worth_tuning, with the tasks' summation points
+  // together as the graph's).
+  TuneScope scope = TuneScope::kAutomatic;
   bool fresh_model = false;  // see SearchSettings::fresh_model
   std::shared_ptr<tune::Runner> runner;
   TrialCallback on_trial;

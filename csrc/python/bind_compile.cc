@@ -129,10 +129,13 @@ void bind_request_and_report(py::module_& m) {
   py::class_<CompileRequest>(m, "CompileRequest", "What _C.compile is asked to do.")
       .def(py::init([](const std::string& name, const std::string& tune, const std::string& threads,
                        std::optional<schedule::KernelSchedule> schedule, db::RecordsDB* records,
-                       bool keep_source, uint64_t seed, int trials, const py::object& runner) {
+                       bool keep_source, uint64_t seed, int trials, const py::object& runner,
+                       const std::string& scope, double graph_reduce_points) {
              CompileRequest r;
              r.name = name;
              r.tune = compiler::tune_mode_from_name(tune);
+             r.scope = compiler::tune_scope_from_name(scope);
+             r.graph_reduce_points = graph_reduce_points;
              r.threads = compiler::threads_from_name(threads);
              r.schedule = std::move(schedule);
              r.records = records;
@@ -145,7 +148,8 @@ void bind_request_and_report(py::module_& m) {
            py::arg("name") = "kernel", py::arg("tune") = "default", py::arg("threads") = "auto",
            py::arg("schedule") = py::none(), py::arg("records") = nullptr,
            py::arg("keep_source") = false, py::arg("seed") = 0, py::arg("trials") = 0,
-           py::arg("runner") = py::none(),
+           py::arg("runner") = py::none(), py::arg("scope") = "every",
+           py::arg("graph_reduce_points") = 0.0,
            // The request refers to the records database: keep it alive as long as the request.
            py::keep_alive<1, 6>())
       .def_readwrite("name", &CompileRequest::name)
@@ -155,6 +159,15 @@ void bind_request_and_report(py::module_& m) {
       .def_readwrite("keep_source", &CompileRequest::keep_source)
       .def_readwrite("seed", &CompileRequest::seed)
       .def_readwrite("trials", &CompileRequest::trials)
+      .def_property_readonly(
+          "scope",
+          [](const CompileRequest& r) {
+            return r.scope == compiler::TuneScope::kEvery ? "every" : "automatic";
+          },
+          "Which kernels the tuning mode tunes: 'every' (set with the "
+          "keyword), or 'automatic': those worth it (TuningPolicy: "
+          "min_tuned_kernel_us, large_share of graph_reduce_points).")
+      .def_readwrite("graph_reduce_points", &CompileRequest::graph_reduce_points)
       .def_property_readonly(
           "runner",
           [](const CompileRequest& r) {
@@ -209,7 +222,9 @@ void bind_request_and_report(py::module_& m) {
 void bind_policy_and_counters(py::module_& m) {
   using schedule::TuningPolicy;
   py::class_<TuningPolicy>(m, "TuningPolicy", "schedule/tuning_policy.h: what gets tuned, how.")
-      .def_readonly("tune_min_points", &TuningPolicy::tune_min_points)
+      .def_readonly("min_tuned_kernel_us", &TuningPolicy::min_tuned_kernel_us)
+      .def_readonly("large_share", &TuningPolicy::large_share)
+      .def_readonly("min_share_kernel_us", &TuningPolicy::min_share_kernel_us)
       .def_readonly("win_margin", &TuningPolicy::win_margin)
       .def_readonly("serial_bytes", &TuningPolicy::serial_bytes)
       .def_readonly("serial_points", &TuningPolicy::serial_points)

@@ -87,7 +87,8 @@ void bind_tune_tasks(py::module_& m) {
       [](const std::vector<TaskTuple>& tasks, int trials, int trials_per_task,
          const std::string& scheduler, uint64_t seed, db::RecordsDB* records,
          const std::string& threads, bool fresh_model, py::object on_trial,
-         const py::object& runner, bool reuse, const std::string& reuse_selection) {
+         const py::object& runner, bool reuse, const std::string& reuse_selection,
+         const std::string& scope) {
         std::vector<compiler::TaskSpec> specs;
         for (const TaskTuple& t : tasks) {
           compiler::TaskSpec s;
@@ -110,6 +111,7 @@ void bind_tune_tasks(py::module_& m) {
         req.runner = runner_from_arg(runner);
         req.reuse = reuse;
         req.reuse_selection = tune::reuse::selection_method_from_name(reuse_selection);
+        req.scope = compiler::tune_scope_from_name(scope);
         compiler::TuneTasksResult r;
         {
           py::gil_scoped_release release;
@@ -121,14 +123,15 @@ void bind_tune_tasks(py::module_& m) {
       py::arg("scheduler") = "gradient", py::arg("seed") = 0, py::arg("records") = nullptr,
       py::arg("threads") = "auto", py::arg("fresh_model") = false, py::arg("on_trial") = py::none(),
       py::arg("runner") = py::none(), py::arg("reuse") = false,
-      py::arg("reuse_selection") = "greedy",
+      py::arg("reuse_selection") = "greedy", py::arg("scope") = "automatic",
       "Search mode over many kernels under the task scheduler (compiler/tune_tasks.h). `tasks`: "
       "(outputs, inputs, name, weight, constant input positions) per kernel; `trials`: "
       "measurements over all of them (0: `trials_per_task` per kernel searched, 0: the "
       "policy's); `reuse`: ETO's program reuse (kernels the reuse selection does not root are "
       "tuned from another kernel's choice); `reuse_selection`: 'greedy' (ETO: Steiner tree with "
       "one-hop bridges), 'exact' (the same, exact), 'arborescence' (no bridges) or 'topk' "
-      "(Selective Tuning: reused kernels try their group's 3 best programs). Returns {tasks: "
+      "(Selective Tuning: reused kernels try their group's 3 best programs); `scope`: 'automatic' "
+      "(kernels worth tuning, the tasks together as their graph) or 'every'. Returns {tasks: "
       "[{name, weight, status, schedule, "
       "report, rounds, reused_from, reused_from_name, bridge}] (bridge operators after the given "
       "tasks), order, "

@@ -11,10 +11,15 @@
 namespace tessera::schedule {
 
 struct TuningPolicy {
-  // A kernel is tuned only when its summing stages have at least this many iteration points (a
-  // 128x128x256 matmul): below it the default schedule's kernel takes a fraction of a millisecond
-  // and tuning costs more than it can save. Streaming stages are bound by memory traffic.
-  double tune_min_points = 1 << 22;
+  // Graphs tuned automatically (TuneScope::kAutomatic) tune a kernel when its summing stages
+  // take at least this long at the host's FMA peak: below it a tuned schedule's gain is a few
+  // microseconds a call, within the per-call and timing overhead, and tuning (about a second)
+  // cannot pay back. Streaming stages are bound by memory traffic and do not count.
+  double min_tuned_kernel_us = 40;
+  // ... and a kernel doing at least this share of its graph's summation work, down to
+  // min_share_kernel_us: the graph's time is mostly that kernel's.
+  double large_share = 1.0 / 3;
+  double min_share_kernel_us = 10;
   // A challenger (a tuned schedule, a Tessera kernel against ATen, eager against a compiled
   // graph) replaces the incumbent only when its paired time ratio is below this (timing noise
   // must not flip a choice; runtime/paired_timing.h is the one noise rule).

@@ -3,8 +3,12 @@
 // measured). Every kernel it returns is checked against the reference interpreter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "compiler/compile.h"
 #include "const_dims.h"
+#include "cost/peak_probe.h"
 #include "e2e_harness.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -67,11 +71,12 @@ TEST(CompileCall, DefaultRequestPlansLowersAndCompilesOnce) {
   expect_matches_reference(r, {c}, {a, b});
 }
 
-TEST(CompileCall, SmallKernelsAreNeitherTunedNorParallel) {
+TEST(CompileCall, SmallKernelsAreNeitherTunedNorParallelInTheAutomaticScope) {
   Tensor a = ir::placeholder("A", dims({32, 32})), b = ir::placeholder("B", dims({32, 32}));
   Tensor c = ops::matmul(a, b);
   CompileRequest req;
   req.tune = TuneMode::kConstruct;
+  req.scope = TuneScope::kAutomatic;
   Delta d;
   CompileResult r = compile({c}, {a, b}, req);
   EXPECT_EQ(d(Counter::kTuneRuns), 0);
@@ -88,6 +93,41 @@ TEST(CompileCall, SmallKernelsAreNeitherTunedNorParallel) {
   forced.threads = Threads::kParallel;
   EXPECT_TRUE(compile({c}, {a, b}, forced).report.parallel);
   expect_matches_reference(r, {c}, {a, b});
+}
+
+TEST(CompileCall, AskingForTuningTunesEveryKernel) {
+  // The same small matmul as above, in the scope a caller asking for tuning gets (the default).
+  Tensor a = ir::placeholder("A", dims({32, 32})), b = ir::placeholder("B", dims({32, 32}));
+  Tensor c = ops::matmul(a, b);
+  CompileRequest req;
+  req.tune = TuneMode::kConstruct;
+  ASSERT_EQ(req.scope, TuneScope::kEvery);
+  Delta d;
+  CompileResult r = compile({c}, {a, b}, req);
+  EXPECT_EQ(d(Counter::kTuneRuns), 1);
+  EXPECT_EQ(r.report.note.find("too little"), std::string::npos) << r.report.note;
+  EXPECT_FALSE(r.report.candidates.empty());
+  expect_matches_reference(r, {c}, {a, b});
+}
+
+TEST(CompileCall, TheAutomaticScopeTunesALargeShareOfItsGraph) {
+  // A matmul whose summation takes 20 us at this host's FMA peak: under min_tuned_kernel_us,
+  // over min_share_kernel_us. Tuned where it is most of its graph's work, not where it is a
+  // small part of it; with no graph known, the size rule alone decides.
+  const schedule::TuningPolicy& policy = schedule::tuning_policy();
+  const double flops_per_us = cost::get_peak_info().fp32_gflops_all * 1e3;
+  ASSERT_GT(flops_per_us, 0);
+  const double target_us = 20;
+  ASSERT_LT(target_us, policy.min_tuned_kernel_us);
+  ASSERT_GT(target_us, policy.min_share_kernel_us);
+  const int64_t k = std::max<int64_t>(1, std::llround(target_us * flops_per_us / 2 / (64 * 64)));
+  Tensor a = ir::placeholder("A", dims({64, k})), b = ir::placeholder("B", dims({k, 64}));
+  const schedule::StagePlan& plan = tune::Task::create({ops::matmul(a, b)}, {a, b}).plan;
+  const double points = schedule::reduce_points(plan, 1);
+  EXPECT_TRUE(worth_tuning(plan, TuneScope::kAutomatic, points * 1.5));
+  EXPECT_FALSE(worth_tuning(plan, TuneScope::kAutomatic, points * 10));
+  EXPECT_FALSE(worth_tuning(plan, TuneScope::kAutomatic, 0));
+  EXPECT_TRUE(worth_tuning(plan, TuneScope::kEvery, 0));
 }
 
 TEST(CompileCall, AKernelWithMuchWorkOnLittleDataRunsInParallel) {
@@ -107,10 +147,8 @@ TEST(CompileCall, AKernelWithMuchWorkOnLittleDataRunsInParallel) {
 }
 
 TEST(CompileCall, TheTunedKernelIsTheOneMeasuredNotARebuild) {
-  // 256^3 = 16.7M summation points: over tune_min_points, so construct mode runs.
   Tensor a = ir::placeholder("A", dims({256, 256})), b = ir::placeholder("B", dims({256, 256}));
   Tensor c = ops::matmul(a, b);
-  ASSERT_GE(256.0 * 256 * 256, schedule::tuning_policy().tune_min_points);
   CompileRequest req;
   req.tune = TuneMode::kConstruct;
   Delta d;

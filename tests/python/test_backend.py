@@ -87,6 +87,30 @@ def test_option_values_are_checked():
         backend.parse_options("turbo", None)
 
 
+def test_asking_for_tuning_tunes_every_kernel():
+    """options={"tune": ...} tunes every kernel (tune_scope "every"); the default and
+    mode="max-autotune" tune the kernels whose tuning can pay back (tune_scope "automatic")."""
+    assert backend.parse_options(None, {"tune": "construct"}).tune_scope == "every"
+    assert backend.parse_options(None, None).tune_scope == "automatic"
+    assert backend.parse_options("max-autotune", None).tune_scope == "automatic"
+    assert backend.parse_options(None, {"tune": "construct", "tune_scope": "automatic"}
+                                 ).tune_scope == "automatic"
+    with pytest.raises(ValueError, match="tune_scope"):
+        backend.parse_options(None, {"tune_scope": "all"})
+    from tessera.backend import records
+    x, w = torch.randn(16, 24), torch.randn(24, 8)
+    tuned = {}
+    # A 16x24x8 matmul: far below the automatic scope's minimum work, even as its whole graph.
+    for name, extra in (("automatic", {}), ("asked", {"tune": "construct"})):
+        before = records.counters()["tuned"]
+        f = _compile(lambda x: torch.relu(x @ w),
+                     options={**KERNELS, "records_db": False, **extra})
+        torch.testing.assert_close(_run_twice(f, x), torch.relu(x @ w), rtol=1e-4, atol=1e-4)
+        tuned[name] = records.counters()["tuned"] - before
+    assert tuned == {"automatic": 0, "asked": 1}
+    torch._dynamo.reset()
+
+
 def test_mode_and_options_reach_tessera(caplog):
     assert backend.parse_options("max-autotune", None).tune == "search"
     assert backend.parse_options(None, {"tune": "construct"}).tune == "construct"
@@ -191,10 +215,10 @@ def test_partition_that_fails_to_compile_runs_through_aten(monkeypatch):
     from tessera.backend import plan as plan_mod
     real = plan_mod.compile_spec
 
-    def flaky(spec, tune="default"):
+    def flaky(spec, *args):
         if "sigmoid" in spec.name:
             raise RuntimeError("injected kernel failure")
-        return real(spec, tune)
+        return real(spec, *args)
     monkeypatch.setattr(plan_mod, "compile_spec", flaky)
     before = _graph_ids()
     f = _compile(lambda x: torch.sigmoid(torch.cumsum(x, 0)) + torch.exp(x))

@@ -29,7 +29,7 @@ def _jit_compiles_of(kernel) -> int:
 
 def test_each_kernel_of_a_model_is_jit_compiled_exactly_once(tmp_path):
     torch.manual_seed(0)
-    # 128x256x256: over the tuning policy's tune_min_points, so construct mode tunes it.
+    # 128x256x256: enough work for construct mode to find a faster schedule.
     model = nn.Sequential(nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 96),
                           nn.LayerNorm(96)).eval()
     x = torch.randn(128, 256)
@@ -77,6 +77,13 @@ def test_reports_say_where_each_schedule_came_from(tmp_path):
     torch.testing.assert_close(again(x, w), x @ w, rtol=1e-4, atol=1e-4)
     plain = tessera.Kernel([out], [a, b])
     assert plain.report.source == "rules" and not plain.report.candidates
+    # Asked for, tuning reaches a kernel of any size (graphs tune small ones only where they
+    # are a large share of the graph's work: tune_scope).
+    a, b = tessera.placeholder("A", [16, 24]), tessera.placeholder("B", [24, 8])
+    small = tessera.Kernel([tessera.te_ops.matmul(a, b)], [a, b], tune="construct")
+    assert small.report.candidates and "too little" not in small.report.note
+    x, w = torch.randn(16, 24), torch.randn(24, 8)
+    torch.testing.assert_close(small(x, w), x @ w, rtol=1e-4, atol=1e-4)
 
 
 def test_search_mode_through_the_compile_call():

@@ -28,12 +28,12 @@ class Kernel:
 
     Compiled by the one compile call (_C.compile): `schedule` (a KernelSchedule, or its JSON)
     builds exactly that schedule; otherwise `tune` ("default": the rules' schedule, "construct":
-    Gensor's construct mode on kernels with enough summation work, "search": search mode with
-    `trials` measurements, 0 for the policy's default) decides, and `records` (a
-    _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "parallel" (parallel
-    loops where the schedule has them), "serial", or "auto" (the backend's choice: kernels moving
-    little data and doing little work run on the calling thread alone, the tuning policy's
-    serial_bytes and serial_points).
+    Gensor's construct mode, "search": search mode with `trials` measurements, 0 for the
+    policy's default; asked for, tuning reaches the kernel whatever its size) decides, and
+    `records` (a _C.RecordsDB) keeps tuned schedules for later processes. `threads`: "parallel"
+    (parallel loops where the schedule has them), "serial", or "auto" (the backend's choice:
+    kernels moving little data and doing little work run on the calling thread alone, the tuning
+    policy's serial_bytes and serial_points).
     `progress` (search mode): True shows a progress bar and logs each trial (search_progress.py), a callable
 gets each _C.TrialEvent, None/False neither. `runner` (search mode): where candidates are
     measured: "workers" (the default: forked processes), "in-process", "ray", "auto",

@@ -495,12 +495,12 @@ def jit_cache_info() -> Dict[str, int]:
 
 
 def _tune_and_records(tune: Any):
-    """(tuning mode, records_db option, trials, progress bars, runner) from compile_spec's second
-    argument: the backend Options, or a tuning mode alone (then the records database is the
-    default one)."""
+    """(tuning mode, records_db option, trials, progress bars, runner, tuning scope) from
+    compile_spec's second argument: the backend Options, or a tuning mode alone (then the
+    records database is the default one and the scope automatic)."""
     if isinstance(tune, str):
-        return tune, None, 0, True, None
-    return tune.tune, tune.records_db, tune.trials, tune.progress, tune.runner
+        return tune, None, 0, True, None, "automatic"
+    return tune.tune, tune.records_db, tune.trials, tune.progress, tune.runner, tune.tune_scope
 
 
 def _report(spec: KernelSpec, report, records: Optional["records_mod.Records"]) -> None:
@@ -527,14 +527,18 @@ def _report(spec: KernelSpec, report, records: Optional["records_mod.Records"]) 
 spec_observers: List[Callable[[KernelSpec], None]] = []
 
 
-def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
+def compile_spec(spec: KernelSpec, tune: Any = "default",
+                 graph_reduce_points: float = 0.0) -> KernelCall:
     """Compiles (or reuses) the kernel of a spec through the one compile call (_C.compile), with
-    the tuning mode and records database of `tune`: the backend Options or a tuning mode name.
-    Tuning policy (what is tuned, serial small kernels, margins, budget) is the C++ core's."""
+    the tuning mode, scope and records database of `tune`: the backend Options or a tuning mode
+    name. graph_reduce_points: the summation work of the spec's whole graph (the automatic
+    scope tunes a kernel doing a large share of it). Tuning policy (what is tuned, serial small
+    kernels, margins, budget) is the C++ core's."""
     for observe in spec_observers:
         observe(spec)
-    mode, records_option, trials, bars, runner = _tune_and_records(tune)
-    key = keys.cache_key(spec.workload(), mode, trials)
+    mode, records_option, trials, bars, runner, scope = _tune_and_records(tune)
+    # A kernel the automatic scope left untuned must not serve a request to tune every kernel.
+    key = keys.cache_key(spec.workload(), mode, trials) + (scope,)
     # Kernels reading weights prepacked take other arguments: cached apart.
     kernel_key = key + (tuple(spec.constant_inputs),) if spec.constant_inputs else key
     if spec.symbolic:  # the same sizes by name, with the same ranges (run() checks them)
@@ -551,7 +555,8 @@ def compile_spec(spec: KernelSpec, tune: Any = "default") -> KernelCall:
         records = records_mod.open_records(records_option) if mode != "default" else None
         request = _C.CompileRequest(name=spec.name, tune=mode, trials=trials,
                                     records=records.db if records is not None else None,
-                                    runner=runner if mode == "search" else None)
+                                    runner=runner if mode == "search" else None,
+                                    scope=scope, graph_reduce_points=graph_reduce_points)
         request.constant_inputs = list(spec.constant_inputs)
         searched = _searched.get(key) if mode == "search" else None
         if searched is not None:  # tuned with its graph's other kernels (search_specs)
@@ -594,7 +599,8 @@ def search_specs(weighted: List[tuple], options: Any) -> Optional[dict]:
     tuned under the task scheduler (compiler/tune_tasks.h) with `options.trials` measurements
     per kernel on average. Kernels tuned already (in this process or the records database) and
     those not worth tuning cost nothing. Returns the _C.tune_tasks result (None: nothing to do)."""
-    keyed = [(keys.cache_key(s.workload(), "search", options.trials), s, w) for s, w in weighted]
+    keyed = [(keys.cache_key(s.workload(), "search", options.trials) + (options.tune_scope,), s,
+              w) for s, w in weighted]
     todo = [(k, s, w) for k, s, w in keyed if k not in _searched and k not in _cache]
     if not todo:
         return None
@@ -606,7 +612,8 @@ def search_specs(weighted: List[tuple], options: Any) -> Optional[dict]:
         result = _C.tune_tasks(tasks, trials_per_task=options.trials, scheduler=options.scheduler,
                                records=records.db if records is not None else None,
                                on_trial=progress, runner=options.runner,
-                               reuse=getattr(options, "reuse", True))
+                               reuse=getattr(options, "reuse", True),
+                               scope=options.tune_scope)
     finally:
         progress.close()
     for (key, _, _), task in zip(todo, result["tasks"]):

@@ -14,6 +14,7 @@ import os
 from typing import Any, Mapping, Optional, Union
 
 TUNE_MODES = ("default", "construct", "search")
+TUNE_SCOPES = ("automatic", "every")
 SCHEDULERS = ("gradient", "round-robin")
 
 # torch.compile modes and what they mean for Tessera. Modes that only concern CUDA graphs
@@ -35,6 +36,11 @@ class Options:
     # "default" uses the heuristics everywhere; "search" (mode="max-autotune") runs search mode
     # (evolutionary search with a learned cost model, minutes per kernel) on the same kernels.
     tune: str = "construct"
+    # Which kernels the tuning mode tunes: "automatic" (the default, and mode="max-autotune"'s)
+    # tunes those whose tuning can pay back (enough summation work, or a large share of their
+    # graph's: the C++ TuningPolicy); "every" tunes them all: what giving the `tune` option
+    # asks for.
+    tune_scope: str = "automatic"
     verbose: bool = False          # log each compiled graph's partitions and choices
     fallback: bool = True          # run the graph eagerly (logged) if compiling it fails
     # Choose each partition's implementation by measurement: Tessera's fused kernel, ATen's
@@ -89,6 +95,7 @@ class Options:
 
 _DESCRIPTIONS = {
     "tune": "'default' | 'construct' | 'search'",
+    "tune_scope": "'automatic' | 'every' (default: 'every' where 'tune' is given)",
     "verbose": "bool",
     "fallback": "bool",
     "anchor_measure": "bool",
@@ -150,6 +157,10 @@ def parse_options(mode: Optional[str] = None,
             if value not in TUNE_MODES:
                 raise ValueError(f"tessera: option 'tune' must be one of {TUNE_MODES}, "
                                  f"got {value!r}")
+        elif key == "tune_scope":
+            if value not in TUNE_SCOPES:
+                raise ValueError(f"tessera: option 'tune_scope' must be one of {TUNE_SCOPES}, "
+                                 f"got {value!r}")
         elif key == "records_db":
             if isinstance(value, bool) or value is None:
                 value = None if value is True else value
@@ -184,4 +195,6 @@ def parse_options(mode: Optional[str] = None,
         elif not isinstance(value, bool):
             raise ValueError(f"tessera: option {key!r} must be a bool, got {value!r}")
         values[key] = value
+    if "tune" in options and "tune_scope" not in options:
+        values["tune_scope"] = "every"  # a user who asks for tuning gets every kernel tuned
     return Options(**values)

@@ -189,6 +189,11 @@ class Planner:
         self.output_args = out.args[0]
         self.graph_outputs: Set[fx.Node] = set(_nodes_in(self.output_args))
         self.summary = Summary()
+        # The graph's matmul and convolution multiply-adds: the automatic tuning scope tunes a
+        # kernel doing a large share of them whatever its size (compile_spec; 0: unknown, for
+        # plans over a range of sizes).
+        self.graph_reduce_points = sum(anchor_flops(n, self.metas)[0] / 2 for n in self.nodes
+                                       ) if sym is None else 0.0
         self.kernel_steps: List[_Unit] = []
         self.member_of: Dict[fx.Node, Step] = {}   # member node -> its kernel step
         self.produced: Dict[fx.Node, Step] = {}    # value node -> defining step
@@ -360,7 +365,7 @@ class Planner:
                      level=30)
 
     def _compile(self, spec: KernelSpec):
-        call = compile_spec(spec, self.options)
+        call = compile_spec(spec, self.options, self.graph_reduce_points)
         call.size_env = self.size_env
         if self.probe is not None:
             self.probe.check(spec, call)
@@ -710,22 +715,23 @@ def _measured(members: List[fx.Node], times: Dict[str, float]) -> str:
 
 
 def anchor_flops(anchor: fx.Node, metas: Dict[fx.Node, Any]):
-    """(multiply-add flops, is a depthwise/grouped-per-channel convolution) of an anchor."""
-    out = metas[anchor]
-    numel = out.numel
+    """(multiply-add flops, is a depthwise/grouped-per-channel convolution) of an anchor; (0,
+    False) for any other node."""
     aten = torch.ops.aten
+    if anchor.target not in (aten.mm.default, aten.addmm.default, aten.bmm.default,
+                             aten.convolution.default):
+        return 0.0, False
+    numel = metas[anchor].numel
     if anchor.target in (aten.mm.default, aten.addmm.default, aten.bmm.default):
         a = metas[anchor.args[1] if anchor.target is aten.addmm.default else anchor.args[0]]
         return 2.0 * numel * a.shape[-1], False
-    if anchor.target is aten.convolution.default:
-        w = metas[anchor.args[1]]
-        groups = anchor.args[8]
-        per_output = math.prod(w.shape[1:])  # (C / groups) * KH * KW (1-D: * K)
-        if anchor.args[6]:  # transposed: every input element meets O/groups * KH * KW taps
-            x = metas[anchor.args[0]]
-            return 2.0 * x.numel * per_output, False
-        return 2.0 * numel * per_output, w.shape[1] == 1 and groups > 1
-    return 0.0, False
+    w = metas[anchor.args[1]]  # a convolution
+    groups = anchor.args[8]
+    per_output = math.prod(w.shape[1:])  # (C / groups) * KH * KW (1-D: * K)
+    if anchor.args[6]:  # transposed: every input element meets O/groups * KH * KW taps
+        x = metas[anchor.args[0]]
+        return 2.0 * x.numel * per_output, False
+    return 2.0 * numel * per_output, w.shape[1] == 1 and groups > 1
 
 
 def _resolve(a: Any, env: Dict[fx.Node, Any], metas: Dict[fx.Node, Any]) -> Any:
