@@ -39,7 +39,7 @@ FUZZ_SECONDS ?= 60
 SANITIZE_DIR ?= build-sanitize
 
 .PHONY: all deps apt-deps python-deps configure build install test demo format clean \
-	fuzz fuzz-build fuzz-run sanitize zoo peers
+	fuzz fuzz-build fuzz-run sanitize zoo peers tvm-peer
 
 all: build
 
@@ -181,6 +181,16 @@ OPENVINO_VERSION ?= 2026.4.1
 peers: python-deps
 	$(PYTHON) -c "import openvino" 2>/dev/null || \
 		$(PYTHON) -m pip install -q --root-user-action=ignore openvino==$(OPENVINO_VERSION)
+
+# TVM MetaSchedule for benchmarks/peer.py, in an environment of its own (its bundled LLVM never
+# shares a process with Tessera's kernels) that sees this one's torch and Tessera. apache-tvm
+# 0.27.0.post1 needs apache-tvm-ffi 0.1.14.post1: later ffi releases crash when MetaSchedule
+# serialises TIR.
+TVM_VENV ?= build-peers/tvm-venv
+tvm-peer: install
+	test -x $(TVM_VENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(TVM_VENV)
+	$(TVM_VENV)/bin/python -c "import tvm" 2>/dev/null || $(TVM_VENV)/bin/python -m pip install \
+		-q apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1
 
 # ---------------------------------------------------------------------------------------------
 # fuzz: libFuzzer over the tessera.op frontend (tests/fuzz), built with clang in $(FUZZ_DIR).

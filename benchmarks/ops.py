@@ -54,8 +54,11 @@ class Op:
 
     def __init__(self, name: str, shape: list, flops: float, build: Callable, torch_fn: Callable,
                  make_inputs: Callable, out_view: Callable = lambda o: o,
-                 torch_out: Callable = None, weights: tuple = ()):
+                 torch_out: Callable = None, weights: tuple = (), kind: str = "",
+                 params: dict = None):
         self.name, self.shape, self.flops = name, shape, flops
+        # The operator and its parameters by name (peer compilers define it from these).
+        self.kind, self.params = kind, params or {}
         self.weights = weights  # positions of inputs that are a layer's weights
         self.build, self.torch_fn, self.make_inputs, self.out_view = build, torch_fn, make_inputs, out_view
         # torch_out(data, out): torch writing into a preallocated output, where the op has one.
@@ -68,7 +71,8 @@ def gemm(name: str, m: int, k: int, n: int) -> Op:
         return [T.matmul(a, b)], [a, b]
     return Op(name, [m, k, n], 2.0 * m * n * k, build, lambda a, b: torch.mm(a, b),
               lambda: [torch.randn(m, k), torch.randn(k, n)],
-              torch_out=lambda data, out: torch.mm(*data, out=out))
+              torch_out=lambda data, out: torch.mm(*data, out=out),
+              kind="gemm", params=dict(m=m, k=k, n=n))
 
 
 def gemv(name: str, m: int, n: int) -> Op:
@@ -78,7 +82,8 @@ def gemv(name: str, m: int, n: int) -> Op:
         return [T.dense(x, w)], [x, w]
     return Op(name, [m, n], 2.0 * m * n, build, lambda x, w: torch.mv(w, x[0]),
               lambda: [torch.randn(1, n), torch.randn(m, n)], out_view=lambda o: o.reshape(-1),
-              torch_out=lambda data, out: torch.mv(data[1], data[0][0], out=out))
+              torch_out=lambda data, out: torch.mv(data[1], data[0][0], out=out),
+              kind="gemv", params=dict(m=m, n=n))
 
 
 def bmm(name: str, b: int, m: int, k: int, n: int, trans_b: bool) -> Op:
@@ -91,7 +96,8 @@ def bmm(name: str, b: int, m: int, k: int, n: int, trans_b: bool) -> Op:
         return torch.bmm(x, y.transpose(1, 2) if trans_b else y, out=out)
     return Op(name, [b, m, k, n], 2.0 * b * m * n * k, build, ref,
               lambda: [torch.randn(b, m, k), torch.randn(b, n, k) if trans_b else torch.randn(b, k, n)],
-              torch_out=lambda data, out: ref(*data, out=out))
+              torch_out=lambda data, out: ref(*data, out=out),
+              kind="bmm", params=dict(b=b, m=m, k=k, n=n, trans_b=trans_b))
 
 
 def conv(name: str, c: int, h: int, o: int, k: int, stride: int, pad: int, groups: int = 1) -> Op:
@@ -103,7 +109,9 @@ def conv(name: str, c: int, h: int, o: int, k: int, stride: int, pad: int, group
         return [T.conv2d(x, w, None, (stride, stride), (pad, pad), (1, 1), groups)], [x, w]
     return Op(name, [1, c, h, h, o, k, stride, pad, groups], 2.0 * o * oh * oh * (c // groups) * k * k,
               build, lambda x, w: F.conv2d(x, w, None, stride, pad, 1, groups),
-              lambda: [torch.randn(1, c, h, h), torch.randn(o, c // groups, k, k)], weights=(1,))
+              lambda: [torch.randn(1, c, h, h), torch.randn(o, c // groups, k, k)], weights=(1,),
+              kind="conv", params=dict(c=c, h=h, o=o, k=k, stride=stride, pad=pad,
+                                       groups=groups))
 
 
 def avgpool(name: str, n: int, c: int, h: int) -> Op:
@@ -111,7 +119,8 @@ def avgpool(name: str, n: int, c: int, h: int) -> Op:
         x = tessera.placeholder("X", [n, c, h, h])
         return [T.avg_pool2d(x, (2, 2), (2, 2))], [x]
     return Op(name, [n, c, h, h, 2, 2], float(n * c * h * h), build,
-              lambda x: F.avg_pool2d(x, 2, 2), lambda: [torch.randn(n, c, h, h)])
+              lambda x: F.avg_pool2d(x, 2, 2), lambda: [torch.randn(n, c, h, h)],
+              kind="avgpool", params=dict(n=n, c=c, h=h))
 
 
 def suite() -> List[Op]:
