@@ -70,6 +70,15 @@ def _has_symbolic_shape(placeholder: fx.Node) -> bool:
     return isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in v.shape)
 
 
+def _refreshing(runner: Callable, folding) -> Callable:
+    """runner, after bringing the values folded from weights up to date with the call's weights
+    (constant_fold.DerivedConstant). The runner empties a boxed argument list: refreshed first."""
+    def run(args):
+        folding.refresh(args)
+        return runner(args)
+    return run
+
+
 def _signature(args) -> tuple:
     return tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
                  for a in args)
@@ -97,7 +106,9 @@ class CompiledGraph:
         self.gm = gm
         self.options = options
         self.kind = kind  # "forward" | "backward" | "inference"
-        self.folded = None  # how many values read from no input were folded (first call)
+        # The values folded into constants on the first call (constant_fold.Folding): those
+        # read from no input, and in inference graphs those computed from weights.
+        self.folded = None
         self.dynamic = _is_dynamic(gm)
         # The size symbols of a dynamic graph, when one plan can serve a range of sizes.
         self.sym = self._symbols() if self.dynamic and options.symbolic else None
@@ -218,7 +229,12 @@ class CompiledGraph:
     def _first_call(self, args: List[Any], key) -> Any:
         args = list(args)
         if self.folded is None:  # with real tensors: aot_autograd compiles under fake ones
-            self.folded = fold_constants(self.gm)
+            placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+            self.folded = fold_constants(self.gm, {n: args[i] for i, n in enumerate(placeholders)
+                                                   if n in self.weights})
+            # Folded values are weights too: the same on every call, or (computed from weights)
+            # refreshed in place, which moves their version counters as a weight's would.
+            self.weights = self.weights | frozenset(self.folded.attrs)
         if key is None:
             self._static_signature = _signature(args)
         with gc_paused():
@@ -267,6 +283,8 @@ class CompiledGraph:
                      f"({type(e).__name__}: {e})", level=logging.WARNING)
             runner, summary = self._eager_runner(), Summary(failures=[f"graph: {e}"])
             summary.note_fallback(failure_category(e), f"graph: {type(e).__name__}: {e}")
+        if self.folded.derived:  # values computed from weights follow the weights
+            runner = _refreshing(runner, self.folded)
         if self.options.anchor_measure and self.kind == "inference" and summary.kernels > 0 \
                 and not self.native_guard and not graph_guard.has_side_effects(self.gm):
             runner = self._guard(runner, summary, args)
