@@ -190,7 +190,7 @@ TVM_VENV ?= build-peers/tvm-venv
 tvm-peer: install
 	test -x $(TVM_VENV)/bin/python || $(PYTHON) -m venv --system-site-packages $(TVM_VENV)
 	$(TVM_VENV)/bin/python -c "import tvm" 2>/dev/null || $(TVM_VENV)/bin/python -m pip install \
-		-q apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1
+		-q apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 psutil
 
 # ---------------------------------------------------------------------------------------------
 # fuzz: libFuzzer over the tessera.op frontend (tests/fuzz), built with clang in $(FUZZ_DIR).

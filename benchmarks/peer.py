@@ -18,7 +18,8 @@ Per op a record {"op", "cpu", "torch_ms", "default_ms", "construct_ms", "search_
 "tune_s": {"construct", "search_64", "search_256", "tvm_64", "tvm_256"}} (the *_64 keys name
 --trials, the *_256 keys --long-trials; null where not run). peak_fraction: the roofline time
 (the larger of flops at the probed all-core FMA peak and bytes moved at the probed bandwidth)
-over Tessera's best time; bound says which limit the roofline met. The summary: per op
+over Tessera's best time; bound says which limit the roofline met. The bandwidth is the probe's
+(STREAM-like, from memory): an operator whose data stays in the caches can pass 1. The summary: per op
 Tessera's best of construct and search against TVM at the same trials.
 """
 
@@ -122,9 +123,9 @@ def main() -> None:
         long_trials = args.long_trials if name in long_ops else None
         r = {"op": name, "cpu": peak["cpu_model"],
              **{f"{k}_{t}_ms": None for k in ("search", "tvm")
-                for t in (args.trials, args.long_trials)},
+                for t in (args.trials, args.long_trials) if t},
              **tessera_times(op, args.trials, long_trials, args.rounds)}
-        for trials in (args.trials, args.long_trials):
+        for trials in (args.trials, args.long_trials) if args.long_trials else (args.trials,):
             t = tvm.get(trials, {}).get(name, {})
             if "tvm_ms" in t:  # TVM's ratio to torch, on this window's torch time
                 r[f"tvm_{trials}_ms"] = t["ratio_to_torch"] * r["torch_ms"]
@@ -144,8 +145,8 @@ def main() -> None:
 
 def columns(args) -> List[str]:
     t, lt = args.trials, args.long_trials
-    return ["op", "torch_ms", "default_ms", "construct_ms", f"search_{t}_ms", f"tvm_{t}_ms",
-            f"search_{lt}_ms", f"tvm_{lt}_ms", "peak_fraction", "bound"]
+    return (["op", "torch_ms", "default_ms", "construct_ms", f"search_{t}_ms", f"tvm_{t}_ms"]
+            + ([f"search_{lt}_ms", f"tvm_{lt}_ms"] if lt else []) + ["peak_fraction", "bound"])
 
 
 def summary(records: List[dict], trials: int, long_trials: int) -> str:
