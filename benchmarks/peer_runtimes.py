@@ -55,7 +55,7 @@ def openvino_run(model: torch.nn.Module, x: torch.Tensor, reference: torch.Tenso
             "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
             "INFERENCE_NUM_THREADS": torch.get_num_threads()})
     except Exception as e:  # a model OpenVINO cannot take is a note in its record
-        return PeerRun(None, f"does not convert: {type(e).__name__}: {_first_line(e)}")
+        return PeerRun(None, f"does not convert: {type(e).__name__}: {_failure_line(e)}")
     compile_s = time.perf_counter() - t0
     request = compiled.create_infer_request()
     inputs = [x.numpy()]
@@ -74,6 +74,9 @@ def openvino_run(model: torch.nn.Module, x: torch.Tensor, reference: torch.Tenso
     return PeerRun(run, "", compile_s, max_abs_err)
 
 
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:200] if text else ""
+def _failure_line(e: Exception) -> str:
+    """The line of a conversion error that names what failed (OpenVINO's summary line, where
+    the error has one), else its first line."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    named = [line for line in lines if "Conversion is failed for" in line]
+    return (named or lines or [""])[0][:200]

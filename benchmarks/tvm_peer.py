@@ -35,6 +35,11 @@ from common import arg_parser, paired_with_reference, write_json  # noqa: E402
 from ops import Op, check_close, suite  # noqa: E402
 
 
+# Seconds MetaSchedule's local builder and runner give one candidate: TVM's default (30 s) is
+# spent by a worker process's start-up alone on a loaded 2-core machine, failing every build.
+CANDIDATE_TIMEOUT_S = 300
+
+
 def te_definition(op: Op):
     """(inputs, output) of op in TVM's tensor expressions, fp32, with op.make_inputs' shapes."""
     p = op.params
@@ -82,8 +87,12 @@ def tune_and_time(op: Op, trials: int, rounds: int, target) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"tvm-{op.name}-") as work_dir:
         t0 = time.perf_counter()
         database = ms.tune_tir(mod, target, work_dir, max_trials_global=trials,
-                               num_trials_per_iter=min(64, trials))
+                               num_trials_per_iter=min(64, trials),
+                               builder=ms.builder.LocalBuilder(timeout_sec=CANDIDATE_TIMEOUT_S),
+                               runner=ms.runner.LocalRunner(timeout_sec=CANDIDATE_TIMEOUT_S))
         schedule = ms.tir_integration.compile_tir(database, mod, target)
+        if schedule is None:
+            raise RuntimeError(f"MetaSchedule built and measured no candidate in {trials} trials")
         built = tvm.compile(schedule.mod, target=target)
         tune_s = time.perf_counter() - t0
     torch.manual_seed(0)

@@ -28,6 +28,12 @@ class InterpolatedBias(nn.Module):
         return scores + bias.unsqueeze(0)
 
 
+def _compiled(model: nn.Module):
+    """(the Tessera-compiled model, the serial its graphs will come after)."""
+    torch._dynamo.reset()
+    return torch.compile(model, backend="tessera", options=OPTIONS), graph_mod.last_serial()
+
+
 def _graphs_since(serial):
     return [g for g in graph_mod.compiled_graphs() if g.serial > serial]
 
@@ -35,9 +41,7 @@ def _graphs_since(serial):
 def test_values_computed_from_weights_are_folded_and_follow_the_weights():
     model = InterpolatedBias().eval()
     x = torch.randn(2, 3, 16, 16)
-    torch._dynamo.reset()
-    since = graph_mod.last_serial()
-    compiled = torch.compile(model, backend="tessera", options=OPTIONS)
+    compiled, since = _compiled(model)
     with torch.no_grad():
         compiled(x)
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
@@ -58,9 +62,7 @@ def test_values_computed_from_weights_are_folded_and_follow_the_weights():
 def test_weights_are_not_folded_where_they_take_gradients():
     model = InterpolatedBias().train()
     x = torch.randn(2, 3, 16, 16)
-    torch._dynamo.reset()
-    since = graph_mod.last_serial()
-    compiled = torch.compile(model, backend="tessera", options=OPTIONS)
+    compiled, since = _compiled(model)
     compiled(x).sum().backward()
     got = model.table.grad.clone()
     model.table.grad = None
