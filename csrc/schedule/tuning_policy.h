@@ -15,7 +15,7 @@ struct TuningPolicy {
   // take at least this long at the host's FMA peak: below it a tuned schedule's gain is a few
   // microseconds a call, within the per-call and timing overhead, and tuning (about a second)
   // cannot pay back. Streaming stages are bound by memory traffic and do not count.
-  double min_tuned_kernel_us = 40;
+  double min_tuned_kernel_us = 45;
   // ... and a kernel doing at least this share of its graph's summation work, down to
   // min_share_kernel_us: the graph's time is mostly that kernel's.
   double large_share = 1.0 / 3;
