@@ -59,6 +59,34 @@ def test_values_computed_from_weights_are_folded_and_follow_the_weights():
     torch._dynamo.reset()
 
 
+class ChainedTables(nn.Module):
+    """A value computed from a weight that another folded value is computed from (Whisper's
+    pattern that once failed): both are folded, and both follow the weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(8, 4))
+
+    def forward(self, x):
+        scaled = self.table * 2.0
+        norm = scaled.square().sum(0, keepdim=True).sqrt()
+        return x + scaled + norm
+
+
+def test_a_folded_value_computed_from_another_follows_the_weights():
+    model = ChainedTables().eval()
+    x = torch.randn(8, 4)
+    compiled, since = _compiled(model)
+    with torch.no_grad():
+        compiled(x)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+        (graph,) = _graphs_since(since)
+        assert len(graph.folded.derived) == 2
+        model.table.add_(1.0)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+
+
 def test_weights_are_not_folded_where_they_take_gradients():
     model = InterpolatedBias().train()
     x = torch.randn(2, 3, 16, 16)

@@ -115,7 +115,8 @@ def fold_constants(gm: fx.GraphModule, weights: Optional[Dict[fx.Node, torch.Ten
                    ) -> Folding:
     """Replaces the constant values of gm (see the module docstring) by get_attr constants, in
     place. weights: the placeholders holding weights, with their tensors on this call (values
-    computed from them are folded too, as DerivedConstants)."""
+    computed from them are folded too, as DerivedConstants). Everything that can fail is
+    computed before the graph changes."""
     weights = weights or {}
     graph = gm.graph
     constant = _constant_nodes(graph, weights)
@@ -127,24 +128,29 @@ def fold_constants(gm: fx.GraphModule, weights: Optional[Dict[fx.Node, torch.Ten
         return out
     values = _evaluate(gm, constant, boundary, weights)
     positions = {n: i for i, n in enumerate(n for n in graph.nodes if n.op == "placeholder")}
+    boundary = [n for n in boundary if isinstance(values.get(n), torch.Tensor)
+                and values[n].numel() * values[n].element_size() <= MAX_FOLDED_BYTES]
+    # Each from the graph as it came: a folded value computed from another folded value keeps
+    # the whole computation back to the weights (what it must follow), not a stale copy.
+    # A folded value is refreshed in place: it must not share memory with a weight.
+    storages = {w.untyped_storage().data_ptr() for w in weights.values()}
     for n in boundary:
-        v = values.get(n)
-        if not isinstance(v, torch.Tensor) or v.numel() * v.element_size() > MAX_FOLDED_BYTES:
-            continue
+        if values[n].untyped_storage().data_ptr() in storages:
+            values[n] = values[n].clone()
+    derived = {n: _derived(gm, n, constant, weights, positions, values[n]) for n in boundary}
+    for n in boundary:
         name = f"_tessera_folded_{out.count}"
         while hasattr(gm, name):
             name += "_"
-        # Made before the graph changes: the subgraph computing n from its weights.
-        derived = _derived(gm, n, constant, weights, positions, v)
-        gm.register_buffer(name, v, persistent=False)
+        gm.register_buffer(name, values[n], persistent=False)
         with graph.inserting_before(n):
             attr = graph.get_attr(name)
         attr.meta.update(n.meta)
         n.replace_all_uses_with(attr)
         out.count += 1
         out.attrs.append(attr)
-        if derived is not None:
-            out.derived.append(derived)
+        if derived[n] is not None:
+            out.derived.append(derived[n])
     if out.count:
         graph.eliminate_dead_code()
         gm.recompile()

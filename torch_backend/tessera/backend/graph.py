@@ -32,7 +32,7 @@ import torch.fx as fx
 
 from . import graph_guard
 from . import symbolic
-from .constant_fold import fold_constants
+from .constant_fold import Folding, fold_constants
 from .gc_pause import gc_paused
 from ..jit_cache import SHAPES_PER_GRAPH, LruCache
 from .log import log_once, logger
@@ -229,9 +229,7 @@ class CompiledGraph:
     def _first_call(self, args: List[Any], key) -> Any:
         args = list(args)
         if self.folded is None:  # with real tensors: aot_autograd compiles under fake ones
-            placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-            self.folded = fold_constants(self.gm, {n: args[i] for i, n in enumerate(placeholders)
-                                                   if n in self.weights})
+            self.folded = self._fold(args)
             # Folded values are weights too: the same on every call, or (computed from weights)
             # refreshed in place, which moves their version counters as a weight's would.
             self.weights = self.weights | frozenset(self.folded.attrs)
@@ -239,6 +237,22 @@ class CompiledGraph:
             self._static_signature = _signature(args)
         with gc_paused():
             return self._specialise(args, key)
+
+    def _fold(self, args: List[Any]) -> Folding:
+        """Folds the graph's constant values (constant_fold.py); a failure folds nothing
+        (logged; fold_constants computes everything before it changes the graph): the graph
+        then computes them on every call, as eager does."""
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        try:
+            return fold_constants(self.gm, {n: args[i] for i, n in enumerate(placeholders)
+                                            if n in self.weights})
+        except Exception as e:
+            if not self.options.fallback:
+                raise
+            log_once(f"fold-failure:{type(e).__name__}:{e}", f"tessera: constant folding failed, "
+                     f"the {self.kind} graph computes its constants on every call "
+                     f"({type(e).__name__}: {e})", level=logging.WARNING)
+            return Folding()
 
     def _symbols(self):
         try:
