@@ -88,6 +88,7 @@ TuneTasksRequest reuse_request(
     std::shared_ptr<tune::Runner> runner, int trials_per_task,
     tune::reuse::SelectionMethod selection = tune::reuse::SelectionMethod::kGreedyBridges) {
   TuneTasksRequest req;
+  req.scope = TuneScope::kEvery;  // what is tuned is reuse's to say, not the size rule's
   req.trials_per_task = trials_per_task;
   req.fresh_model = true;
   req.runner = std::move(runner);
@@ -216,6 +217,7 @@ TEST(TuneTasks, GradientGivesTheHeavierTaskMoreRoundsAndStoresChoices) {
   auto runner = std::make_shared<FakeRunner>(std::map<std::string, double>{{"heavy", 4.0}});
   db::RecordsDB records = db::RecordsDB::open(":memory:");
   TuneTasksRequest req;
+  req.scope = TuneScope::kEvery;  // both tasks are searched: the test is about their rounds
   req.trials = 96;
   req.fresh_model = true;
   req.runner = runner;
