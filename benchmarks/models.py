@@ -107,7 +107,9 @@ def tessera_stats(since: int) -> dict:
         ops |= set(s.aten_ops)
         for category, found in s.fallbacks().items():
             counts[category] += len(found)
-            reasons[category] += [r for r in found if r not in reasons[category]]
+            for r in found:  # each reason once, however many partitions share it
+                if r not in reasons[category]:
+                    reasons[category].append(r)
     return {"kernels": kernels, "aten_fallback_ops": sorted(ops), "fallbacks": counts,
             "fallback_reasons": reasons}
 
