@@ -130,13 +130,13 @@ def fold_constants(gm: fx.GraphModule, weights: Optional[Dict[fx.Node, torch.Ten
     positions = {n: i for i, n in enumerate(n for n in graph.nodes if n.op == "placeholder")}
     boundary = [n for n in boundary if isinstance(values.get(n), torch.Tensor)
                 and values[n].numel() * values[n].element_size() <= MAX_FOLDED_BYTES]
-    # Each from the graph as it came: a folded value computed from another folded value keeps
-    # the whole computation back to the weights (what it must follow), not a stale copy.
     # A folded value is refreshed in place: it must not share memory with a weight.
     storages = {w.untyped_storage().data_ptr() for w in weights.values()}
     for n in boundary:
         if values[n].untyped_storage().data_ptr() in storages:
             values[n] = values[n].clone()
+    # Each from the graph as it came: a folded value computed from another folded value keeps
+    # the whole computation back to the weights (what it must follow), not a stale copy.
     derived = {n: _derived(gm, n, constant, weights, positions, values[n]) for n in boundary}
     for n in boundary:
         name = f"_tessera_folded_{out.count}"
