@@ -15,7 +15,7 @@ side effects or random results never count as constant.
 
 Inference graphs also fold values computed from weights (the module's parameters and buffers,
 as Inductor's freezing does): BEiT interpolates and gathers its relative position bias table,
-a parameter, in every layer on every call (6 ms of a 19 ms model). Such a value is a
+a parameter, in every layer on every call. Such a value is a
 DerivedConstant: it is computed again, in place, before a call whose weights are other tensors
 or were changed in place (their version counters moved), so it never goes stale.
 """
